@@ -1,0 +1,110 @@
+"""PynamoDB's attribute classes; the scalar ones also accept ``unique=``, ``normalize=``,
+``lock_name=`` and ``hashed=``.
+
+``UnicodeAttribute(unique=True)`` is shorthand for a one-field
+:class:`~dynaunique.UniqueConstraint` named after the field (upper-cased) or ``lock_name``.
+Every other PynamoDB attribute class is re-exported unchanged, so a model imports all of its
+attributes from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb import attributes as _pa
+from pynamodb.attributes import (
+    Attribute,
+    BinarySetAttribute,
+    DiscriminatorAttribute,
+    DynamicMapAttribute,
+    JSONAttribute,
+    ListAttribute,
+    MapAttribute,
+    NullAttribute,
+    NumberSetAttribute,
+    TTLAttribute,
+    UnicodeSetAttribute,
+    VersionAttribute,
+)
+
+from dynaunique.errors import ConfigurationError
+from dynaunique.normalizers import Normalizer
+
+__all__ = [
+    "Attribute",
+    "BinaryAttribute",
+    "BinarySetAttribute",
+    "BooleanAttribute",
+    "DiscriminatorAttribute",
+    "DynamicMapAttribute",
+    "JSONAttribute",
+    "ListAttribute",
+    "MapAttribute",
+    "NullAttribute",
+    "NumberAttribute",
+    "NumberSetAttribute",
+    "TTLAttribute",
+    "UTCDateTimeAttribute",
+    "UnicodeAttribute",
+    "UnicodeSetAttribute",
+    "UniqueOptions",
+    "VersionAttribute",
+]
+
+
+class UniqueOptions:
+    """Mixin that lets a scalar attribute declare a one-field unique constraint."""
+
+    #: Whether this attribute's value must be unique.
+    unique: bool
+    #: Callable applied before comparing values (``normalizers.casefold``), or None.
+    normalize: Normalizer | None
+    #: The lock name (``UNIQ#<lock_name>#...``); None means the field name upper-cased.
+    lock_name: str | None
+    #: Keep an HMAC of the value in the lock key instead of the value.
+    hashed: bool
+
+    def __init__(
+        self,
+        *args: Any,
+        unique: bool = False,
+        normalize: Normalizer | None = None,
+        lock_name: str | None = None,
+        hashed: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        if not unique and (normalize is not None or lock_name is not None or hashed):
+            raise ConfigurationError(
+                "normalize=, lock_name= and hashed= only apply together with unique=True"
+            )
+        if normalize is not None and not callable(normalize):
+            raise ConfigurationError(f"normalize= must be callable, got {normalize!r}")
+        if unique and (kwargs.get("hash_key") or kwargs.get("range_key")):
+            raise ConfigurationError(
+                "a key attribute is already unique: DynamoDB enforces it; drop unique=True"
+            )
+        self.unique = bool(unique)
+        self.normalize = normalize
+        self.lock_name = lock_name
+        self.hashed = bool(hashed)
+
+
+class UnicodeAttribute(UniqueOptions, _pa.UnicodeAttribute):
+    """A string attribute (PynamoDB's ``UnicodeAttribute``) that may be unique."""
+
+
+class NumberAttribute(UniqueOptions, _pa.NumberAttribute):
+    """A number attribute that may be unique; ``1`` and ``1.0`` are the same value."""
+
+
+class BinaryAttribute(UniqueOptions, _pa.BinaryAttribute):
+    """A binary attribute that may be unique."""
+
+
+class BooleanAttribute(UniqueOptions, _pa.BooleanAttribute):
+    """A boolean attribute (unique only makes sense in composite constraints)."""
+
+
+class UTCDateTimeAttribute(UniqueOptions, _pa.UTCDateTimeAttribute):
+    """A UTC datetime attribute that may be unique (compared in its stored string form)."""

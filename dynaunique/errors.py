@@ -1,0 +1,181 @@
+"""Every error dynaunique raises: one root, structured fields, messages that say what to do.
+
+The tree::
+
+    DynauniqueError
+    ├── ConfigurationError          a model or constraint is declared wrongly (raised at class
+    │                               definition), or a setting such as the lock secret is missing
+    ├── InvalidValueError           a value cannot be protected: NaN, a reserved key, a bad type
+    ├── UnsupportedOperationError   an API that would bypass the locks (batch_write, an update
+    │                               action whose result cannot be known before sending)
+    ├── TransactionTooLargeError    more than 100 items or 4 MB, refused before sending
+    ├── WriteConflict               DynamoDB refused a write: nothing of it was applied
+    │   ├── UniqueViolation         a lock is held by another record
+    │   ├── ConcurrentModificationError
+    │   │                           the record changed (or vanished) since it was loaded
+    │   └── ConditionCheckFailedError
+    │                               a ``condition_check`` of an ``atomic()`` block failed
+    ├── OutcomeUnknownError         the network failed on every resend: the write may or may not
+    │                               have been applied (it is idempotent: retry the same call)
+    └── MigrationError, AuditError  (raised by the migrations and audit tools)
+
+Botocore errors are mapped to these at exactly one boundary, ``dynaunique.transaction``, with
+``raise ... from exc`` so the original stays reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class DynauniqueError(Exception):
+    """Root of every error dynaunique raises."""
+
+    #: Exit status the CLI uses when this error ends a command.
+    exit_code: int = 1
+
+
+class ConfigurationError(DynauniqueError):
+    """A model, attribute or constraint is declared wrongly, or a required setting is missing."""
+
+    exit_code = 2
+
+
+class InvalidValueError(DynauniqueError, ValueError):
+    """A value cannot be protected by a lock (NaN, a reserved key prefix, an unsupported type)."""
+
+
+class UnsupportedOperationError(DynauniqueError):
+    """The call would bypass the lock items; the message says which API to use instead."""
+
+
+class TransactionTooLargeError(DynauniqueError):
+    """The unit of work exceeds DynamoDB's transaction limits; nothing was sent.
+
+    Splitting it would break atomicity, so dynaunique refuses instead.
+    """
+
+    def __init__(self, items: int, size_bytes: int, max_items: int, max_bytes: int) -> None:
+        self.items = items
+        self.size_bytes = size_bytes
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        super().__init__(
+            f"the transaction would have {items} items and about {size_bytes} bytes; DynamoDB "
+            f"allows at most {max_items} items and {max_bytes} bytes. Nothing was sent: split the "
+            "work into smaller atomic() blocks yourself if they need not be all-or-nothing."
+        )
+
+
+class WriteConflict(DynauniqueError):
+    """DynamoDB refused the write because a condition did not hold; nothing was applied."""
+
+
+def format_key(key: Mapping[str, Any] | None) -> str:
+    """Render a record's primary key the way messages show it: its hash key value.
+
+    (The full key, range key included, is in the error's ``owner``/``key`` attribute.)
+    """
+    if not key:
+        return "<unknown>"
+    return str(next(iter(key.values())))
+
+
+class UniqueViolation(WriteConflict):
+    """A unique value is already held by another record.
+
+    ``fields`` are the constrained fields, ``constraint`` the lock name, ``value`` the value
+    (a tuple for composite constraints, after normalization), ``owner`` the holder's primary key
+    (``{"PK": "ACCT#a1f9c3", ...}``) when DynamoDB returned it, ``model`` the model class name.
+    ``violations`` lists every violation of the same write (itself included) when several
+    constraints failed together.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        fields: Sequence[str],
+        constraint: str,
+        value: Any,
+        owner: Mapping[str, Any] | None,
+        hashed: bool = False,
+        violations: Sequence[UniqueViolation] = (),
+    ) -> None:
+        self.model = model
+        self.fields = tuple(fields)
+        self.constraint = constraint
+        self.value = value
+        self.owner = dict(owner) if owner is not None else None
+        self.hashed = hashed
+        self.violations: tuple[UniqueViolation, ...] = tuple(violations) or (self,)
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        what = ", ".join(self.fields)
+        shown = "" if self.hashed else f" {self.value!r}"
+        held = f" (held by {format_key(self.owner)})" if self.owner else ""
+        head = f"{what}{shown} is already taken{held}"
+        others = [v for v in self.violations if v is not self]
+        if others:
+            head += "; also: " + "; ".join(v._message_single() for v in others)
+        return head
+
+    def _message_single(self) -> str:
+        shown = "" if self.hashed else f" {self.value!r}"
+        held = f" (held by {format_key(self.owner)})" if self.owner else ""
+        return f"{', '.join(self.fields)}{shown} is already taken{held}"
+
+    def with_violations(self, violations: Sequence[UniqueViolation]) -> UniqueViolation:
+        """Return a copy of this violation that lists ``violations`` as the full set."""
+        return UniqueViolation(
+            model=self.model,
+            fields=self.fields,
+            constraint=self.constraint,
+            value=self.value,
+            owner=self.owner,
+            hashed=self.hashed,
+            violations=violations,
+        )
+
+
+class ConcurrentModificationError(WriteConflict):
+    """The record changed or vanished since this copy was loaded (or exists, for a create).
+
+    Reload it (``refresh()`` or ``get()``), reapply the change and save again.
+    """
+
+    def __init__(self, message: str, *, model: str = "", key: Mapping[str, Any] | None = None,
+                 current: Mapping[str, Any] | None = None, write: Any = None) -> None:
+        self.model = model
+        #: The planned write whose condition failed (a ``dynaunique.unit_of_work`` value).
+        self.write = write
+        self.key = dict(key) if key is not None else None
+        #: The item as DynamoDB holds it now (raw attribute values), when it was returned.
+        self.current = dict(current) if current is not None else None
+        super().__init__(message)
+
+
+class ConditionCheckFailedError(WriteConflict):
+    """A ``tx.condition_check(...)`` of an ``atomic()`` block did not hold."""
+
+    def __init__(self, message: str, *, model: str, key: Mapping[str, Any]) -> None:
+        self.model = model
+        self.key = dict(key)
+        super().__init__(message)
+
+
+class OutcomeUnknownError(DynauniqueError):
+    """Every resend failed at the network level: the write may or may not have been applied.
+
+    The same call is idempotent: repeating ``save()``/``delete()`` is safe.
+    """
+
+
+class MigrationError(DynauniqueError):
+    """A migration could not be planned, loaded or applied."""
+
+
+class AuditError(DynauniqueError):
+    """An audit or repair could not run."""

@@ -1,0 +1,227 @@
+"""Lock keys and lock items: how a protected value becomes a primary key. Pure functions, no I/O.
+
+A lock's hash key is ``UNIQ#<LOCK_NAME>#<encoded value>``. The encoding is injective:
+
+* a string is kept as it is, with ``\\`` written ``\\\\`` and ``#`` written ``\\#``, so plain
+  short strings stay readable (``UNIQ#EMAIL#ada@lovelace.io``);
+* every other type is tagged with a backslash and a letter, which no encoded string can begin
+  with: ``\\n`` a number in canonical decimal (``1 == 1.0 == 1.00`` → ``\\n1``), ``\\b`` binary
+  (base64), ``\\t``/``\\f`` booleans;
+* the fields of a composite value are joined with a bare ``#``, which no component contains;
+* a key longer than DynamoDB's 2048-byte limit keeps ``\\h`` + SHA-256 of the encoded value, and
+  a ``hashed`` constraint keeps ``\\k`` + HMAC-SHA256 under the lock secret. No component starts
+  with ``\\h`` or ``\\k``, so a hash can never equal a plain value.
+
+Lock names are ``[A-Za-z0-9_.-]+`` (no ``#``), so a value can never reach another lock name's
+namespace. ``UNIQ#~`` is reserved for dynaunique's own system items (the migrations ledger).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import math
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from dynaunique.errors import InvalidValueError
+
+#: Every item whose hash key starts with this belongs to dynaunique, never to a model.
+RESERVED_PREFIX = "UNIQ#"
+#: dynaunique's system items (ledger, leases) live under this prefix; no lock name starts with ~.
+SYSTEM_PREFIX = "UNIQ#~"
+#: The range key of a lock item, for tables that have a range key.
+LOCK_SORT_KEY = "LOCK"
+#: DynamoDB's limit on a partition key value, in UTF-8 bytes.
+MAX_HASH_KEY_BYTES = 2048
+
+#: The lock item's own attributes (besides the table's key attributes and the TTL attribute).
+OWNER_ATTR = "owner"
+MODEL_ATTR = "model"
+CONSTRAINT_ATTR = "constraint"
+VALUE_ATTR = "value"
+CREATED_ATTR = "created"
+LOCK_ATTRIBUTES = (OWNER_ATTR, MODEL_ATTR, CONSTRAINT_ATTR, VALUE_ATTR, CREATED_ATTR)
+
+_LOCK_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
+LENGTH_HASH_TAG = "\\h"
+SECRET_HASH_TAG = "\\k"
+
+
+def validate_lock_name(name: str) -> str:
+    """Return ``name`` if it can be a lock name, else raise ``ValueError`` saying why."""
+    if not isinstance(name, str) or not _LOCK_NAME.match(name):
+        raise ValueError(
+            f"lock name {name!r} is not allowed: use 1-200 characters among letters, digits, "
+            "'_', '.' and '-' (a '#' would let values reach another lock's namespace)"
+        )
+    return name
+
+
+def canonical_number(value: Any) -> str:
+    """The one decimal spelling of a number: ``1``, ``1.0`` and ``Decimal('1.00')`` → ``'1'``."""
+    if isinstance(value, bool):
+        raise InvalidValueError("a boolean is not a number here")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidValueError(f"{value!r} cannot be stored in DynamoDB")
+        number = Decimal(repr(value))
+    else:
+        try:
+            number = Decimal(value)
+        except (InvalidOperation, TypeError, ValueError) as exc:
+            raise InvalidValueError(f"{value!r} is not a number") from exc
+    if not number.is_finite():
+        raise InvalidValueError(f"{value!r} cannot be stored in DynamoDB")
+    if number == 0:
+        return "0"
+    text = format(number.normalize(), "f")
+    return text
+
+
+def _escape(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidValueError(
+            f"{text!r} is not valid UTF-8 (it holds a lone surrogate); DynamoDB cannot store it"
+        ) from exc
+    return text.replace("\\", "\\\\").replace("#", "\\#")
+
+
+def encode_component(value: Any) -> str:
+    """Encode one (already normalized) value; see the module docstring for the scheme."""
+    if isinstance(value, str):
+        return _escape(value)
+    if isinstance(value, bool):
+        return "\\t" if value else "\\f"
+    if isinstance(value, (int, float, Decimal)):
+        return "\\n" + canonical_number(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\b" + base64.b64encode(bytes(value)).decode("ascii")
+    raise InvalidValueError(
+        f"cannot take a unique lock on a {type(value).__name__} ({value!r}): use strings, "
+        "numbers, binary or booleans"
+    )
+
+
+def encode_value(values: Sequence[Any]) -> str:
+    """Encode a constraint's (normalized) field values, one per field, joined by ``#``."""
+    if not values:
+        raise ValueError("a lock needs at least one value")
+    return "#".join(encode_component(v) for v in values)
+
+
+def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -> str:
+    """The hash key of the lock that protects ``values`` under lock name ``name``.
+
+    With ``secret`` the key holds HMAC-SHA256 of the encoded value (a ``hashed`` constraint);
+    otherwise the encoded value itself, or its SHA-256 when the key would exceed 2048 bytes.
+    """
+    encoded = encode_value(values)
+    prefix = f"{RESERVED_PREFIX}{name}#"
+    if secret is not None:
+        digest = hmac.new(secret, encoded.encode("utf-8"), hashlib.sha256).hexdigest()
+        return prefix + SECRET_HASH_TAG + digest
+    key = prefix + encoded
+    if len(key.encode("utf-8")) > MAX_HASH_KEY_BYTES:
+        return prefix + LENGTH_HASH_TAG + hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+    return key
+
+
+def split_lock_key(key: str) -> tuple[str, str] | None:
+    """``UNIQ#EMAIL#ada@x.io`` → ``("EMAIL", "ada@x.io")``; ``None`` for a non-lock key."""
+    if not key.startswith(RESERVED_PREFIX) or key.startswith(SYSTEM_PREFIX):
+        return None
+    rest = key[len(RESERVED_PREFIX):]
+    name, sep, encoded = rest.partition("#")
+    if not sep:
+        return None
+    return name, encoded
+
+
+def is_reserved_key(value: Any) -> bool:
+    """True when a record's hash key value would fall in dynaunique's reserved namespace."""
+    return isinstance(value, str) and value.startswith(RESERVED_PREFIX)
+
+
+def typed(value: Any) -> dict[str, Any]:
+    """A python value as a DynamoDB attribute value (the lock's ``value`` attribute)."""
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, (int, float, Decimal)):
+        return {"N": canonical_number(value)}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"B": bytes(value)}
+    if isinstance(value, tuple):
+        return {"L": [typed(v) for v in value]}
+    raise InvalidValueError(f"cannot store a {type(value).__name__} in a lock")
+
+
+def untyped(value: Mapping[str, Any]) -> Any:
+    """The inverse of :func:`typed` (for display and audit)."""
+    (kind, raw), = value.items()
+    if kind == "S":
+        return raw
+    if kind == "BOOL":
+        return bool(raw)
+    if kind == "N":
+        number = Decimal(raw)
+        return int(number) if number == number.to_integral_value() else number
+    if kind == "B":
+        return raw
+    if kind == "L":
+        return tuple(untyped(v) for v in raw)
+    if kind == "M":
+        return {k: untyped(v) for k, v in raw.items()}
+    if kind == "NULL":
+        return None
+    return raw
+
+
+def lock_item(
+    *,
+    key_attributes: tuple[str, str | None],
+    lock_key_value: str,
+    owner: Mapping[str, Mapping[str, Any]],
+    model: str,
+    constraint: str,
+    value: Any,
+    hashed: bool,
+    created: str,
+    ttl: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """The full DynamoDB item of one lock.
+
+    ``key_attributes`` are the table's hash and range key attribute names; ``owner`` the owning
+    record's typed primary key; ``value`` the normalized value (a tuple for composites), left out
+    when ``hashed`` so no attribute carries the plaintext; ``ttl`` the record's TTL attribute name
+    and epoch seconds, copied so the lock expires with the record.
+    """
+    hash_attr, range_attr = key_attributes
+    item: dict[str, Any] = {hash_attr: {"S": lock_key_value}}
+    if range_attr is not None:
+        item[range_attr] = {"S": LOCK_SORT_KEY}
+    item[OWNER_ATTR] = {"M": {k: dict(v) for k, v in owner.items()}}
+    item[MODEL_ATTR] = {"S": model}
+    item[CONSTRAINT_ATTR] = {"S": constraint}
+    if not hashed:
+        item[VALUE_ATTR] = typed(value)
+    item[CREATED_ATTR] = {"S": created}
+    if ttl is not None:
+        item[ttl[0]] = {"N": str(int(ttl[1]))}
+    return item
+
+
+def lock_primary_key(key_attributes: tuple[str, str | None], lock_key_value: str) -> dict[str, Any]:
+    """The typed primary key of a lock item."""
+    hash_attr, range_attr = key_attributes
+    key: dict[str, Any] = {hash_attr: {"S": lock_key_value}}
+    if range_attr is not None:
+        key[range_attr] = {"S": LOCK_SORT_KEY}
+    return key

@@ -1,0 +1,477 @@
+"""Send a Plan to DynamoDB and map every failure back to the write that caused it.
+
+``render(plan)`` builds the request (pure: TransactItems in plan order, so slot *i* of
+``CancellationReasons`` is ``plan.writes[i]``; PynamoDB's own ``TransactWrite`` reorders items, so
+it is not used). ``execute(plan, client)`` sends it: one ``ClientRequestToken`` per call, reused by
+every resend; ``TransactionConflict`` and throttling retried with bounded, jittered backoff; a
+failed condition never retried; after an ambiguous network failure, a resend that finds this call's
+own writes already in place is success. This module is the one boundary where botocore errors
+become dynaunique errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+import attrs
+import botocore.exceptions
+import botocore.session
+from botocore.config import Config
+
+from dynaunique.errors import (
+    ConcurrentModificationError,
+    ConditionCheckFailedError,
+    DynauniqueError,
+    OutcomeUnknownError,
+    TransactionTooLargeError,
+    UniqueViolation,
+)
+from dynaunique.locks import OWNER_ATTR, untyped
+from dynaunique.unit_of_work import (
+    Absent,
+    ConditionCheck,
+    Expression,
+    Guard,
+    LockDelete,
+    LockPut,
+    Plan,
+    RecordDelete,
+    RecordPut,
+    RecordUpdate,
+    Typed,
+    Unchanged,
+    Write,
+)
+
+MAX_ITEMS = 100
+MAX_BYTES = 4 * 1024 * 1024
+
+_CONFLICT_CODES = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded",
+                   "RequestLimitExceeded"}
+_RETRYABLE_ERRORS = {"TransactionInProgressException", "ThrottlingException",
+                     "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+                     "TransactionConflictException", "LimitExceededException"}
+_AMBIGUOUS_ERRORS = {"InternalServerError", "InternalFailure", "ServiceUnavailable",
+                     "ServiceUnavailableException"}
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How often and how long ``execute`` retries.
+
+    Conflicts (another transaction touching the same item) and throttling are retried up to
+    ``max_conflict_retries`` times; network failures and 5xx answers up to
+    ``max_network_retries`` times, resending the very same request with the same token.
+    """
+
+    max_conflict_retries: int = 8
+    max_network_retries: int = 4
+    base_delay: float = 0.01
+    max_delay: float = 1.0
+
+    def delay(self, attempt: int) -> float:
+        """Full-jitter exponential backoff for the ``attempt``-th retry (1-based)."""
+        return random.uniform(0, min(self.max_delay, self.base_delay * (2 ** attempt)))
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+# --- rendering (pure) ----------------------------------------------------------------------------
+
+
+class _Placeholders:
+    """Allocates ``#gN`` names and ``:gN`` values for one request item."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Typed] = {}
+
+    def name(self, attr: str) -> str:
+        for placeholder, existing in self.names.items():
+            if existing == attr:
+                return placeholder
+        placeholder = f"#g{len(self.names)}"
+        self.names[placeholder] = attr
+        return placeholder
+
+    def value(self, typed_value: Typed) -> str:
+        placeholder = f":g{len(self.values)}"
+        self.values[placeholder] = typed_value
+        return placeholder
+
+
+def _guard_text(guard: Guard, hash_attr: str, ph: _Placeholders) -> str:
+    if isinstance(guard, Absent):
+        return f"attribute_not_exists({ph.name(hash_attr)})"
+    if isinstance(guard, Unchanged):
+        parts = [f"attribute_exists({ph.name(hash_attr)})"]
+        for attr, expected in guard.expected:
+            if expected is None:
+                parts.append(f"attribute_not_exists({ph.name(attr)})")
+            else:
+                parts.append(f"{ph.name(attr)} = {ph.value(expected)}")
+        return " AND ".join(parts)
+    # HeldBy: missing, or owned by one of the owners (compared key attribute by key attribute).
+    alternatives = [f"attribute_not_exists({ph.name(hash_attr)})"]
+    for owner in guard.owners:
+        terms = [
+            f"{ph.name(OWNER_ATTR)}.{ph.name(attr)} = {ph.value(value)}"
+            for attr, value in owner.items()
+        ]
+        alternatives.append("(" + " AND ".join(terms) + ")")
+    return " OR ".join(alternatives)
+
+
+def _condition(parts: list[str]) -> str | None:
+    parts = [p for p in parts if p]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return " AND ".join(f"({p})" for p in parts)
+
+
+def _with_expressions(op: dict[str, Any], ph: _Placeholders, condition: str | None,
+                      extra: Expression | None) -> dict[str, Any]:
+    names = dict(ph.names)
+    values = dict(ph.values)
+    if extra is not None:
+        names.update(extra.names)
+        values.update(extra.values)
+    if condition is not None:
+        op["ConditionExpression"] = condition
+    if names:
+        op["ExpressionAttributeNames"] = names
+    if values:
+        op["ExpressionAttributeValues"] = values
+    return op
+
+
+def _hash_attr(key: Mapping[str, Any]) -> str:
+    # Keys are built hash attribute first.
+    return next(iter(key))
+
+
+def render_write(write: Write) -> tuple[str, dict[str, Any]]:
+    """One write as (operation, parameters): ``("Put", {"TableName": ..., "Item": ...})``."""
+    ph = _Placeholders()
+    if isinstance(write, RecordPut):
+        user = write.condition.text if write.condition is not None else ""
+        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
+        op: dict[str, Any] = {"TableName": write.table, "Item": write.item}
+        return "Put", _with_expressions(op, ph, _condition([guard, user]), write.condition)
+    if isinstance(write, RecordUpdate):
+        user = write.condition.text if write.condition is not None else ""
+        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
+        op = {"TableName": write.table, "Key": write.key, "UpdateExpression": write.update.text}
+        op = _with_expressions(op, ph, _condition([guard, user]), write.condition)
+        if write.update.names:
+            op.setdefault("ExpressionAttributeNames", {}).update(write.update.names)
+        if write.update.values:
+            op.setdefault("ExpressionAttributeValues", {}).update(write.update.values)
+        return "Update", op
+    if isinstance(write, RecordDelete):
+        user = write.condition.text if write.condition is not None else ""
+        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
+        op = {"TableName": write.table, "Key": write.key}
+        return "Delete", _with_expressions(op, ph, _condition([guard, user]), write.condition)
+    if isinstance(write, LockPut):
+        op = {"TableName": write.table, "Item": write.item}
+        text = _guard_text(write.guard, _hash_attr(write.key), ph)
+        return "Put", _with_expressions(op, ph, text, None)
+    if isinstance(write, LockDelete):
+        op = {"TableName": write.table, "Key": write.key}
+        text = _guard_text(write.guard, _hash_attr(write.key), ph)
+        return "Delete", _with_expressions(op, ph, text, None)
+    op = {"TableName": write.table, "Key": write.key}
+    return "ConditionCheck", _with_expressions(op, ph, write.condition.text, write.condition)
+
+
+def render(plan: Plan) -> dict[str, Any]:
+    """The request ``plan`` is sent as, without its per-call ``ClientRequestToken``.
+
+    A transaction renders as ``{"TransactItems": [...]}``; a plan that is one record write
+    renders as that single request's parameters plus ``"Operation"``
+    (``PutItem``/``UpdateItem``/``DeleteItem``).
+    """
+    if not plan.is_transaction:
+        kind, params = render_write(plan.writes[0])
+        operation = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}[kind]
+        params = {"Operation": operation, **params,
+                  "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        if operation == "UpdateItem":
+            params["ReturnValues"] = "ALL_NEW"
+        return params
+    items = []
+    for write in plan.writes:
+        kind, params = render_write(write)
+        if kind != "ConditionCheck":
+            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        items.append({kind: params})
+    return {"TransactItems": items}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"cannot render {type(value).__name__}")
+
+
+def to_json(request: Mapping[str, Any]) -> str:
+    """The request as indented JSON (binary values base64-encoded, as the wire carries them)."""
+    return json.dumps(request, indent=2, ensure_ascii=False, default=_json_default)
+
+
+def check_size(request: Mapping[str, Any]) -> None:
+    """Refuse a transaction over DynamoDB's limits before anything is sent."""
+    items = request.get("TransactItems")
+    if items is None:
+        return
+    size = len(json.dumps(request, default=_json_default).encode("utf-8"))
+    if len(items) > MAX_ITEMS or size > MAX_BYTES:
+        raise TransactionTooLargeError(len(items), size, MAX_ITEMS, MAX_BYTES)
+
+
+def new_token(request: Mapping[str, Any]) -> str:
+    """A ClientRequestToken for one logical call: a random part plus the request's digest.
+
+    Content alone would make a genuine create → delete → create of the same values within
+    DynamoDB's 10-minute token window look like a resend; the random part prevents that.
+    """
+    digest = hashlib.sha256(
+        json.dumps(request, sort_keys=True, default=_json_default).encode("utf-8")
+    ).hexdigest()
+    return f"{uuid.uuid4().hex[:12]}-{digest[:23]}"
+
+
+# --- clients -------------------------------------------------------------------------------------
+
+_clients: dict[tuple[Any, ...], Any] = {}
+_clients_lock = threading.Lock()
+#: Called with every new client, e.g. to register botocore event handlers (benchmarks count
+#: requests this way).
+client_hooks: list[Callable[[Any], None]] = []
+
+
+def client_for(meta: Any) -> Any:
+    """A botocore DynamoDB client for a model's ``Meta`` with botocore's own retries off.
+
+    dynaunique retries itself, so that it knows when a resend follows an ambiguous failure.
+    """
+    region = getattr(meta, "region", None) or "us-east-1"
+    key = (
+        region,
+        getattr(meta, "host", None),
+        getattr(meta, "aws_access_key_id", None),
+        getattr(meta, "aws_secret_access_key", None),
+        getattr(meta, "aws_session_token", None),
+        getattr(meta, "connect_timeout_seconds", 15),
+        getattr(meta, "read_timeout_seconds", 30),
+        getattr(meta, "max_pool_connections", 10),
+    )
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            session = botocore.session.get_session()
+            if key[2] and key[3]:
+                session.set_credentials(key[2], key[3], key[4])
+            client = session.create_client(
+                "dynamodb",
+                region_name=region,
+                endpoint_url=key[1],
+                config=Config(
+                    connect_timeout=key[5],
+                    read_timeout=key[6],
+                    max_pool_connections=max(int(key[7]), 50),
+                    retries={"total_max_attempts": 1},
+                    parameter_validation=False,
+                ),
+            )
+            for hook in client_hooks:
+                hook(client)
+            _clients[key] = client
+        return client
+
+
+# --- executing -----------------------------------------------------------------------------------
+
+
+def _number_normal(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"N"}:
+            return {"N": str(Decimal(value["N"]).normalize())}
+        return {k: _number_normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_number_normal(v) for v in value]
+    return value
+
+
+def same_item(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two raw items are equal, numbers compared by value."""
+    if a is None or b is None:
+        return a is b
+    return bool(_number_normal(dict(a)) == _number_normal(dict(b)))
+
+
+def _is_own(write: Write, current: Mapping[str, Any] | None) -> bool:
+    """Whether a failed slot only shows this call's own earlier, applied attempt."""
+    if isinstance(write, RecordPut):
+        return same_item(current, write.item)
+    if isinstance(write, RecordDelete):
+        return current is None
+    if isinstance(write, RecordUpdate):
+        return write.predicted is not None and same_item(current, write.predicted)
+    return False
+
+
+def _plain(key: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: untyped(v) for k, v in key.items()}
+
+
+def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> DynauniqueError:
+    """Turn the failed slots of one attempt into the one error the caller sees."""
+    for write, current in failures:
+        if isinstance(write, (RecordPut, RecordUpdate, RecordDelete)):
+            if isinstance(write, RecordPut) and write.create and current is not None:
+                message = (f"{write.model} {_plain(write.key)} already exists; load it (get) "
+                           "and save the loaded copy")
+            elif current is None:
+                message = (f"{write.model} {_plain(write.key)} no longer exists (deleted since "
+                           "this copy was loaded)")
+            else:
+                message = (f"{write.model} {_plain(write.key)} was modified since this copy "
+                           "was loaded (or a condition you gave did not hold); reload and retry")
+            return ConcurrentModificationError(
+                message, model=write.model, key=_plain(write.key), current=current, write=write
+            )
+    for write, current in failures:
+        if isinstance(write, LockDelete):
+            holder = (current or {}).get(OWNER_ATTR)
+            return ConcurrentModificationError(
+                f"{write.model}: the lock on {', '.join(write.lock.fields)} is held by "
+                f"{untyped(holder) if holder else 'another record'}, not by this record; this "
+                "copy is stale: reload and retry",
+                model=write.model,
+            )
+    violations = []
+    for write, current in failures:
+        if isinstance(write, LockPut):
+            holder = (current or {}).get(OWNER_ATTR)
+            violations.append(UniqueViolation(
+                model=write.model,
+                fields=write.lock.fields,
+                constraint=write.lock.constraint,
+                value=write.lock.value,
+                owner=untyped(holder) if holder else None,
+                hashed=write.lock.hashed,
+            ))
+    if violations:
+        first = violations[0]
+        return first.with_violations(violations) if len(violations) > 1 else first
+    for write, _ in failures:
+        if isinstance(write, ConditionCheck):
+            return ConditionCheckFailedError(
+                f"condition check failed: {write.label}", model=write.model, key=_plain(write.key)
+            )
+    return DynauniqueError("the transaction was cancelled for an unknown reason")
+
+
+def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
+            sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """Send ``plan`` and return DynamoDB's response; raise the mapped error on failure."""
+    request = render(plan)
+    check_size(request)
+    token = new_token(request)
+    conflicts = 0
+    network = 0
+    ambiguous = False
+    while True:
+        try:
+            if plan.is_transaction:
+                return dict(client.transact_write_items(**request, ClientRequestToken=token))
+            params = dict(request)
+            operation = params.pop("Operation")
+            method = {"PutItem": client.put_item, "UpdateItem": client.update_item,
+                      "DeleteItem": client.delete_item}[operation]
+            return dict(method(**params))
+        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+            # Refused connections never reached the server; anything else may have been applied.
+            if not isinstance(exc, (botocore.exceptions.EndpointConnectionError,
+                                    botocore.exceptions.ConnectTimeoutError)):
+                ambiguous = True
+            network += 1
+            if network > policy.max_network_retries:
+                raise OutcomeUnknownError(
+                    f"DynamoDB did not answer after {network} attempts ({exc}); the write may "
+                    "or may not have been applied: repeating the same call is safe"
+                ) from exc
+            sleep(policy.delay(network))
+        except botocore.exceptions.ClientError as exc:
+            response = exc.response
+            code = response.get("Error", {}).get("Code", "")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code == "TransactionCanceledException":
+                reasons = response.get("CancellationReasons") or []
+                codes = [r.get("Code") for r in reasons]
+                if "ConditionalCheckFailed" in codes:
+                    failures = [
+                        (write, reason.get("Item"))
+                        for write, reason in zip(plan.writes, reasons, strict=False)
+                        if reason.get("Code") == "ConditionalCheckFailed"
+                    ]
+                    if ambiguous:
+                        failures = [(w, c) for w, c in failures if not _is_own(w, c)]
+                        if not failures:
+                            return {}
+                    raise _error_for(failures) from exc
+                if any(c in _CONFLICT_CODES for c in codes):
+                    conflicts += 1
+                    if conflicts > policy.max_conflict_retries:
+                        raise DynauniqueError(
+                            f"the transaction kept conflicting with others ({conflicts} tries); "
+                            "try again later"
+                        ) from exc
+                    sleep(policy.delay(conflicts))
+                    continue
+                detail = "; ".join(
+                    f"item {i}: {r.get('Code')} {r.get('Message', '')}".strip()
+                    for i, r in enumerate(reasons) if r.get("Code") not in (None, "None")
+                )
+                raise DynauniqueError(f"DynamoDB cancelled the transaction: {detail}") from exc
+            if code == "ConditionalCheckFailedException":
+                write = plan.writes[0]
+                current = response.get("Item")
+                if ambiguous and _is_own(write, current):
+                    return {}
+                raise _error_for([(write, current)]) from exc
+            if code in _RETRYABLE_ERRORS:
+                conflicts += 1
+                if conflicts > policy.max_conflict_retries:
+                    raise DynauniqueError(f"DynamoDB kept refusing: {code}") from exc
+                sleep(policy.delay(conflicts))
+                continue
+            if code in _AMBIGUOUS_ERRORS or status >= 500:
+                ambiguous = True
+                network += 1
+                if network > policy.max_network_retries:
+                    raise OutcomeUnknownError(
+                        f"DynamoDB failed {network} times ({code}); the write may or may not "
+                        "have been applied: repeating the same call is safe"
+                    ) from exc
+                sleep(policy.delay(network))
+                continue
+            message = response.get("Error", {}).get("Message", "")
+            raise DynauniqueError(f"DynamoDB refused the request: {code}: {message}") from exc
