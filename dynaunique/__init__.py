@@ -5,6 +5,8 @@ The public API, re-exported; nothing else lives here.
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
+
 from dynaunique import normalizers
 from dynaunique.atomic import Atomic, atomic
 from dynaunique.constraints import UniqueConstraint
@@ -24,7 +26,10 @@ from dynaunique.errors import (
 )
 from dynaunique.model import Model
 
-__version__ = "0.1.0"
+try:
+    __version__ = _metadata.version("dynaunique")
+except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Atomic",

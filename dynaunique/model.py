@@ -34,6 +34,7 @@ from dynaunique.errors import (
 )
 from dynaunique.locks import (
     LOCK_ATTRIBUTES,
+    LOCK_SORT_KEY,
     OWNER_ATTR,
     RESERVED_PREFIX,
     is_reserved_key,
@@ -473,7 +474,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
         update_expr = Expression(update_text or "", {p: n for n, p in names.items()}, values)
         condition_only = Expression(condition_text) if condition_text else None
 
-        loaded = self._du_loaded_for_key() if lock_relevant else None
+        loaded = self._du_loaded_for_key()
         if lock_relevant and loaded is None:
             loaded = self._du_read()
             if loaded is None:
@@ -481,10 +482,13 @@ class Model(PynamoModel, metaclass=ModelMeta):
         predicted: dict[str, Any] | None = None
         new_locks: dict[str, LockRef] = {}
         old_locks: dict[str, LockRef] = {}
-        complete = True
-        if lock_relevant:
-            assert loaded is not None
+        complete = False
+        if loaded is not None:
+            # Also for a plain update: a known result lets a resend after a lost response
+            # recognise its own write instead of reporting a conflict.
             predicted, complete = self._du_predict(loaded, actions, relevant, info.has_conditions)
+        if lock_relevant:
+            assert loaded is not None and predicted is not None
             new_locks = locks_of(info, self._du_build(predicted))
             old_locks = self._du_old_locks(loaded)
         plan = plan_update(
@@ -640,6 +644,30 @@ class Model(PynamoModel, metaclass=ModelMeta):
             )
 
     @classmethod
+    def _du_check_query_key(cls, hash_key: Any, index_name: str | None) -> None:
+        """Refuse a query that could only return lock items.
+
+        A lock's hash key starts with ``UNIQ#`` and its range key is ``LOCK``; an index keyed
+        on the table's range key (an inverted index) would list the locks under ``LOCK``.
+        """
+        if not index_name:
+            cls._du_check_key(hash_key)
+            return
+        info = cls._du_info
+        index = cls._indexes.get(index_name)
+        if info is None or index is None:
+            return
+        index_hash = next((a.attr_name for a in index.Meta.attributes.values()
+                           if a.is_hash_key), None) if hasattr(index.Meta, "attributes") else None
+        if index_hash == info.hash_attr:
+            cls._du_check_key(hash_key)
+        elif index_hash is not None and index_hash == info.range_attr and hash_key == LOCK_SORT_KEY:
+            raise InvalidValueError(
+                f"querying {index_name} for {LOCK_SORT_KEY!r} would list dynaunique's lock items "
+                "(an index keyed on the table's range key sees them); that value is reserved"
+            )
+
+    @classmethod
     def scan(cls: type[_M], filter_condition: Condition | None = None,
              *args: Any, **kwargs: Any) -> ResultIterator[_M]:
         """PynamoDB's scan; lock items and dynaunique's system items are filtered out."""
@@ -652,8 +680,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
     def query(cls: type[_M], hash_key: Any, *args: Any,
               **kwargs: Any) -> ResultIterator[_M]:
         """PynamoDB's query; a hash key in dynaunique's reserved namespace is refused."""
-        if not kwargs.get("index_name"):
-            cls._du_check_key(hash_key)
+        cls._du_check_query_key(hash_key, kwargs.get("index_name"))
         result = super().query(hash_key, *args, **kwargs)
         return _mark_partial(result, kwargs.get("attributes_to_get"))
 
@@ -666,8 +693,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
                 raise ValueError("A hash_key must be given to use filters")
             hash_attr = cls.get_attributes()[cls._hash_keyname or ""].attr_name
             return sum(1 for _ in super().scan(cls._du_not_lock(), attributes_to_get=[hash_attr]))
-        if not kwargs.get("index_name"):
-            cls._du_check_key(hash_key)
+        cls._du_check_query_key(hash_key, kwargs.get("index_name"))
         return super().count(hash_key, *args, **kwargs)
 
     @classmethod

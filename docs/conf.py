@@ -1,0 +1,27 @@
+"""Sphinx configuration for the dynaunique documentation (Markdown pages through MyST)."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+project = "dynaunique"
+author = "dynaunique contributors"
+copyright = "dynaunique contributors"
+
+# The version lives in setup.cfg only; read it from the installed distribution.
+try:
+    release = metadata.version("dynaunique")
+except metadata.PackageNotFoundError:
+    release = "unknown"
+version = release
+
+extensions = ["myst_parser"]
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build"]
+
+myst_enable_extensions = ["deflist"]
+myst_heading_anchors = 3
+
+html_theme = "alabaster"
+html_title = "dynaunique"

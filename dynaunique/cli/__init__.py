@@ -1,0 +1,47 @@
+"""The ``dynaunique`` command: parse, delegate to the library, print. Nothing else.
+
+Each group of commands lives in its own module (``demo``, ``locks``, ``migrations``) and only
+parses options, calls the Python API and prints its report objects with rich.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dynaunique.errors import DynauniqueError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dynaunique")
+def cli() -> None:
+    """dynaunique: unique constraints for DynamoDB, kept by lock items."""
+
+
+def _register() -> None:
+    from dynaunique.cli import demo, locks, migrations
+
+    for module in (demo, locks, migrations):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point: errors dynaunique knows print as one line with their code."""
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except DynauniqueError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,55 @@
+"""What several commands share: loading the user's models and pointing them at an endpoint."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from dynaunique.errors import ConfigurationError
+from dynaunique.model import Model
+
+#: ``--endpoint``: any DynamoDB endpoint; defaults to the standard AWS environment variable.
+endpoint_option = click.option(
+    "--endpoint",
+    envvar="AWS_ENDPOINT_URL_DYNAMODB",
+    default=None,
+    metavar="URL",
+    help="DynamoDB endpoint (default: the models' Meta.host, or AWS).",
+)
+
+
+def load_models(module_path: str) -> list[type[Model]]:
+    """Import ``module_path`` (a dotted path) and return its dynaunique models with a table.
+
+    The current directory is put on ``sys.path`` first, as ``python -m`` would.
+    """
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_path)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_path!r}: {exc}") from exc
+    models = [
+        value
+        for _, value in inspect.getmembers(module, inspect.isclass)
+        if issubclass(value, Model) and value is not Model and value._du_info is not None
+    ]
+    if not models:
+        raise ConfigurationError(f"{module_path!r} defines no dynaunique model with a table")
+    return sorted(models, key=lambda m: m.__name__)
+
+
+def point_at(models: Sequence[type[Model]], endpoint: str | None) -> None:
+    """Send every request of ``models`` to ``endpoint`` (no-op for None)."""
+    if endpoint is None:
+        return
+    for model in models:
+        model.Meta.host = endpoint
+        if getattr(model.Meta, "region", None) is None:
+            model.Meta.region = "us-east-1"
+        model._connection = None

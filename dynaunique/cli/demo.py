@@ -1,0 +1,8 @@
+"""Commands of the demo group (being written)."""
+
+from __future__ import annotations
+
+import click
+
+#: The click commands this module adds to ``dynaunique``.
+COMMANDS: list[click.Command] = []
