@@ -61,9 +61,9 @@ _SCALAR_TYPES = (pa.UnicodeAttribute, pa.NumberAttribute, pa.BinaryAttribute,
                  pa.BooleanAttribute, pa.UTCDateTimeAttribute)
 _NOT_LOCKABLE = (pa.VersionAttribute, pa.TTLAttribute, pa.DiscriminatorAttribute)
 
-# table name → lock name → (model name, declared explicitly). Guards against two models on one
+# table name → lock name → (model class, declared explicitly). Guards against two models on one
 # table silently sharing a lock namespace.
-_lock_names: dict[str, dict[str, tuple[str, bool]]] = {}
+_lock_names: dict[str, dict[str, tuple[type, bool]]] = {}
 _lock_names_guard = threading.Lock()
 
 
@@ -175,19 +175,25 @@ def _bind(cls: type[Model]) -> None:
     _register_lock_names(cls, table, declared)
 
 
+def _same_model(a: type, b: type) -> bool:
+    # A subclass shares its parent's locks (polymorphic models on one table); a class of the same
+    # name is a redefinition (a reloaded module, a test) and writes the same lock items.
+    return a.__name__ == b.__name__ or issubclass(a, b) or issubclass(b, a)
+
+
 def _register_lock_names(cls: type, table: str, declared: Sequence[UniqueConstraint]) -> None:
     with _lock_names_guard:
         taken = _lock_names.setdefault(table, {})
         for constraint in declared:
             previous = taken.get(constraint.name)
-            if (previous is not None and previous[0] != cls.__name__
+            if (previous is not None and not _same_model(previous[0], cls)
                     and not (previous[1] and constraint.explicit_name)):
                 raise ConfigurationError(
-                    f"{cls.__name__} and {previous[0]} both use lock name "
+                    f"{cls.__name__} and {previous[0].__name__} both use lock name "
                     f"{constraint.name!r} on table {table!r}; two models may share a lock "
                     "namespace only when both name it explicitly (lock_name= / name=)"
                 )
-            taken[constraint.name] = (cls.__name__, constraint.explicit_name)
+            taken[constraint.name] = (cls, constraint.explicit_name)
 
 
 class ModelMeta(MetaModel):
