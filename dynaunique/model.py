@@ -271,12 +271,13 @@ class Model(PynamoModel, metaclass=ModelMeta):
             return loaded
         return None
 
-    def _du_old_locks(self, loaded: Mapping[str, Any] | None) -> dict[str, LockRef]:
+    def _du_old_locks(self, loaded: Mapping[str, Any] | None,
+                      reads: set[str] | None = None) -> dict[str, LockRef]:
         info = self._du_info
         assert info is not None
         if loaded is None:
             return {}
-        return locks_of(info, self._du_build(loaded))
+        return locks_of(info, self._du_build(loaded), reads)
 
     # --- planning --------------------------------------------------------------------------------
 
@@ -315,15 +316,18 @@ class Model(PynamoModel, metaclass=ModelMeta):
                 guard = Unchanged(((info.version_attr, expected),)) if expected else None
             return Plan((RecordPut(info.table, info.name, key, item, guard, cond),))
         new_locks = locks_of(info, self)
+        reads: set[str] = set()
+        old_locks = self._du_old_locks(loaded, reads)
         return plan_save(
             info,
             item=item,
             new_locks=new_locks,
             loaded_item=loaded,
-            old_locks=self._du_old_locks(loaded),
+            old_locks=old_locks,
             now=_now(),
             condition=cond,
             use_version=add_version_condition,
+            condition_reads=reads,
         )
 
     def _du_plan_delete(self, loaded: Mapping[str, Any], condition: Condition | None = None,
@@ -331,8 +335,10 @@ class Model(PynamoModel, metaclass=ModelMeta):
         info = self._du_info
         assert info is not None
         cond = _render_condition(condition)
-        return plan_delete(info, loaded_item=loaded, old_locks=self._du_old_locks(loaded),
-                           condition=cond, use_version=add_version_condition)
+        reads: set[str] = set()
+        old_locks = self._du_old_locks(loaded, reads)
+        return plan_delete(info, loaded_item=loaded, old_locks=old_locks, condition=cond,
+                           use_version=add_version_condition, condition_reads=reads)
 
     def _du_after_save(self, item: Mapping[str, Any]) -> None:
         info = self._du_info
@@ -443,8 +449,9 @@ class Model(PynamoModel, metaclass=ModelMeta):
                add_version_condition: bool = True, dry_run: bool = False) -> Any:
         """PynamoDB's ``update(actions)``, keeping the locks right.
 
-        Actions that touch no constrained field (nor the TTL, nor — with a conditional
-        constraint — anything) are one plain UpdateItem. Actions that set or remove a
+        Actions that touch no constrained field, nor the TTL, nor an attribute a condition reads,
+        are one plain UpdateItem (guarded "unchanged since loaded" when the model has a
+        conditional constraint). Actions that set or remove a
         constrained field become one transaction with the lock changes. An action whose result
         cannot be known before sending (``add``, arithmetic, ``if_not_exists`` …) on a field a
         lock depends on raises :class:`UnsupportedOperationError`: assign and ``save()`` instead.
@@ -466,7 +473,6 @@ class Model(PynamoModel, metaclass=ModelMeta):
         if info.ttl_attr is not None:
             relevant.add(info.ttl_attr)
         touched = [self._du_action_target(a) for a in actions]
-        lock_relevant = info.has_conditions or any(t in relevant for t in touched)
 
         actions = list(actions)
         version_condition = self._handle_version_attribute(actions=actions)
@@ -481,22 +487,26 @@ class Model(PynamoModel, metaclass=ModelMeta):
         condition_only = Expression(condition_text) if condition_text else None
 
         loaded = self._du_loaded_for_key()
-        if lock_relevant and loaded is None:
+        if loaded is None and (info.has_conditions or any(t in relevant for t in touched)):
+            # The locks' inputs are needed: read the record (one consistent GetItem).
             loaded = self._du_read()
             if loaded is None:
                 raise self.DoesNotExist(f"{type(self).__name__} {self._du_key()} does not exist")
+        reads: set[str] = set()
+        old_locks = self._du_old_locks(loaded, reads) if loaded is not None else {}
+        # A condition's inputs are lock inputs too (the attributes it read on the loaded state).
+        relevant |= reads
+        lock_relevant = any(t in relevant for t in touched)
         predicted: dict[str, Any] | None = None
         new_locks: dict[str, LockRef] = {}
-        old_locks: dict[str, LockRef] = {}
         complete = False
         if loaded is not None:
             # Also for a plain update: a known result lets a resend after a lost response
             # recognise its own write instead of reporting a conflict.
-            predicted, complete = self._du_predict(loaded, actions, relevant, info.has_conditions)
+            predicted, complete = self._du_predict(loaded, actions, relevant)
         if lock_relevant:
-            assert loaded is not None and predicted is not None
+            assert predicted is not None
             new_locks = locks_of(info, self._du_build(predicted))
-            old_locks = self._du_old_locks(loaded)
         plan = plan_update(
             info,
             loaded_item=loaded if loaded is not None else self.serialize(null_check=False),
@@ -508,6 +518,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
             now=_now(),
             condition=condition_only,
             use_version=add_version_condition,
+            condition_reads=reads,
         )
         if dry_run:
             return transaction.render(plan)
@@ -527,7 +538,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
         return str(path.path[0]).split("[", 1)[0]
 
     def _du_predict(self, loaded: Mapping[str, Any], actions: Sequence[Action],
-                    relevant: set[str], all_relevant: bool) -> tuple[dict[str, Any], bool]:
+                    relevant: set[str]) -> tuple[dict[str, Any], bool]:
         """The record after ``actions``; complete=False when some result cannot be known."""
         info = self._du_info
         assert info is not None
@@ -548,7 +559,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
                 base = int(loaded[target]["N"]) if target in loaded else 0
                 predicted[target] = {"N": str(base + 1)}
                 continue
-            if all_relevant or target in relevant:
+            if target in relevant:
                 raise UnsupportedOperationError(
                     f"update action {action!r} changes {target!r}, which a unique lock depends "
                     "on, in a way that cannot be known before sending; assign the new value and "

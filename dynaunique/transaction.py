@@ -235,25 +235,28 @@ def to_json(request: Mapping[str, Any]) -> str:
     return json.dumps(request, indent=2, ensure_ascii=False, default=_json_default)
 
 
-def check_size(request: Mapping[str, Any]) -> None:
+def encode(request: Mapping[str, Any]) -> bytes:
+    """The request as canonical JSON bytes (sorted keys): its size and its digest come from it."""
+    return json.dumps(request, sort_keys=True, default=_json_default).encode("utf-8")
+
+
+def check_size(request: Mapping[str, Any], encoded: bytes | None = None) -> None:
     """Refuse a transaction over DynamoDB's limits before anything is sent."""
     items = request.get("TransactItems")
     if items is None:
         return
-    size = len(json.dumps(request, default=_json_default).encode("utf-8"))
+    size = len(encoded if encoded is not None else encode(request))
     if len(items) > MAX_ITEMS or size > MAX_BYTES:
         raise TransactionTooLargeError(len(items), size, MAX_ITEMS, MAX_BYTES)
 
 
-def new_token(request: Mapping[str, Any]) -> str:
+def new_token(request: Mapping[str, Any], encoded: bytes | None = None) -> str:
     """A ClientRequestToken for one logical call: a random part plus the request's digest.
 
     Content alone would make a genuine create → delete → create of the same values within
     DynamoDB's 10-minute token window look like a resend; the random part prevents that.
     """
-    digest = hashlib.sha256(
-        json.dumps(request, sort_keys=True, default=_json_default).encode("utf-8")
-    ).hexdigest()
+    digest = hashlib.sha256(encoded if encoded is not None else encode(request)).hexdigest()
     return f"{uuid.uuid4().hex[:12]}-{digest[:23]}"
 
 
@@ -393,8 +396,11 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
             sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """Send ``plan`` and return DynamoDB's response; raise the mapped error on failure."""
     request = render(plan)
-    check_size(request)
-    token = new_token(request)
+    token = ""
+    if plan.is_transaction:
+        encoded = encode(request)
+        check_size(request, encoded)
+        token = new_token(request, encoded)
     conflicts = 0
     network = 0
     ambiguous = False

@@ -136,8 +136,47 @@ class LockChange:
         return "unchanged" if self.old.key == self.new.key else "moved"
 
 
-def locks_of(info: ModelInfo, instance: Any) -> dict[str, LockRef]:
-    """The locks ``instance``'s current values require, by lock name (no lock for a None)."""
+class _RecordingValues(dict[str, Any]):
+    """An instance's ``attribute_values`` that notes every attribute read through it."""
+
+    def __init__(self, data: Mapping[str, Any], reads: set[str]) -> None:
+        super().__init__(data)
+        self.reads = reads
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads.add(key)
+        return super().__getitem__(key)
+
+
+def _evaluate(condition: Callable[[Any], bool], instance: Any, reads: set[str] | None) -> bool:
+    """Evaluate a constraint's condition, noting (into ``reads``) the attributes it reads.
+
+    A deterministic condition that read only the attributes S of a state gives the same answer
+    on every state that agrees on S — so guarding a write on S (plus the constrained fields) is
+    enough to know the stored record holds exactly the locks this state holds.
+    """
+    values = getattr(instance, "attribute_values", None)
+    if reads is None or not isinstance(values, dict):
+        return bool(condition(instance))
+    names: set[str] = set()
+    instance.attribute_values = _RecordingValues(values, names)
+    try:
+        return bool(condition(instance))
+    finally:
+        instance.attribute_values = values
+        attributes = type(instance).get_attributes()
+        reads.update(attributes[n].attr_name for n in names if n in attributes)
+
+
+def locks_of(info: ModelInfo, instance: Any, reads: set[str] | None = None) -> dict[str, LockRef]:
+    """The locks ``instance``'s current values require, by lock name (no lock for a None).
+
+    With ``reads``, the stored names of the attributes that conditions read are added to it.
+    """
     held: dict[str, LockRef] = {}
     for bound in info.constraints:
         constraint = bound.constraint
@@ -145,7 +184,8 @@ def locks_of(info: ModelInfo, instance: Any) -> dict[str, LockRef]:
         values = constraint.normalized(raw)
         if any(v is None for v in values):
             continue
-        if constraint.condition is not None and not constraint.condition(instance):
+        if constraint.condition is not None and not _evaluate(constraint.condition, instance,
+                                                                reads):
             continue
         lockable = tuple(conv(v) for conv, v in zip(bound.to_lockable, values, strict=True))
         secret = info.secret() if constraint.hashed else None
@@ -316,24 +356,24 @@ def record_key(info: ModelInfo, item: Mapping[str, Typed]) -> TypedKey:
 
 
 def unchanged_guard(
-    info: ModelInfo, loaded: Mapping[str, Typed], *, use_version: bool
+    info: ModelInfo,
+    loaded: Mapping[str, Typed],
+    *,
+    use_version: bool,
+    condition_reads: Iterable[str] = (),
 ) -> Unchanged:
     """Guard "unchanged since loaded": the version when the model has one, else every lock input.
 
-    Lock inputs are the constrained attributes and the TTL; a conditional constraint may read
-    any attribute, so then every loaded attribute is compared.
+    Lock inputs are the constrained attributes, the TTL (copied onto locks) and the attributes
+    the constraints' conditions read on the loaded state (``condition_reads``).
     """
     if use_version and info.version_attr is not None:
         return Unchanged(((info.version_attr, loaded.get(info.version_attr)),))
-    if info.has_conditions:
-        keys = {info.hash_attr, info.range_attr}
-        names = sorted(n for n in loaded if n not in keys)
-    else:
-        wanted = {a for b in info.constraints for a in b.attr_names}
-        if info.ttl_attr is not None:
-            wanted.add(info.ttl_attr)
-        names = sorted(wanted)
-    return Unchanged(tuple((name, loaded.get(name)) for name in names))
+    wanted = {a for b in info.constraints for a in b.attr_names} | set(condition_reads)
+    if info.ttl_attr is not None:
+        wanted.add(info.ttl_attr)
+    wanted -= {info.hash_attr, info.range_attr}
+    return Unchanged(tuple((name, loaded.get(name)) for name in sorted(wanted)))
 
 
 def _ttl_epoch(info: ModelInfo, item: Mapping[str, Typed]) -> int | None:
@@ -392,6 +432,7 @@ def plan_save(
     now: str,
     condition: Expression | None = None,
     use_version: bool = True,
+    condition_reads: Iterable[str] = (),
 ) -> Plan:
     """Plan a save of a record whose serialized new state is ``item``.
 
@@ -405,7 +446,8 @@ def plan_save(
         puts = [_lock_put(info, lock, key, item, now) for _, lock in sorted(new_locks.items())]
         return Plan((record, *puts), diff_locks({}, new_locks))
 
-    guard = unchanged_guard(info, loaded_item, use_version=use_version)
+    guard = unchanged_guard(info, loaded_item, use_version=use_version,
+                            condition_reads=condition_reads)
     ttl_changed = _ttl_epoch(info, item) != _ttl_epoch(info, loaded_item)
     record = RecordPut(info.table, info.name, key, item, guard, condition)
     lock_writes: list[Write] = []
@@ -430,10 +472,12 @@ def plan_delete(
     old_locks: Mapping[str, LockRef],
     condition: Expression | None = None,
     use_version: bool = True,
+    condition_reads: Iterable[str] = (),
 ) -> Plan:
     """Plan the delete of a loaded record and every lock it holds."""
     key = record_key(info, loaded_item)
-    guard = unchanged_guard(info, loaded_item, use_version=use_version)
+    guard = unchanged_guard(info, loaded_item, use_version=use_version,
+                            condition_reads=condition_reads)
     record = RecordDelete(info.table, info.name, key, guard, condition)
     deletes = [_lock_delete(info, lock, key) for _, lock in sorted(old_locks.items())]
     return Plan((record, *deletes), diff_locks(old_locks, {}))
@@ -451,15 +495,20 @@ def plan_update(
     now: str,
     condition: Expression | None = None,
     use_version: bool = True,
+    condition_reads: Iterable[str] = (),
 ) -> Plan:
     """Plan ``Model.update(actions)``: an UpdateItem, plus lock writes when a lock moves.
 
     ``lock_relevant`` says whether the actions touch anything a lock depends on; when they do,
-    the update is guarded "unchanged since loaded" and ``predicted_item`` (the record after the
-    update) decides the new locks.
+    ``predicted_item`` (the record after the update) decides the new locks. The update is
+    guarded "unchanged since loaded" when it is lock-relevant, and also when the model has a
+    conditional constraint: the condition must read the same attributes on the stored record
+    as on the loaded one for the untouched locks to stay right.
     """
     key = record_key(info, loaded_item)
-    guard = unchanged_guard(info, loaded_item, use_version=use_version) if lock_relevant else None
+    guard = (unchanged_guard(info, loaded_item, use_version=use_version,
+                             condition_reads=condition_reads)
+             if lock_relevant or info.has_conditions else None)
     record = RecordUpdate(info.table, info.name, key, update, guard, condition, predicted_item)
     if not lock_relevant:
         return Plan((record,), ())
