@@ -245,8 +245,13 @@ class Model(PynamoModel, metaclass=ModelMeta):
 
     @classmethod
     def _du_build(cls: type[_M], item: Mapping[str, Any]) -> _M:
-        """An instance holding ``item``, for computing that state's locks."""
-        return cls.from_raw_data(copy.deepcopy(dict(item)))
+        """A throwaway instance holding ``item``, for computing that state's locks.
+
+        Deserializing does not mutate ``item``, and the instance is never saved, so neither a
+        copy nor a snapshot is needed (this is on every save's path).
+        """
+        instance: _M = super()._instantiate(dict(item))
+        return instance
 
     def _du_key(self) -> dict[str, Any]:
         info = self._du_info
@@ -277,7 +282,19 @@ class Model(PynamoModel, metaclass=ModelMeta):
         assert info is not None
         if loaded is None:
             return {}
-        return locks_of(info, self._du_build(loaded), reads)
+        # The loaded state's locks are computed once per snapshot (snapshots are replaced, never
+        # mutated), so repeated saves of one loaded object do not rebuild it.
+        cached = self.__dict__.get("_du_old_cache")
+        if cached is not None and cached[0] is loaded:
+            if reads is not None:
+                reads.update(cached[2])
+            return dict(cached[1])
+        found: set[str] = set()
+        locks = locks_of(info, self._du_build(loaded), found)
+        self.__dict__["_du_old_cache"] = (loaded, locks, frozenset(found))
+        if reads is not None:
+            reads.update(found)
+        return dict(locks)
 
     # --- planning --------------------------------------------------------------------------------
 
