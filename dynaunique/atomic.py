@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 from pynamodb.expressions.condition import Condition
 
 from dynaunique import transaction
-from dynaunique.errors import ConcurrentModificationError, UnsupportedOperationError
+from dynaunique.errors import (
+    ConcurrentModificationError,
+    ForeignLockError,
+    UnsupportedOperationError,
+)
 from dynaunique.unit_of_work import ConditionCheck, Expression, Plan, RecordPut, merge
 
 if TYPE_CHECKING:
@@ -30,8 +34,9 @@ _current: contextvars.ContextVar[Atomic | None] = contextvars.ContextVar(
 
 
 def current_unit() -> Atomic | None:
-    """The ``atomic()`` block this thread or task is inside, if any."""
-    return _current.get()
+    """The open ``atomic()`` block this thread or task is inside, if any."""
+    unit = _current.get()
+    return unit if unit is not None and not unit.closed else None
 
 
 class Atomic:
@@ -52,6 +57,12 @@ class Atomic:
         self._checks: list[ConditionCheck] = []
         self._token: contextvars.Token[Atomic | None] | None = None
         self._outer: Atomic | None = None
+        # What the outer unit held when this nested block began (a savepoint).
+        self._savepoint: tuple[dict[int, tuple[Model, str, Condition | None, bool]], int] | None
+        self._savepoint = None
+        # Set once the block has ended: a context copied from inside the block (an asyncio
+        # task started there) must then write directly, not into a finished unit.
+        self.closed = False
 
     # --- collecting --------------------------------------------------------------------------
 
@@ -93,21 +104,29 @@ class Atomic:
     # --- the block -------------------------------------------------------------------------------
 
     def __enter__(self) -> Atomic:
-        outer = _current.get()
-        if outer is not None:
-            # Nested: join the outer unit, as Django's atomic() does without savepoints.
+        outer = current_unit()
+        if outer is not None and not self.dry_run:
+            # Nested: join the outer unit, with a savepoint as Django's atomic() has: if this
+            # block raises, what it added is dropped and the outer unit goes on without it.
             self._outer = outer
+            self._savepoint = (dict(outer._ops), len(outer._checks))
             return outer
+        # A dry run is always a unit of its own: nothing in it is ever sent.
         self._token = _current.set(self)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._outer is not None:
+            if exc_type is not None and self._savepoint is not None:
+                ops, checks = self._savepoint
+                self._outer._ops = ops
+                del self._outer._checks[checks:]
             return
         assert self._token is not None
         _current.reset(self._token)
         self._token = None
+        self.closed = True
         if exc_type is not None:
             return  # nothing was sent; nothing to undo
         self.commit()
@@ -138,13 +157,19 @@ class Atomic:
                 loaded[ident] = item if item is not None else obj._du_read()
         plan, records = self._plan(loaded)
         self.plan = plan
-        self.request = transaction.render(plan) if plan.has_work else None
+        self.request = transaction.render_checked(plan) if plan.has_work else None
         if self.dry_run or not plan.has_work:
             return
         client = self._client()
+        foreign: set[str] = set()
         for _ in range(4):
             try:
                 transaction.execute(plan, client)
+            except ForeignLockError as exc:
+                # Locks another record holds were never this unit's to delete: leave them.
+                foreign.update(exc.lock_keys)
+                plan = plan.without_deletes(foreign)
+                continue
             except ConcurrentModificationError as exc:
                 # A never-loaded object whose record exists: adopt it as loaded and replan.
                 owner = next((i for i, w in records.items() if w is exc.write), None)
@@ -155,6 +180,7 @@ class Atomic:
                 current = exc.current if exc.current is not None else obj._du_read()
                 obj._du_loaded = copy.deepcopy(current) if current is not None else None
                 plan, records = self._plan(loaded)
+                plan = plan.without_deletes(foreign)
                 self.plan = plan
                 self.request = transaction.render(plan)
                 continue

@@ -14,16 +14,11 @@ from typing import Any
 from pynamodb import attributes as _pa
 from pynamodb.attributes import (
     Attribute,
-    BinarySetAttribute,
     DiscriminatorAttribute,
     DynamicMapAttribute,
-    JSONAttribute,
-    ListAttribute,
     MapAttribute,
     NullAttribute,
-    NumberSetAttribute,
     TTLAttribute,
-    UnicodeSetAttribute,
     VersionAttribute,
 )
 
@@ -108,3 +103,37 @@ class BooleanAttribute(UniqueOptions, _pa.BooleanAttribute):
 
 class UTCDateTimeAttribute(UniqueOptions, _pa.UTCDateTimeAttribute):
     """A UTC datetime attribute that may be unique (compared in its stored string form)."""
+
+
+class _NeverUnique:
+    """Mixin for attributes a lock cannot protect: ``unique=`` is a clear ConfigurationError."""
+
+    def __init__(self, *args: Any, unique: bool = False, normalize: Normalizer | None = None,
+                 lock_name: str | None = None, hashed: bool = False, **kwargs: Any) -> None:
+        if unique or normalize is not None or lock_name is not None or hashed:
+            raise ConfigurationError(
+                f"{type(self).__name__} cannot be unique: a lock protects one scalar value "
+                "(string, number, binary, boolean, datetime); declare a UniqueConstraint over "
+                "scalar fields instead"
+            )
+        super().__init__(*args, **kwargs)
+
+
+class UnicodeSetAttribute(_NeverUnique, _pa.UnicodeSetAttribute):
+    """PynamoDB's ``UnicodeSetAttribute`` (cannot be unique)."""
+
+
+class NumberSetAttribute(_NeverUnique, _pa.NumberSetAttribute):
+    """PynamoDB's ``NumberSetAttribute`` (cannot be unique)."""
+
+
+class BinarySetAttribute(_NeverUnique, _pa.BinarySetAttribute):
+    """PynamoDB's ``BinarySetAttribute`` (cannot be unique)."""
+
+
+class JSONAttribute(_NeverUnique, _pa.JSONAttribute):
+    """PynamoDB's ``JSONAttribute`` (cannot be unique)."""
+
+
+class ListAttribute(_NeverUnique, _pa.ListAttribute[Any]):
+    """PynamoDB's ``ListAttribute`` (cannot be unique)."""

@@ -12,11 +12,13 @@ The tree::
     ├── WriteConflict               DynamoDB refused a write: nothing of it was applied
     │   ├── UniqueViolation         a lock is held by another record
     │   ├── ConcurrentModificationError
-    │   │                           the record changed (or vanished) since it was loaded
+    │   │   │                       the record changed (or vanished) since it was loaded
+    │   │   └── ForeignLockError    a lock its values imply is another record's (drift)
     │   └── ConditionCheckFailedError
     │                               a ``condition_check`` of an ``atomic()`` block failed
     ├── OutcomeUnknownError         the network failed on every resend: the write may or may not
     │                               have been applied (it is idempotent: retry the same call)
+    ├── UnreachableError            DynamoDB could not be reached at all: nothing was applied
     └── MigrationError, AuditError  (raised by the migrations and audit tools)
 
 Botocore errors are mapped to these at exactly one boundary, ``dynaunique.transaction``, with
@@ -117,7 +119,8 @@ class UniqueViolation(WriteConflict):
         shown = "" if self.hashed else f" {self.value!r}"
         held = f" (held by {format_key(self.owner)})" if self.owner else ""
         head = f"{what}{shown} is already taken{held}"
-        others = [v for v in self.violations if v is not self]
+        others = [v for v in self.violations
+                  if v is not self and (v.constraint, v.value) != (self.constraint, self.value)]
         if others:
             head += "; also: " + "; ".join(v._message_single() for v in others)
         return head
@@ -157,6 +160,20 @@ class ConcurrentModificationError(WriteConflict):
         super().__init__(message)
 
 
+class ForeignLockError(ConcurrentModificationError):
+    """A lock this record's loaded values imply is held by another record.
+
+    Only possible after drift (a duplicate from before the constraint was migrated, or a write
+    that bypassed the library). ``save()``/``delete()`` handle it themselves: the lock is not
+    this record's, so they leave it alone and resend without deleting it.
+    """
+
+    def __init__(self, message: str, *, model: str, lock_keys: Sequence[str]) -> None:
+        #: Hash keys of the locks another record holds.
+        self.lock_keys = tuple(lock_keys)
+        super().__init__(message, model=model)
+
+
 class ConditionCheckFailedError(WriteConflict):
     """A ``tx.condition_check(...)`` of an ``atomic()`` block did not hold."""
 
@@ -171,6 +188,10 @@ class OutcomeUnknownError(DynauniqueError):
 
     The same call is idempotent: repeating ``save()``/``delete()`` is safe.
     """
+
+
+class UnreachableError(DynauniqueError):
+    """Every attempt failed to connect: nothing was sent, so nothing was applied."""
 
 
 class MigrationError(DynauniqueError):

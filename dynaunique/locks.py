@@ -24,7 +24,7 @@ import hmac
 import math
 import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 from dynaunique.errors import InvalidValueError
@@ -46,6 +46,9 @@ VALUE_ATTR = "value"
 CREATED_ATTR = "created"
 LOCK_ATTRIBUTES = (OWNER_ATTR, MODEL_ATTR, CONSTRAINT_ATTR, VALUE_ATTR, CREATED_ATTR)
 
+# DynamoDB keeps 38 significant digits and exponents from -130 to +125; the default decimal
+# context (28 digits) would round distinct numbers onto one lock.
+_EXACT = Context(prec=200, Emax=999_999, Emin=-999_999)
 _LOCK_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 LENGTH_HASH_TAG = "\\h"
 SECRET_HASH_TAG = "\\k"
@@ -78,8 +81,7 @@ def canonical_number(value: Any) -> str:
         raise InvalidValueError(f"{value!r} cannot be stored in DynamoDB")
     if number == 0:
         return "0"
-    text = format(number.normalize(), "f")
-    return text
+    return format(number.normalize(_EXACT), "f")
 
 
 def _escape(text: str) -> str:

@@ -29,6 +29,7 @@ from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import (
     ConcurrentModificationError,
     ConfigurationError,
+    ForeignLockError,
     InvalidValueError,
     UnsupportedOperationError,
 )
@@ -48,7 +49,9 @@ from dynaunique.unit_of_work import (
     LockRef,
     ModelInfo,
     Plan,
+    RecordDelete,
     RecordPut,
+    Unchanged,
     locks_of,
     plan_delete,
     plan_save,
@@ -193,6 +196,8 @@ def _register_lock_names(cls: type, table: str, declared: Sequence[UniqueConstra
                     f"{constraint.name!r} on table {table!r}; two models may share a lock "
                     "namespace only when both name it explicitly (lock_name= / name=)"
                 )
+        # Only a class that passed every check claims its names.
+        for constraint in declared:
             taken[constraint.name] = (cls, constraint.explicit_name)
 
 
@@ -324,8 +329,6 @@ class Model(PynamoModel, metaclass=ModelMeta):
             key = {k: item[k] for k in (info.hash_attr, info.range_attr) if k is not None}
             guard = None
             if info.version_attr is not None and add_version_condition:
-                from dynaunique.unit_of_work import Unchanged
-
                 expected = loaded.get(info.version_attr) if loaded is not None else None
                 if loaded is None:
                     current = getattr(self, info.version_field or "")
@@ -395,11 +398,17 @@ class Model(PynamoModel, metaclass=ModelMeta):
             return {}
         plan = self._du_plan_save(condition, add_version_condition)
         if dry_run:
-            return transaction.render(plan)
+            return transaction.render_checked(plan)
         client = transaction.client_for(self.Meta)
+        foreign: set[str] = set()
         for _ in range(4):
             try:
                 response = transaction.execute(plan, client)
+            except ForeignLockError as exc:
+                # Locks another record holds were never ours to delete: leave them.
+                foreign.update(exc.lock_keys)
+                plan = plan.without_deletes(foreign)
+                continue
             except ConcurrentModificationError as exc:
                 write = exc.write
                 if not (isinstance(write, RecordPut) and write.create and write is plan.writes[0]
@@ -409,6 +418,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
                 current = exc.current if exc.current is not None else self._du_read()
                 self._du_loaded = copy.deepcopy(current) if current is not None else None
                 plan = self._du_plan_save(condition, add_version_condition)
+                plan = plan.without_deletes(foreign)
                 continue
             record = plan.writes[0]
             assert isinstance(record, RecordPut)
@@ -434,11 +444,18 @@ class Model(PynamoModel, metaclass=ModelMeta):
             return {}
         info = self._du_info
         assert info is not None
-        if not info.constraints and not dry_run:
-            return super().delete(condition, add_version_condition=add_version_condition)
+        client = transaction.client_for(self.Meta)
+        if not info.constraints:
+            # No locks at stake: PynamoDB's delete (no read first), sent the same way.
+            plan = self._du_plan_delete_unlocked(condition, add_version_condition)
+            if dry_run:
+                return transaction.render(plan)
+            response = transaction.execute(plan, client)
+            self._du_loaded = None
+            return response
         loaded = self._du_loaded_for_key()
         fresh_read = loaded is None
-        client = transaction.client_for(self.Meta)
+        foreign: set[str] = set()
         for _ in range(4):
             if loaded is None:
                 loaded = self._du_read()
@@ -446,10 +463,14 @@ class Model(PynamoModel, metaclass=ModelMeta):
                     self._du_loaded = None
                     return {}
             plan = self._du_plan_delete(loaded, condition, add_version_condition)
+            plan = plan.without_deletes(foreign)
             if dry_run:
-                return transaction.render(plan)
+                return transaction.render_checked(plan)
             try:
                 response = transaction.execute(plan, client)
+            except ForeignLockError as exc:
+                foreign.update(exc.lock_keys)
+                continue
             except ConcurrentModificationError:
                 if not fresh_read:
                     raise
@@ -461,6 +482,20 @@ class Model(PynamoModel, metaclass=ModelMeta):
             f"{type(self).__name__} kept changing while this delete was retried; try again",
             model=type(self).__name__,
         )
+
+    def _du_plan_delete_unlocked(self, condition: Condition | None,
+                                 add_version_condition: bool) -> Plan:
+        """A model without constraints deletes as PynamoDB does: version-guarded if any."""
+        info = self._du_info
+        assert info is not None
+        key = self._du_key()
+        guard = None
+        if info.version_attr is not None and add_version_condition:
+            current = getattr(self, info.version_field or "")
+            expected = {"N": str(int(current))} if current is not None else None
+            guard = Unchanged(((info.version_attr, expected),))
+        return Plan((RecordDelete(info.table, info.name, key, guard,
+                                  _render_condition(condition)),))
 
     def update(self, actions: list[Action], condition: Condition | None = None, *,
                add_version_condition: bool = True, dry_run: bool = False) -> Any:
@@ -528,7 +563,8 @@ class Model(PynamoModel, metaclass=ModelMeta):
             info,
             loaded_item=loaded if loaded is not None else self.serialize(null_check=False),
             update=update_expr,
-            predicted_item=predicted if complete else None,
+            predicted_item=predicted,
+            predicted_complete=complete,
             old_locks=old_locks,
             new_locks=new_locks,
             lock_relevant=lock_relevant,
@@ -538,8 +574,12 @@ class Model(PynamoModel, metaclass=ModelMeta):
             condition_reads=reads,
         )
         if dry_run:
-            return transaction.render(plan)
-        response = transaction.execute(plan, transaction.client_for(self.Meta))
+            return transaction.render_checked(plan)
+        client = transaction.client_for(self.Meta)
+        try:
+            response = transaction.execute(plan, client)
+        except ForeignLockError as exc:
+            response = transaction.execute(plan.without_deletes(exc.lock_keys), client)
         if not plan.is_transaction:
             self.deserialize(response.get("Attributes", {}))
         elif predicted is not None and complete:

@@ -30,9 +30,11 @@ from dynaunique.errors import (
     ConcurrentModificationError,
     ConditionCheckFailedError,
     DynauniqueError,
+    ForeignLockError,
     OutcomeUnknownError,
     TransactionTooLargeError,
     UniqueViolation,
+    UnreachableError,
 )
 from dynaunique.locks import OWNER_ATTR, untyped
 from dynaunique.unit_of_work import (
@@ -220,6 +222,13 @@ def render(plan: Plan) -> dict[str, Any]:
     return {"TransactItems": items}
 
 
+def render_checked(plan: Plan) -> dict[str, Any]:
+    """:func:`render`, refusing (as a real send would) a transaction over DynamoDB's limits."""
+    request = render(plan)
+    check_size(request)
+    return request
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         import base64
@@ -340,6 +349,27 @@ def _is_own(write: Write, current: Mapping[str, Any] | None) -> bool:
     return False
 
 
+def _earlier_attempt_applied(plan: Plan,
+                             failures: list[tuple[Write, Mapping[str, Any] | None]]) -> bool:
+    """After an ambiguous failure: did an earlier attempt of this very call land?
+
+    A transaction lands whole or not at all, so one record slot that fails only because the
+    record already holds exactly what this call writes proves the earlier attempt landed —
+    whatever the lock slots say now (another record may since have taken a value this call
+    freed). With no record slot failing, every failure is a lock slot: a real conflict.
+    """
+    records = [(w, c) for w, c in failures if isinstance(w, (RecordPut, RecordUpdate,
+                                                              RecordDelete))]
+    if records:
+        return all(_is_own(w, c) for w, c in records)
+    return False
+
+
+def _holder(current: Mapping[str, Any] | None) -> str:
+    owner = (current or {}).get(OWNER_ATTR)
+    return str(untyped(owner)) if owner is not None else "another record"
+
+
 def _plain(key: Mapping[str, Any]) -> dict[str, Any]:
     return {k: untyped(v) for k, v in key.items()}
 
@@ -360,15 +390,6 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
             return ConcurrentModificationError(
                 message, model=write.model, key=_plain(write.key), current=current, write=write
             )
-    for write, current in failures:
-        if isinstance(write, LockDelete):
-            holder = (current or {}).get(OWNER_ATTR)
-            return ConcurrentModificationError(
-                f"{write.model}: the lock on {', '.join(write.lock.fields)} is held by "
-                f"{untyped(holder) if holder else 'another record'}, not by this record; this "
-                "copy is stale: reload and retry",
-                model=write.model,
-            )
     violations = []
     for write, current in failures:
         if isinstance(write, LockPut):
@@ -384,6 +405,19 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
     if violations:
         first = violations[0]
         return first.with_violations(violations) if len(violations) > 1 else first
+    foreign = [(w, c) for w, c in failures if isinstance(w, LockDelete)]
+    if foreign:
+        # The record is as loaded (its slot passed), yet another record holds a lock this
+        # record's values imply: a duplicate from before the constraint existed, or drift.
+        # That lock was never this record's; the caller replans without deleting it.
+        return ForeignLockError(
+            "; ".join(
+                f"the lock on {', '.join(w.lock.fields)} {w.lock.value!r} is held by "
+                f"{_holder(c)}, not by this {w.model}" for w, c in foreign
+            ) + " (a duplicate: `dynaunique check` reports these)",
+            model=foreign[0][0].model,
+            lock_keys=tuple(w.lock.key for w, _ in foreign),
+        )
     for write, _ in failures:
         if isinstance(write, ConditionCheck):
             return ConditionCheckFailedError(
@@ -420,6 +454,11 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                 ambiguous = True
             network += 1
             if network > policy.max_network_retries:
+                if not ambiguous:
+                    raise UnreachableError(
+                        f"DynamoDB could not be reached after {network} attempts ({exc}); "
+                        "nothing was sent, so nothing was applied"
+                    ) from exc
                 raise OutcomeUnknownError(
                     f"DynamoDB did not answer after {network} attempts ({exc}); the write may "
                     "or may not have been applied: repeating the same call is safe"
@@ -438,10 +477,8 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                         for write, reason in zip(plan.writes, reasons, strict=False)
                         if reason.get("Code") == "ConditionalCheckFailed"
                     ]
-                    if ambiguous:
-                        failures = [(w, c) for w, c in failures if not _is_own(w, c)]
-                        if not failures:
-                            return {}
+                    if ambiguous and _earlier_attempt_applied(plan, failures):
+                        return {}
                     raise _error_for(failures) from exc
                 if any(c in _CONFLICT_CODES for c in codes):
                     conflicts += 1

@@ -332,6 +332,14 @@ class Plan:
         """Whether anything is to be sent."""
         return bool(self.writes)
 
+    def without_deletes(self, lock_keys: Iterable[str]) -> Plan:
+        """This plan minus the deletes of the given locks (locks another record turned out to
+        hold: they were never this record's to delete)."""
+        skip = set(lock_keys)
+        writes = tuple(w for w in self.writes
+                       if not (isinstance(w, LockDelete) and w.lock.key in skip))
+        return Plan(writes, self.changes)
+
 
 # --- planning ------------------------------------------------------------------------------------
 
@@ -496,6 +504,7 @@ def plan_update(
     condition: Expression | None = None,
     use_version: bool = True,
     condition_reads: Iterable[str] = (),
+    predicted_complete: bool = True,
 ) -> Plan:
     """Plan ``Model.update(actions)``: an UpdateItem, plus lock writes when a lock moves.
 
@@ -503,13 +512,16 @@ def plan_update(
     ``predicted_item`` (the record after the update) decides the new locks. The update is
     guarded "unchanged since loaded" when it is lock-relevant, and also when the model has a
     conditional constraint: the condition must read the same attributes on the stored record
-    as on the loaded one for the untouched locks to stay right.
+    as on the loaded one for the untouched locks to stay right. ``predicted_complete`` is False
+    when some action's result on a lock-irrelevant attribute cannot be known: the prediction
+    still decides the locks but is not the record's exact next state.
     """
     key = record_key(info, loaded_item)
     guard = (unchanged_guard(info, loaded_item, use_version=use_version,
                              condition_reads=condition_reads)
              if lock_relevant or info.has_conditions else None)
-    record = RecordUpdate(info.table, info.name, key, update, guard, condition, predicted_item)
+    record = RecordUpdate(info.table, info.name, key, update, guard, condition,
+                          predicted_item if predicted_complete else None)
     if not lock_relevant:
         return Plan((record,), ())
     assert predicted_item is not None

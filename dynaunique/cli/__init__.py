@@ -33,7 +33,8 @@ _register()
 def main() -> None:
     """Console-script entry point: errors dynaunique knows print as one line with their code."""
     try:
-        cli(standalone_mode=False)
+        # Without standalone mode click returns ctx.exit(n)'s code instead of exiting.
+        code = cli(standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -45,3 +46,4 @@ def main() -> None:
     except DynauniqueError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -19,7 +19,7 @@ endpoint_option = click.option(
     envvar="AWS_ENDPOINT_URL_DYNAMODB",
     default=None,
     metavar="URL",
-    help="DynamoDB endpoint (default: the models' Meta.host, or AWS).",
+    help="DynamoDB endpoint URL (also AWS_ENDPOINT_URL_DYNAMODB).",
 )
 
 
