@@ -1,0 +1,221 @@
+"""Tests of ``dynaunique demo``: the scenario's reports, its pure helpers, and the command."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from click.testing import CliRunner
+
+from dynaunique import demo
+from dynaunique.cli import cli
+from dynaunique.demo import (
+    ADA_KEY,
+    GRACE_KEY,
+    ItemSummary,
+    RaceOutcome,
+    RaceReport,
+    RaceRound,
+    open_demo,
+)
+
+OWNER_GUARD = "attribute_not_exists(PK) OR (owner.PK = 'ACCT#a1f9c3' AND owner.SK = 'PROFILE')"
+
+
+def _tables(endpoint: str) -> list[str]:
+    client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+    return list(client.list_tables()["TableNames"])
+
+
+# --- pure helpers --------------------------------------------------------------------------------
+
+
+def test_region_for_reads_the_region_out_of_an_aws_endpoint() -> None:
+    assert demo.region_for("https://dynamodb.eu-west-1.amazonaws.com") == "eu-west-1"
+    assert demo.region_for("https://dynamodb-fips.us-gov-west-1.amazonaws.com/") == "us-gov-west-1"
+
+
+def test_region_for_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ap-south-1")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    assert demo.region_for("http://127.0.0.1:8000") == "ap-south-1"
+
+
+def test_is_loopback() -> None:
+    assert demo.is_loopback("http://127.0.0.1:8000")
+    assert demo.is_loopback("http://localhost:8000")
+    assert not demo.is_loopback("https://dynamodb.eu-west-1.amazonaws.com")
+
+
+def test_readable_condition_fills_in_names_and_values() -> None:
+    params = {
+        "ConditionExpression": "attribute_not_exists(#g0) OR (#g1.#g0 = :g0 AND #g1.#g2 = :g1)",
+        "ExpressionAttributeNames": {"#g0": "PK", "#g1": "owner", "#g2": "SK"},
+        "ExpressionAttributeValues": {":g0": {"S": "ACCT#a1f9c3"}, ":g1": {"S": "PROFILE"}},
+    }
+    assert demo.readable_condition(params) == OWNER_GUARD
+
+
+def test_summarize_names_each_item_by_its_hash_key() -> None:
+    request = {"TransactItems": [
+        {"Put": {"TableName": "t", "Item": {"email": {"S": "a@x.io"}, "PK": {"S": "ACCT#1"}},
+                 "ConditionExpression": "attribute_not_exists(#g0)",
+                 "ExpressionAttributeNames": {"#g0": "PK"}}},
+        {"Delete": {"TableName": "t", "Key": {"PK": {"S": "UNIQ#EMAIL#a@x.io"},
+                                              "SK": {"S": "LOCK"}}}},
+    ]}
+    assert demo.summarize(request, "PK") == (
+        ItemSummary("Put", "ACCT#1", "attribute_not_exists(PK)"),
+        ItemSummary("Delete", "UNIQ#EMAIL#a@x.io", ""),
+    )
+    single = {"Operation": "PutItem", "TableName": "t", "Item": {"PK": {"S": "ACCT#1"}}}
+    assert demo.summarize(single, "PK") == (ItemSummary("Put", "ACCT#1", ""),)
+
+
+def test_comparable_ignores_only_the_token_and_the_locks_created_time() -> None:
+    lock = {"PK": {"S": "UNIQ#EMAIL#a"}, "owner": {"M": {}}, "created": {"S": "2024-01-01"}}
+    sent = {"TransactItems": [{"Put": {"Item": lock}}], "ClientRequestToken": "abc"}
+    planned = {"TransactItems": [{"Put": {"Item": {**lock, "created": {"S": "2024-01-02"}}}}]}
+    assert demo.comparable(sent) == demo.comparable(planned)
+    other = {"TransactItems": [{"Put": {"Item": {**lock, "PK": {"S": "UNIQ#EMAIL#b"}}}}]}
+    assert demo.comparable(sent) != demo.comparable(other)
+
+
+def _round(number: int, winners: int, records: int, naive_records: int) -> RaceRound:
+    return RaceRound(number, f"race-{number}@example.com",
+                     RaceOutcome(winners=winners, refused=3 - winners, errors=(), records=records),
+                     RaceOutcome(winners=naive_records, refused=3 - naive_records, errors=(),
+                                 records=naive_records))
+
+
+def test_race_report_counts_naive_duplicates_and_flags_a_second_winner() -> None:
+    clean = RaceReport(3, (_round(1, 1, 1, 3), _round(2, 1, 1, 1)))
+    assert clean.guarded_exactly_one
+    assert clean.problems == ()
+    assert clean.naive_duplicate_rounds == 1
+    assert clean.naive_duplicates == 2
+    broken = RaceReport(3, (_round(1, 2, 2, 1),))
+    assert not broken.guarded_exactly_one
+    assert broken.problems == ("round 1: dynaunique had 2 winners and 2 records",)
+
+
+# --- the scenario against the local server -------------------------------------------------------
+
+
+def test_scenario_reports_what_was_sent_and_stored(dynamodb: str) -> None:
+    with open_demo(dynamodb, racers=6, rounds=2) as run:
+        tables = sorted(_tables(dynamodb))
+        assert tables == sorted([run.table, run.naive_table])
+
+        signup = run.sign_up()
+        assert [s.operation for s in signup.sent] == ["TransactWriteItems"]
+        assert signup.request is not None
+        items = signup.request.body["TransactItems"]
+        assert [next(iter(i)) for i in items] == ["Put", "Put", "Put", "Put"]
+        assert items[0]["Put"]["ConditionExpression"] == "attribute_not_exists(#g0)"
+        assert "ClientRequestToken" in signup.request.body
+        assert signup.matches_dry_run
+        assert signup.locks == ("UNIQ#EMAIL#ada@lovelace.io", "UNIQ#HANDLE#ada",
+                                "UNIQ#TENANT_SLUG#t1#home")
+        assert signup.problems == ()
+
+        violation = run.duplicate_signup()
+        assert violation.message == "email 'ada@lovelace.io' is already taken (held by ACCT#a1f9c3)"
+        assert violation.fields == ("email",)
+        assert violation.constraint == "EMAIL"
+        assert violation.owner == {"PK": ADA_KEY, "SK": "PROFILE"}
+        assert (violation.record_written, violation.locks_written) == (False, 0)
+
+        race = run.race()
+        assert len(race.rounds) == 2
+        for r in race.rounds:
+            assert (r.guarded.winners, r.guarded.refused, r.guarded.records) == (1, 5, 1)
+            assert (r.guarded.stray_locks, r.guarded.errors) == (0, ())
+            # Every naive "winner" stored a record: duplicates are exactly the extra winners.
+            assert r.naive.records == r.naive.winners >= 1
+        assert race.problems == ()
+
+        change = run.change_email()
+        assert [s.operation for s in change.sent] == ["TransactWriteItems"]
+        assert [(i.action, i.key) for i in change.items] == [
+            ("Put", ADA_KEY),
+            ("Put", "UNIQ#EMAIL#ada@analytical.engine"),
+            ("Delete", "UNIQ#EMAIL#ada@lovelace.io"),
+        ]
+        assert change.items[2].condition == OWNER_GUARD
+        assert (change.old_email_holder, change.new_email_holder) == (GRACE_KEY, ADA_KEY)
+
+        deletion = run.delete()
+        assert [(i.action, i.key) for i in deletion.items] == [
+            ("Delete", ADA_KEY),
+            ("Delete", "UNIQ#EMAIL#ada@analytical.engine"),
+            ("Delete", "UNIQ#HANDLE#ada"),
+            ("Delete", "UNIQ#TENANT_SLUG#t1#home"),
+        ]
+        assert (deletion.locks_left, deletion.record_left) == ((), False)
+
+        locks = run.lock_items()
+        grace = [(r.constraint, r.value) for r in locks.rows if r.owner == GRACE_KEY]
+        assert grace == [("EMAIL", "ada@lovelace.io"), ("HANDLE", "grace"),
+                         ("TENANT_SLUG", ("t1", "grace"))]
+        assert not [r for r in locks.rows if r.owner == ADA_KEY]
+        # grace's three locks plus three for each round's single winner, none orphaned.
+        assert len(locks.rows) == 3 + 3 * 2
+        assert all(r.owner_holds_it and r.model == "Account" for r in locks.rows)
+    assert run.cleanup_errors == []
+    assert _tables(dynamodb) == []
+
+
+def test_demo_tables_are_deleted_when_a_step_fails(dynamodb: str) -> None:
+    with pytest.raises(RuntimeError, match="boom"), open_demo(dynamodb, racers=2, rounds=1):
+        assert len(_tables(dynamodb)) == 2
+        raise RuntimeError("boom")
+    assert _tables(dynamodb) == []
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def _assert_story(output: str, rounds: int) -> None:
+    assert '"TransactItems"' in output
+    assert "attribute_not_exists" in output
+    assert '"ClientRequestToken"' in output
+    assert "It is what ada.save(dry_run=True) returned just before" in output
+    assert "email 'ada@lovelace.io' is already taken (held by ACCT#a1f9c3)" in output
+    assert f"dynaunique: exactly one winner in each of {rounds} rounds" in output
+    assert "naive: " in output
+    assert "Left after the delete: none; record left: no." in output
+    assert "each one's owner exists and holds that value: yes." in output
+
+
+def test_demo_command_against_an_endpoint(dynamodb: str) -> None:
+    result = CliRunner().invoke(cli, ["demo", "--endpoint", dynamodb, "--racers", "4",
+                                      "--rounds", "2"])
+    assert result.exit_code == 0, result.output
+    _assert_story(result.output, rounds=2)
+    assert f"against {dynamodb} (region us-east-1)" in result.output
+    assert _tables(dynamodb) == []
+
+
+def test_demo_command_starts_the_embedded_server_without_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
+    result = CliRunner().invoke(cli, ["demo", "--racers", "3", "--rounds", "1"])
+    assert result.exit_code == 0, result.output
+    _assert_story(result.output, rounds=1)
+    assert "against the embedded local server at http://127.0.0.1:" in result.output
+
+
+def test_demo_command_without_moto_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
+    monkeypatch.setattr(demo, "moto_available", lambda: False)
+    result = CliRunner().invoke(cli, ["demo"])
+    assert result.exit_code == 2
+    assert "pip install 'dynaunique[local]'" in result.output
+    assert "--endpoint URL" in result.output
+
+
+def test_demo_command_refuses_a_single_racer() -> None:
+    result = CliRunner().invoke(cli, ["demo", "--racers", "1"])
+    assert result.exit_code == 2
+    assert "--racers" in result.output
