@@ -1,8 +1,360 @@
-"""Commands of the locks group (being written)."""
+"""The ``locks``, ``check`` and ``repair`` commands: parse, call ``dynaunique.audit``, print.
+
+Exit codes: ``check`` 0 clean, 1 findings; ``repair`` 0 when everything planned was (or, in a
+dry run, can be) fixed, 1 when something is left for a person; ``locks`` 0. Any of them exits 2
+when it could not run at all (bad module, unreachable endpoint, missing table).
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
 import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dynaunique import audit
+from dynaunique.cli._common import endpoint_option, load_models, point_at
+from dynaunique.errors import DynauniqueError
+from dynaunique.model import Model
+from dynaunique.transaction import to_json
+
+_KIND_LABELS = {
+    audit.DUPLICATE: "duplicate",
+    audit.MISSING: "missing lock",
+    audit.FOREIGN_OWNER: "foreign owner",
+    audit.ORPHAN: "orphan lock",
+    audit.UNKNOWN_CONSTRAINT: "unknown constraint",
+    audit.UNREADABLE: "unreadable record",
+}
+_STATUS_STYLES = {audit.FIXED: "green", audit.ALREADY_FIXED: "green", audit.NOT_FIXED: "red",
+                  audit.SKIPPED: "yellow", audit.FAILED: "red"}
+
+
+class _CommandFailed(click.ClickException):
+    """A command could not run; exit 2 so that 1 keeps meaning "findings"."""
+
+    exit_code = 2
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    try:
+        yield
+    except DynauniqueError as exc:
+        raise _CommandFailed(str(exc)) from exc
+
+
+def _models(module: str, endpoint: str | None) -> list[type[Model]]:
+    models = load_models(module)
+    point_at(models, endpoint)
+    return models
+
+
+def _console() -> Console:
+    # Created per call so click's CliRunner (which swaps sys.stdout) captures the output.
+    return Console(file=sys.stdout, highlight=False)
+
+
+def _when(epoch: int | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _created(text: str | None) -> str:
+    if not text:
+        return "-"
+    return text.replace("T", " ")[:19] + "Z"
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for column in columns:
+        # fold: a value is never cut short with an ellipsis; an operator copies it.
+        table.add_column(column, overflow="fold")
+    return table
+
+
+# --- locks ---------------------------------------------------------------------------------------
+
+
+@click.command("locks")
+@click.argument("module")
+@click.option("--model", "model_name", metavar="M", help="Only locks written by this model.")
+@click.option("--constraint", metavar="NAME",
+              help="Only this constraint's locks (lock name such as EMAIL, or a field name).")
+@click.option("--value", "values", multiple=True, metavar="PREFIX",
+              help="Values starting with PREFIX (normalized like the constraint); with --exact, "
+                   "the exact value. Repeat for the fields of a composite constraint.")
+@click.option("--exact", is_flag=True,
+              help="Look up the exact --value of --constraint: ONE consistent GetItem, no scan.")
+@click.option("--owner", metavar="KEY",
+              help="The locks one record (by hash key) requires, and whether it holds them.")
+@click.option("--owner-range", metavar="KEY",
+              help="The record's range key (default: the model's default range key).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@endpoint_option
+def locks_command(module: str, model_name: str | None, constraint: str | None,
+                  values: tuple[str, ...], exact: bool, owner: str | None,
+                  owner_range: str | None, as_json: bool, endpoint: str | None) -> None:
+    """List lock items of MODULE's models, look one value up, or show a record's locks.
+
+    \b
+    dynaunique locks myapp.models                          every lock (a scan)
+    dynaunique locks myapp.models --constraint EMAIL --value ada@x.io --exact
+                                                           who holds it: 1 GetItem
+    dynaunique locks myapp.models --owner 'ACCT#1'         the locks ACCT#1 should hold
+    """
+    if owner is not None and (exact or constraint is not None or values):
+        raise click.UsageError("--owner lists one record's locks; it takes no --constraint, "
+                               "--value or --exact")
+    if owner_range is not None and owner is None:
+        raise click.UsageError("--owner-range needs --owner")
+    with _reported():
+        models = _models(module, endpoint)
+        if exact:
+            if constraint is None or not values:
+                raise click.UsageError("--exact needs --constraint and --value")
+            _print_holder(models, model_name, constraint, values, as_json)
+        elif owner is not None:
+            result = audit.owner_locks(models, owner, owner_range, model=model_name)
+            _print_owner(result, owner, as_json)
+        else:
+            prefix: Any = None
+            if values:
+                prefix = values[0] if len(values) == 1 else tuple(values)
+            listing = audit.list_locks(models, model=model_name, constraint=constraint,
+                                       value_prefix=prefix)
+            _print_listing(listing, as_json)
+
+
+def _print_holder(models: Sequence[type[Model]], model_name: str | None, constraint: str,
+                  values: Sequence[str], as_json: bool) -> None:
+    model = audit.pick_model(models, constraint, model=model_name)
+    value = audit.parse_value(model, constraint, values)
+    lock = audit.who_holds(model, constraint, value)
+    cost = audit.Cost((("GetItem", 1),))
+    if as_json:
+        click.echo(to_json({"lock": lock.to_dict() if lock else None, "cost": cost.to_dict()}))
+        return
+    console = _console()
+    shown = " / ".join(values)
+    if lock is None:
+        console.print(f"No lock: {constraint} {shown!r} is free.")
+    else:
+        table = _table("constraint", "value", "owner", "model", "created", "expiry")
+        table.add_row(lock.constraint, lock.shown_value, lock.owner_label, lock.model or "-",
+                      _created(lock.created), _when(lock.expires))
+        console.print(table)
+    console.print(f"cost: {cost.describe()}", style="dim")
+
+
+def _print_owner(result: audit.OwnerLocks, owner: str, as_json: bool) -> None:
+    if as_json:
+        click.echo(to_json(result.to_dict()))
+        return
+    console = _console()
+    if result.record is None:
+        console.print(f"No record has key {owner!r}.")
+    else:
+        table = _table("constraint", "value", "status", "lock owner", "created", "expiry",
+                       title=f"Locks of {result.record.model} {result.record.label}")
+        for expected in result.locks:
+            stored = expected.stored
+            status = {"held": "[green]held[/]", "missing": "[red]missing[/]",
+                      "foreign": "[red]held by another record[/]"}[expected.status]
+            value = "hashed" if expected.lock.hashed else _shown(expected.lock.value)
+            table.add_row(expected.lock.constraint, value, status,
+                          stored.owner_label if stored else "-",
+                          _created(stored.created) if stored else "-",
+                          _when(stored.expires) if stored else "-")
+        if not result.locks:
+            console.print(f"{result.record.label} requires no lock.")
+        else:
+            console.print(table)
+    console.print(f"cost: {result.cost.describe()}", style="dim")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return " / ".join(str(v) for v in value)
+    return str(value)
+
+
+def _print_listing(listing: audit.LockListing, as_json: bool) -> None:
+    if as_json:
+        click.echo(to_json(listing.to_dict()))
+        return
+    console = _console()
+    table = _table("constraint", "value", "owner", "model", "created", "expiry")
+    for lock in listing.locks:
+        table.add_row(lock.constraint, lock.shown_value, lock.owner_label, lock.model or "-",
+                      _created(lock.created), _when(lock.expires))
+    if listing.locks:
+        console.print(table)
+    console.print(f"{len(listing.locks)} lock(s)")
+    console.print(f"cost: {listing.cost.describe()}", style="dim")
+
+
+# --- check ---------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A rich progress bar on stderr when it is a terminal; None (no bar) otherwise."""
+    console = Console(file=sys.stderr)
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("scan", total=None)
+
+        def update(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=max(total, done) if total else None)
+
+        yield update
+
+
+def _run_check(models: Sequence[type[Model]], segments: int,
+               as_json: bool) -> audit.AuditReport:
+    with _progress(not as_json) as progress:
+        return audit.check(models, segments=segments, progress=progress)
+
+
+def _print_report(report: audit.AuditReport, console: Console) -> None:
+    for summary in report.tables:
+        console.print(f"Checked {summary.table}: {summary.items_scanned} items — "
+                      f"{summary.records} records, {summary.locks} locks")
+    if report.clean:
+        console.print("[green]No findings: locks and records agree.[/]")
+        return
+    table = _table("kind", "constraint", "value", "lock owner", "records holding it", "why")
+    for finding in report.findings:
+        table.add_row(_KIND_LABELS[finding.kind], finding.constraint or "-", finding.shown_value,
+                      finding.lock.owner_label if finding.lock else "-",
+                      "\n".join(h.label for h in finding.holders) or "-", finding.detail)
+    console.print(table)
+    counts = ", ".join(f"{n} {_KIND_LABELS[k]}" for k, n in report.counts().items() if n)
+    console.print(f"[red]{len(report.findings)} finding(s)[/]: {counts}")
+
+
+@click.command("check")
+@click.argument("module")
+@click.option("--segments", default=1, show_default=True, type=click.IntRange(1, 1000000),
+              metavar="N", help="Scan each table as N parallel segments (one thread each).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@endpoint_option
+def check_command(module: str, segments: int, as_json: bool, endpoint: str | None) -> None:
+    """Check that MODULE's locks and records agree: exit 0 when clean, 1 with findings.
+
+    Finds orphan locks (owner gone or no longer holding the value), missing locks, locks held
+    by a record that no longer holds the value while another one does, duplicates (records
+    sharing a normalized value) and locks of constraints no model declares. Costs one scan of
+    each table plus one TransactGetItems per suspicious lock key.
+    """
+    with _reported():
+        models = _models(module, endpoint)
+        report = _run_check(models, segments, as_json)
+    if as_json:
+        click.echo(to_json(report.to_dict()))
+    else:
+        console = _console()
+        _print_report(report, console)
+        console.print(f"cost: {report.cost.describe()}", style="dim")
+    click.get_current_context().exit(0 if report.clean else 1)
+
+
+# --- repair --------------------------------------------------------------------------------------
+
+
+def _print_plan(plan: audit.RepairPlan, console: Console) -> None:
+    if plan.actions:
+        table = _table("fix", "constraint", "value", "guarded write",
+                       title=f"Planned fixes ({len(plan.actions)})")
+        for action in plan.actions:
+            table.add_row(action.kind.replace("_", " "), action.finding.constraint,
+                          action.finding.shown_value, action.description)
+        console.print(table)
+    _print_unfixable(plan.unfixable, console)
+
+
+def _print_unfixable(findings: Sequence[audit.Finding], console: Console) -> None:
+    if not findings:
+        return
+    table = _table("kind", "constraint", "value", "records holding it", "what to do",
+                   title=f"Left for a person ({len(findings)})")
+    for finding in findings:
+        table.add_row(_KIND_LABELS[finding.kind], finding.constraint or "-", finding.shown_value,
+                      "\n".join(h.label for h in finding.holders) or "-", audit.remedy(finding))
+    console.print(table)
+
+
+def _print_result(result: audit.RepairResult, console: Console) -> None:
+    if result.outcomes:
+        table = _table("status", "fix", "constraint", "value", "detail", title="Results")
+        for outcome in result.outcomes:
+            style = _STATUS_STYLES[outcome.status]
+            table.add_row(f"[{style}]{outcome.status.replace('_', ' ')}[/]",
+                          outcome.action.kind.replace("_", " "), outcome.action.finding.constraint,
+                          outcome.action.finding.shown_value, outcome.message)
+        console.print(table)
+    counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in result.counts().items() if n)
+    console.print(f"{counts or 'nothing to do'}; {len(result.unfixable)} left for a person")
+
+
+@click.command("repair")
+@click.argument("module")
+@click.option("--yes", is_flag=True, help="Apply the fixes (without it nothing is changed).")
+@click.option("--drop-unknown", multiple=True, metavar="NAME",
+              help="Also delete the locks of constraint NAME, which no loaded model declares "
+                   "(repeatable).")
+@click.option("--segments", default=1, show_default=True, type=click.IntRange(1, 1000000),
+              metavar="N", help="Scan each table as N parallel segments.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan and results as JSON.")
+@endpoint_option
+def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segments: int,
+                   as_json: bool, endpoint: str | None) -> None:
+    """Fix lock drift in MODULE's tables; records are never modified.
+
+    Runs a check, prints the fixes, and applies them only with --yes: orphan locks are deleted,
+    missing locks written, locks handed from a record that no longer holds the value to the one
+    that does — each in one TransactWriteItems guarded on the lock's owner and on the records
+    being exactly as read, so it is safe while the application keeps writing. Duplicates are
+    reported, never resolved. Exit 0 when everything planned was fixed, 1 otherwise.
+    """
+    with _reported():
+        models = _models(module, endpoint)
+        report = _run_check(models, segments, as_json)
+        plan = audit.plan_repair(report, drop_unknown=drop_unknown)
+        result = audit.apply_repair(plan, drop_unknown=drop_unknown) if yes else None
+    if as_json:
+        click.echo(to_json({"applied": yes, "plan": plan.to_dict(),
+                            "result": result.to_dict() if result is not None else None}))
+    else:
+        console = _console()
+        if report.clean:
+            console.print("[green]No findings: nothing to repair.[/]")
+        else:
+            _print_plan(plan, console)
+        if result is not None:
+            _print_result(result, console)
+        elif plan.actions:
+            console.print(f"Dry run: nothing was changed. Run again with --yes to apply "
+                          f"{len(plan.actions)} fix(es).")
+        cost = report.cost.describe()
+        if result is not None and result.cost.total:
+            cost += f", then {result.cost.describe()}"
+        console.print(f"cost: {cost}", style="dim")
+    ok = result.ok if result is not None else not plan.unfixable
+    click.get_current_context().exit(0 if ok else 1)
+
 
 #: The click commands this module adds to ``dynaunique``.
-COMMANDS: list[click.Command] = []
+COMMANDS: list[click.Command] = [locks_command, check_command, repair_command]
