@@ -1,8 +1,390 @@
-"""Commands of the migrations group (being written)."""
+"""Commands of the migrations group: ``makemigrations``, ``migrate``, ``showmigrations``.
+
+They parse options, build a :class:`dynaunique.migrations.Project` and print what it returns:
+a rich progress bar on a terminal, plain log lines otherwise, JSON with ``--json``.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
 import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from dynaunique.cli._common import endpoint_option, load_models, point_at
+from dynaunique.errors import DynauniqueError
+from dynaunique.migrations import (
+    Counters,
+    DuplicatesFound,
+    MigrationExecutor,
+    Project,
+    SilentReporter,
+    Step,
+    load_settings,
+)
+from dynaunique.migrations.project import describe_operation
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _console(stderr: bool = False) -> Console:
+    # Off a terminal (pipes, CI, CliRunner) keep lines long instead of wrapping keys mid-way.
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 200
+    return Console(stderr=stderr, highlight=False, markup=False, width=width,
+                   soft_wrap=width is not None)
+
+
+def _error_line(exc: DynauniqueError) -> Text:
+    return Text.assemble(("Error:", "bold red"), " ", str(exc))
+
+
+def _fail(exc: DynauniqueError) -> None:
+    _console(stderr=True).print(_error_line(exc))
+    raise SystemExit(exc.exit_code)
+
+
+def _handle_errors(command: _F) -> _F:
+    """Show a dynaunique error as one line and exit with its code (1 or 2)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except DuplicatesFound:
+            raise
+        except DynauniqueError as exc:
+            _fail(exc)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _project(module: str, migrations_dir: Path | None, endpoint: str | None) -> Project:
+    settings = load_settings(module)
+    models = load_models(module)
+    point_at(models, endpoint or settings.endpoint)
+    return Project(module, models, migrations_dir=migrations_dir, settings=settings)
+
+
+migrations_dir_option = click.option(
+    "--migrations-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory of the migration files (default: dynamigrations/ next to MODULE).",
+)
+
+
+# --- makemigrations ------------------------------------------------------------------------------
+
+
+@click.command("makemigrations")
+@click.argument("module")
+@click.option("--name", "-n", default=None, help="Name the migration (0002_<NAME>).")
+@migrations_dir_option
+@click.option("--check", is_flag=True, help="Exit 1 if a migration is missing; write nothing.")
+@click.option("--empty", is_flag=True, help="Write a migration with no operations (RunPython).")
+@_handle_errors
+def makemigrations(module: str, name: str | None, migrations_dir: Path | None, check: bool,
+                   empty: bool) -> None:
+    """Write the next migration of MODULE's unique constraints (a dotted module path)."""
+    project = _project(module, migrations_dir, None)
+    result = project.make_migrations(name=name, check=check, empty=empty)
+    console = _console()
+    if not result.changed:
+        console.print(f"No changes detected in {module}: its migrations are up to date.")
+        return
+    if check:
+        console.print(f"{module} has changes with no migration yet ({result.name} would hold):")
+        for op in result.operations:
+            console.print(f"  {describe_operation(op)}")
+        console.print("Run `dynaunique makemigrations` to write it.")
+        raise SystemExit(1)
+    console.print(f"Wrote {result.path}")
+    for op in result.operations:
+        console.print(f"  {describe_operation(op)}")
+
+
+# --- migrate -------------------------------------------------------------------------------------
+
+
+class PlainReporter:
+    """Log lines on stderr: a phase's start and end, and its counters every few seconds."""
+
+    def __init__(self, console: Console, every: float = 5.0) -> None:
+        self.console = console
+        self.every = every
+        self._totals: dict[str, Counters] = {}
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def phase_started(self, label: str, *, estimate: int | None) -> None:
+        """Print the phase."""
+        with self._lock:
+            self._totals[label] = Counters()
+        about = f" (table holds about {estimate} items)" if estimate else ""
+        self.console.print(f"  {label}{about}")
+
+    def advance(self, label: str, delta: Counters) -> None:
+        """Sum up; print now and then."""
+        with self._lock:
+            totals = self._totals.setdefault(label, Counters())
+            totals.add(delta)
+            if time.monotonic() - self._last < self.every:
+                return
+            self._last = time.monotonic()
+        self.console.print(f"    {_counts(totals)}")
+
+    def phase_finished(self, label: str, totals: Counters) -> None:
+        """Print the totals."""
+        self.console.print(f"  {label}: done — {_counts(totals)}")
+
+    def note(self, text: str) -> None:
+        """Print ``text``."""
+        self.console.print(text)
+
+
+class RichReporter(PlainReporter):
+    """A progress bar per phase (items scanned, locks written, duplicates)."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(console)
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def phase_started(self, label: str, *, estimate: int | None) -> None:
+        """Add a bar."""
+        with self._lock:
+            self._totals[label] = Counters()
+        self.progress.start()
+        self._tasks[label] = self.progress.add_task(label, total=estimate or None, counts="")
+
+    def advance(self, label: str, delta: Counters) -> None:
+        """Move the bar."""
+        with self._lock:
+            totals = self._totals.setdefault(label, Counters())
+            totals.add(delta)
+            counts = _counts(totals)
+        task = self._tasks.get(label)
+        if task is not None:
+            self.progress.update(task, advance=delta.scanned, counts=counts)
+
+    def phase_finished(self, label: str, totals: Counters) -> None:
+        """Complete the bar."""
+        task = self._tasks.get(label)
+        if task is not None:
+            self.progress.update(task, total=self.progress.tasks[task].completed or 1,
+                                 completed=self.progress.tasks[task].completed or 1,
+                                 counts=_counts(totals))
+
+    def note(self, text: str) -> None:
+        """Print above the bars."""
+        self.progress.console.print(text)
+
+    def stop(self) -> None:
+        """Leave the bars on screen."""
+        self.progress.stop()
+
+
+def _counts(c: Counters) -> str:
+    parts = [f"scanned {c.scanned}", f"records {c.records}", f"locks written {c.written}"]
+    if c.present:
+        parts.append(f"already right {c.present}")
+    if c.deleted:
+        parts.append(f"deleted {c.deleted}")
+    parts.append(f"duplicates {c.duplicates}")
+    return ", ".join(parts)
+
+
+def _print_plan(console: Console, module: str, steps: list[Step]) -> None:
+    if not steps:
+        console.print(f"No migrations to apply for {module}.")
+        return
+    console.print(f"Planned operations for {module}:")
+    for step in steps:
+        verb = "Unapply" if step.backwards else "Apply"
+        console.print(f"  {verb} {step.name}")
+        operations = list(step.migration.operations)
+        if step.backwards:
+            operations.reverse()
+        for op in operations:
+            prefix = "undo: " if step.backwards else ""
+            console.print(f"    {prefix}{op.describe()}")
+
+
+def _plan_json(steps: list[Step]) -> list[dict[str, Any]]:
+    return [
+        {"migration": s.name, "backwards": s.backwards,
+         "operations": [op.describe() for op in s.migration.operations],
+         "phases": [p.describe() for _, p in s.jobs()]}
+        for s in steps
+    ]
+
+
+def _print_duplicates(console: Console, exc: DuplicatesFound) -> None:
+    table = Table(title=f"Duplicates found by {exc.migration}", show_lines=False)
+    for column in ("constraint", "value", "lock held by", "also holding the value"):
+        table.add_column(column, overflow="fold")
+    for d in exc.duplicates:
+        value = "(hashed)" if d.hashed else repr(d.value)
+        holder = _key_text(d.holder) if d.holder is not None else "?"
+        if d.holder_model and d.holder_model != d.model:
+            holder += f" ({d.holder_model})"
+        table.add_row(f"{d.model}.{d.constraint}", value, holder,
+                      "\n".join(_key_text(o) for o in d.others))
+    console.print(table)
+
+
+def _key_text(key: dict[str, Any]) -> str:
+    return " / ".join(str(v) for v in key.values())
+
+
+@click.command("migrate")
+@click.argument("module")
+@click.argument("target", required=False)
+@click.option("--plan", "show_plan", is_flag=True, help="Print what would run; send no write.")
+@click.option("--fake", is_flag=True, help="Record migrations as applied without running them.")
+@click.option("--segments", type=click.IntRange(1, 1000), default=None,
+              help="Scan segments (threads) for a backfill (default 1, or [tool.dynaunique]).")
+@click.option("--segment", type=click.IntRange(0, 999), default=None,
+              help="Run only this segment, as one of several workers (with --total-segments).")
+@click.option("--total-segments", type=click.IntRange(1, 1000), default=None,
+              help="How many segments the workers split each backfill into.")
+@click.option("--max-wcu", type=click.FloatRange(min=0.1), default=None,
+              help="Cap on write capacity units per second (over all workers).")
+@migrations_dir_option
+@endpoint_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_handle_errors
+def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,
+            segment: int | None, total_segments: int | None, max_wcu: float | None,
+            migrations_dir: Path | None, endpoint: str | None, as_json: bool) -> None:
+    """Apply MODULE's migrations up to TARGET (default: the latest; `zero`: unapply all).
+
+    A backfill that stops (crash, duplicates, Ctrl-C) resumes where it stopped when rerun.
+    """
+    if (segment is None) != (total_segments is None):
+        raise click.UsageError("--segment and --total-segments go together")
+    if segment is not None and total_segments is not None and segment >= total_segments:
+        raise click.UsageError("--segment must be less than --total-segments")
+    project = _project(module, migrations_dir, endpoint)
+    out = _console()
+    err = _console(stderr=True)
+    if not as_json:
+        for op in project.pending_changes():
+            err.print(Text.assemble(
+                ("Warning:", "yellow"),
+                f" the models have a change with no migration: {describe_operation(op)} "
+                f"(run `dynaunique makemigrations {module}`)",
+            ))
+    reporter: PlainReporter | SilentReporter
+    if as_json:
+        reporter = SilentReporter()
+    elif err.is_terminal:
+        reporter = RichReporter(err)
+    else:
+        reporter = PlainReporter(err)
+    worker = (segment, total_segments) if segment is not None and total_segments else None
+    executor: MigrationExecutor = project.executor(segments=segments, max_wcu=max_wcu,
+                                                   worker=worker, reporter=reporter)
+    if show_plan:
+        steps = executor.plan(target)
+        if as_json:
+            click.echo(json.dumps({"plan": _plan_json(steps)}))
+        else:
+            _print_plan(out, module, steps)
+        return
+    try:
+        result = executor.migrate(target, fake=fake)
+    except DuplicatesFound as exc:
+        if as_json:
+            click.echo(json.dumps({
+                "error": "duplicates", "migration": exc.migration, "message": str(exc),
+                "incomplete": exc.incomplete,
+                "duplicates": [d.to_json() for d in exc.duplicates],
+            }))
+        else:
+            _print_duplicates(out, exc)
+            err.print(_error_line(exc))
+        raise SystemExit(exc.exit_code) from None
+    finally:
+        if isinstance(reporter, RichReporter):
+            reporter.stop()
+    if as_json:
+        click.echo(json.dumps({
+            "applied": result.applied, "unapplied": result.unapplied, "fake": result.fake,
+            "totals": {k: _counters_json(v) for k, v in result.totals.items()},
+        }))
+        return
+    if not result.applied and not result.unapplied:
+        out.print(f"No migrations to apply for {module}.")
+        return
+    verb = "Faked" if fake else "Applied"
+    for name in result.applied:
+        out.print(f"{verb} {name}")
+    for name in result.unapplied:
+        out.print(f"{'Faked unapplying' if fake else 'Unapplied'} {name}")
+
+
+def _counters_json(c: Counters) -> dict[str, Any]:
+    return {"scanned": c.scanned, "records": c.records, "skipped": c.skipped,
+            "written": c.written, "present": c.present, "deleted": c.deleted,
+            "duplicates": c.duplicates, "write_units": c.write_units}
+
+
+# --- showmigrations ------------------------------------------------------------------------------
+
+
+@click.command("showmigrations")
+@click.argument("module")
+@migrations_dir_option
+@endpoint_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@_handle_errors
+def showmigrations(module: str, migrations_dir: Path | None, endpoint: str | None,
+                   as_json: bool) -> None:
+    """List MODULE's migrations: [X] applied, [ ] not, and any partly applied one."""
+    project = _project(module, migrations_dir, endpoint)
+    executor = project.executor()
+    statuses = executor.status()
+    out = _console()
+    if as_json:
+        click.echo(json.dumps([
+            {"name": s.name, "applied": s.applied, "fake": s.fake, "partial": s.partial}
+            for s in statuses
+        ]))
+        return
+    out.print(f"{module} (ledger: table {executor.recorder.table}, app {project.app})")
+    if not statuses:
+        out.print(" (no migrations)")
+    for s in statuses:
+        mark = "[X]" if s.applied else "[ ]"
+        extra = " (fake)" if s.fake else ""
+        if s.partial:
+            extra += f"  ({s.partial})"
+        out.print(f" {mark} {s.name}{extra}")
+
 
 #: The click commands this module adds to ``dynaunique``.
-COMMANDS: list[click.Command] = []
+COMMANDS: list[click.Command] = [makemigrations, migrate, showmigrations]

@@ -1,0 +1,72 @@
+"""Migrations of lock items: adding a unique constraint to a table that already holds data.
+
+Django's workflow, for DynamoDB: ``makemigrations`` diffs the models' constraints against the
+state replayed from migration files and writes the next file; ``migrate`` backfills (or removes)
+locks and records each migration in a ledger kept in the table itself; duplicates stop it with a
+report and touch no record. The modules, one job each:
+
+* :mod:`~dynaunique.migrations.state` — constraints as plain data (callables as import paths);
+* :mod:`~dynaunique.migrations.operations` — what migration files list;
+* :mod:`~dynaunique.migrations.autodetector` — state diff → operations;
+* :mod:`~dynaunique.migrations.writer` — operations → migration file source;
+* :mod:`~dynaunique.migrations.loader` — migration files → ordered migrations and state;
+* :mod:`~dynaunique.migrations.recorder` — the ledger: applied migrations, progress, leases;
+* :mod:`~dynaunique.migrations.executor` — plan and run: backfill, sweep, remove, record;
+* :mod:`~dynaunique.migrations.project` — settings and wiring for one models module.
+
+See docs/migrations.md.
+"""
+
+from __future__ import annotations
+
+from dynaunique.migrations.executor import (
+    Duplicate,
+    DuplicatesFound,
+    InjectedCrash,
+    MigrateResult,
+    MigrationExecutor,
+    MigrationStatus,
+    Reporter,
+    SilentReporter,
+    Step,
+)
+from dynaunique.migrations.loader import Migration, MigrationLoader
+from dynaunique.migrations.operations import (
+    AddUniqueConstraint,
+    AlterUniqueConstraint,
+    MigrationContext,
+    Operation,
+    RemoveUniqueConstraint,
+    RunPython,
+)
+from dynaunique.migrations.project import MakeResult, Project, Settings, load_settings
+from dynaunique.migrations.recorder import Counters, MigrationRecorder
+from dynaunique.migrations.state import ConstraintState, ProjectState
+
+__all__ = [
+    "AddUniqueConstraint",
+    "AlterUniqueConstraint",
+    "ConstraintState",
+    "Counters",
+    "Duplicate",
+    "DuplicatesFound",
+    "InjectedCrash",
+    "MakeResult",
+    "MigrateResult",
+    "Migration",
+    "MigrationContext",
+    "MigrationExecutor",
+    "MigrationLoader",
+    "MigrationRecorder",
+    "MigrationStatus",
+    "Operation",
+    "Project",
+    "ProjectState",
+    "RemoveUniqueConstraint",
+    "Reporter",
+    "RunPython",
+    "Settings",
+    "SilentReporter",
+    "Step",
+    "load_settings",
+]

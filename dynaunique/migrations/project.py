@@ -1,0 +1,264 @@
+"""Resolve what every migrations command needs for one models module: settings, the migrations
+directory, the app label, the ledger's table and the clients — and ``makemigrations`` itself.
+
+Settings come from ``[tool.dynaunique]`` in ``pyproject.toml`` in the current directory
+(``[tool.dynaunique.modules."<module>"]`` overrides them for one module); command-line options
+override both. Keys: ``migrations_dir``, ``endpoint``, ``segments``, ``max_wcu``,
+``ledger_table``, ``app``, ``lease_seconds``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from dynaunique import transaction
+from dynaunique.errors import ConfigurationError, MigrationError
+from dynaunique.migrations import writer
+from dynaunique.migrations.autodetector import detect_changes, suggest_name
+from dynaunique.migrations.executor import MigrationExecutor
+from dynaunique.migrations.loader import MigrationLoader
+from dynaunique.migrations.operations import (
+    AddUniqueConstraint,
+    AlterUniqueConstraint,
+    Operation,
+    RemoveUniqueConstraint,
+)
+from dynaunique.migrations.recorder import MigrationRecorder, describe_table
+from dynaunique.migrations.state import ProjectState
+
+#: The directory ``makemigrations`` writes to, next to the models module, by default.
+DEFAULT_DIRECTORY = "dynamigrations"
+
+_SETTING_TYPES: dict[str, tuple[type, ...]] = {
+    "migrations_dir": (str,),
+    "endpoint": (str,),
+    "segments": (int,),
+    "max_wcu": (int, float),
+    "ledger_table": (str,),
+    "app": (str,),
+    "lease_seconds": (int, float),
+}
+
+
+@attrs.frozen
+class Settings:
+    """``[tool.dynaunique]`` settings (None: not set)."""
+
+    migrations_dir: Path | None = None
+    endpoint: str | None = None
+    segments: int | None = None
+    max_wcu: float | None = None
+    ledger_table: str | None = None
+    app: str | None = None
+    lease_seconds: float | None = None
+
+
+def _toml() -> Any:
+    for name in ("tomllib", "tomli"):  # tomllib is standard from Python 3.11
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def load_settings(module: str, directory: Path | None = None) -> Settings:
+    """Read ``[tool.dynaunique]`` (and the module's override table) from ``pyproject.toml``.
+
+    :raises ConfigurationError: an unknown key, a value of the wrong type, or (Python 3.10
+        without ``tomli``) a pyproject that has settings but cannot be parsed.
+    """
+    root = directory if directory is not None else Path.cwd()
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return Settings()
+    text = path.read_text(encoding="utf-8")
+    if "tool.dynaunique" not in text:
+        return Settings()
+    toml = _toml()
+    if toml is None:
+        raise ConfigurationError(f"{path} has [tool.dynaunique] settings, but reading TOML on "
+                                 "Python 3.10 needs the `tomli` package: pip install tomli")
+    try:
+        data = toml.loads(text).get("tool", {}).get("dynaunique", {})
+    except ValueError as exc:
+        raise ConfigurationError(f"{path}: {exc}") from exc
+    merged = {k: v for k, v in data.items() if k != "modules"}
+    merged.update(data.get("modules", {}).get(module, {}))
+    values: dict[str, Any] = {}
+    for key, value in merged.items():
+        types = _SETTING_TYPES.get(key)
+        if types is None:
+            raise ConfigurationError(f"{path}: unknown [tool.dynaunique] key {key!r}; known: "
+                                     f"{', '.join(sorted(_SETTING_TYPES))}")
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise ConfigurationError(f"{path}: [tool.dynaunique] {key} = {value!r} has the "
+                                     "wrong type")
+        values[key] = value
+    if "migrations_dir" in values:
+        values["migrations_dir"] = (root / values["migrations_dir"]).resolve()
+    return Settings(**values)
+
+
+@attrs.frozen
+class MakeResult:
+    """What ``makemigrations`` found and (unless ``check``) wrote."""
+
+    operations: tuple[Operation, ...]
+    name: str | None = None
+    path: Path | None = None
+    source: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether a migration was (or, with ``check``, would be) written."""
+        return self.name is not None
+
+
+def describe_operation(op: Operation) -> str:
+    """The line ``makemigrations`` prints for an operation."""
+    if isinstance(op, AddUniqueConstraint):
+        return f"+ Add unique constraint {op.constraint.describe()} to {op.model}"
+    if isinstance(op, RemoveUniqueConstraint):
+        return f"- Remove unique constraint {op.constraint.name} from {op.model}"
+    if isinstance(op, AlterUniqueConstraint):
+        return f"~ Alter unique constraint {op.old.describe()} → {op.new.describe()} on {op.model}"
+    return f"* {op.describe()}"
+
+
+class Project:
+    """One models module (``MODULE``) as the migrations commands see it.
+
+    ``models`` are the module's model classes (``dynaunique.cli._common.load_models``), already
+    pointed at the endpoint.
+    """
+
+    def __init__(self, module: str, models: Sequence[Any], *,
+                 migrations_dir: Path | None = None, settings: Settings | None = None) -> None:
+        self.module = module
+        self.models = {m.__name__: m for m in models}
+        self.settings = settings if settings is not None else Settings()
+        self.directory = Path(
+            migrations_dir or self.settings.migrations_dir or self._default_directory()
+        )
+
+    def _default_directory(self) -> Path:
+        module = sys.modules.get(self.module)
+        filename = getattr(module, "__file__", None)
+        if filename is None:
+            raise ConfigurationError(f"cannot tell where {self.module!r} lives; pass "
+                                     "--migrations-dir")
+        return Path(filename).resolve().parent / DEFAULT_DIRECTORY
+
+    @property
+    def app(self) -> str:
+        """The ledger's app label: ``[tool.dynaunique] app``, else the module's dotted path."""
+        return self.settings.app or self.module
+
+    def loader(self) -> MigrationLoader:
+        """The migration files on disk."""
+        return MigrationLoader(self.directory)
+
+    def live_state(self) -> ProjectState:
+        """The constraints the module's models declare now."""
+        return ProjectState.from_models(self.models.values())
+
+    # --- makemigrations --------------------------------------------------------------------------
+
+    def make_migrations(self, *, name: str | None = None, check: bool = False,
+                        empty: bool = False) -> MakeResult:
+        """Diff the models against the replayed migrations and write the next migration file.
+
+        ``check`` computes without writing; ``empty`` writes a file with no operations (for a
+        hand-written ``RunPython``). Nothing to do → a result with no name, nothing written.
+        """
+        loader = self.loader()
+        leaf = loader.leaf()
+        new = self.live_state()
+        operations = detect_changes(loader.state(), new)
+        if not operations and not empty:
+            return MakeResult(())
+        suffix = name or suggest_name(operations, initial=not loader.migrations)
+        if not suffix.replace("_", "").isalnum() or not suffix.isascii():
+            raise MigrationError(f"--name {suffix!r}: use letters, digits and underscores")
+        full = f"{loader.next_number():04d}_{suffix.lower()}"
+        source = writer.render(full, label=self.module, dependencies=[leaf] if leaf else [],
+                               operations=operations)
+        if check:
+            return MakeResult(tuple(operations), full, None, source)
+        path = writer.write(self.directory, full, source)
+        # The file must replay to exactly what the models declare; never leave one that doesn't.
+        replayed = self.loader().state()
+        if not empty and replayed != new:
+            path.unlink()
+            raise MigrationError(f"the written migration {full} did not replay to the models' "
+                                 "state (a bug in dynaunique); nothing was written")
+        return MakeResult(tuple(operations), full, path, source)
+
+    def pending_changes(self) -> list[Operation]:
+        """Changes the models have that no migration holds yet (``migrate`` warns about them)."""
+        return detect_changes(self.loader().state(), self.live_state())
+
+    # --- the ledger ------------------------------------------------------------------------------
+
+    def ledger_table(self, loader: MigrationLoader | None = None) -> str:
+        """The table the ledger lives in: ``ledger_table``, else the one table of the models.
+
+        :raises ConfigurationError: the models and migrations span several tables (set
+            ``[tool.dynaunique] ledger_table``) or none.
+        """
+        if self.settings.ledger_table:
+            return self.settings.ledger_table
+        loader = loader if loader is not None else self.loader()
+        tables = set(self.live_state().tables) | set(loader.state().tables)
+        for migration in loader.migrations.values():
+            for op in migration.operations:
+                table = getattr(op, "table", None)
+                if isinstance(table, str):
+                    tables.add(table)
+        if not tables:
+            tables = {m._du_info.table for m in self.models.values() if m._du_info is not None}
+        if len(tables) != 1:
+            raise ConfigurationError(
+                f"{self.module}'s models and migrations use tables {sorted(tables)}; set "
+                "ledger_table under [tool.dynaunique] in pyproject.toml to the table that keeps "
+                "the migrations ledger"
+            )
+        return next(iter(tables))
+
+    def client_for(self, table: str) -> Any:
+        """The client of the model that lives in ``table`` (else of any model of the module)."""
+        for model in self.models.values():
+            if getattr(model.Meta, "table_name", None) == table:
+                return transaction.client_for(model.Meta)
+        if not self.models:
+            raise ConfigurationError(f"{self.module} has no models")
+        return transaction.client_for(next(iter(self.models.values())).Meta)
+
+    def recorder(self, loader: MigrationLoader | None = None) -> MigrationRecorder:
+        """The ledger of this module's app, in its table."""
+        table = self.ledger_table(loader)
+        client = self.client_for(table)
+        return MigrationRecorder(client, describe_table(client, table), self.app)
+
+    def executor(self, **options: Any) -> MigrationExecutor:
+        """A :class:`MigrationExecutor` over this module (``options`` as the executor takes;
+        unset ones fall back to the settings)."""
+        loader = self.loader()
+        defaults: Mapping[str, Any] = {
+            "segments": self.settings.segments,
+            "max_wcu": self.settings.max_wcu,
+            "lease_seconds": self.settings.lease_seconds,
+        }
+        for key, value in defaults.items():
+            if options.get(key) is None and value is not None:
+                options[key] = value
+        options = {k: v for k, v in options.items() if v is not None}
+        return MigrationExecutor(loader, self.recorder(loader), self.models,
+                                 client_for=self.client_for, **options)
