@@ -22,7 +22,8 @@ orphan behind. docs/operating-locks.md explains why each guard is there.
 
 How items are told apart: an item whose hash key starts with ``UNIQ#`` is a lock (``UNIQ#~``
 items are dynaunique's system items and are skipped); every other item is a record of one of the
-loaded models of its table — the only one, when one model uses the table; else the one a PynamoDB
+loaded models of its table — the one whose ``Meta.is_record(raw)`` hook claims it (an item every
+hook turns away is no record); else the only one, when one model uses the table; else the one a PynamoDB
 discriminator names; else the best fit: a model for which the item has every non-nullable
 attribute beats one for which it has not, then the model declaring more of the item's attributes
 wins. A tie between models that would require different locks makes the record *unreadable*
@@ -676,17 +677,33 @@ def _fits(model: type[Model], item: Mapping[str, Any]) -> bool:
     return True
 
 
+def _hook(model: type[Model], item: Mapping[str, Any]) -> bool | None:
+    """``Meta.is_record(raw_item)`` when the model defines it (migrations use the same hook)."""
+    hook = getattr(model.Meta, "is_record", None)
+    return None if hook is None else bool(hook(dict(item)))
+
+
 def _claim(table: _Table, item: Mapping[str, Any]) -> tuple[type[Model] | None, str | None]:
-    """The model ``item`` is a record of (the module docstring states the rule), or a problem."""
-    if len(table.models) == 1:
-        return table.models[0], None
-    for model in table.models:
+    """The model ``item`` is a record of (the module docstring states the rule), or a problem.
+
+    ``(None, None)`` means no model claims it: a ``Meta.is_record`` hook turned it away.
+    """
+    verdicts = {model: _hook(model, item) for model in table.models}
+    claimed = [m for m, v in verdicts.items() if v is True]
+    if len(claimed) == 1:
+        return claimed[0], None
+    models = claimed or [m for m, v in verdicts.items() if v is None]
+    if not models:
+        return None, None
+    if len(models) == 1:
+        return models[0], None
+    for model in models:
         try:
             stored = model._get_discriminator_class(dict(item))
         except Exception:  # an unknown discriminator value: not this model
             stored = None
         if stored is not None:
-            owners = [m for m in table.models if issubclass(stored, m)]
+            owners = [m for m in models if issubclass(stored, m)]
             if owners:
                 return max(owners, key=lambda m: len(m.__mro__)), None
 
@@ -694,8 +711,8 @@ def _claim(table: _Table, item: Mapping[str, Any]) -> tuple[type[Model] | None, 
         names = {a.attr_name for a in model.get_attributes().values()}
         return _fits(model, item), sum(1 for name in item if name in names)
 
-    best = max(rank(m) for m in table.models)
-    candidates = [m for m in table.models if rank(m) == best]
+    best = max(rank(m) for m in models)
+    candidates = [m for m in models if rank(m) == best]
     if len(candidates) == 1:
         return candidates[0], None
     keys = set()
@@ -719,6 +736,9 @@ def _interpret(table: _Table, key: TypedKey, item: dict[str, Any] | None,
         return _Record(RecordRef(table.name, key, None), False, None, {})
     model, problem = _claim(table, item)
     kept = item if keep_item else None
+    if model is None and problem is None:
+        # Not a record of any loaded model (Meta.is_record said so): nothing of it to check.
+        return _Record(RecordRef(table.name, key, None), False, None, {})
     if model is None:
         return _Record(RecordRef(table.name, key, None), True, kept, None, problem)
     ref = RecordRef(table.name, key, model.__name__)
