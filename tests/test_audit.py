@@ -500,3 +500,21 @@ def test_repair_racing_with_live_saves_breaks_nothing(raw: Any) -> None:
         held = audit.owner_locks(fm.MODELS, account.pk, model="AuditAccount")
         assert [e.lock.constraint for e in held.locks if e.status == "held"] == [
             e.lock.constraint for e in held.locks] != []
+
+
+def test_items_an_is_record_hook_turns_away_are_not_checked(
+        raw: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Meta.is_record`` (shared with the migrations' backfill) decides what a record is."""
+    Account(pk="ACCT#1", email="a@x.io").save()
+    # An item of some other writer on the same table, with no lock: a "missing lock" unless the
+    # hook says it is not an AuditAccount record.
+    raw.put_item(TableName=fm.TABLE, Item={**fm.lock_pk("OTHER#1"), "PK": {"S": "OTHER#1"},
+                                           "email": {"S": "o@x.io"}})
+    assert not audit.check(fm.MODELS).clean
+
+    def is_record(item: dict[str, Any]) -> bool:
+        return not item["PK"]["S"].startswith("OTHER#")
+
+    for model in fm.MODELS:
+        monkeypatch.setattr(model.Meta, "is_record", is_record, raising=False)
+    assert audit.check(fm.MODELS).clean
