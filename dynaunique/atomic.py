@@ -55,6 +55,8 @@ class Atomic:
         # Objects in first-touched order; each planned once, with its last operation.
         self._ops: dict[int, tuple[Model, str, Condition | None, bool]] = {}
         self._checks: list[ConditionCheck] = []
+        # The models of the condition checks: they, too, decide which endpoint gets the unit.
+        self._check_models: list[type[Model]] = []
         self._token: contextvars.Token[Atomic | None] | None = None
         self._outer: Atomic | None = None
         # What the outer unit held when this nested block began (a savepoint).
@@ -96,6 +98,7 @@ class Atomic:
         text = condition.serialize(names, values)
         expression = Expression(text, {p: n for n, p in names.items()}, values)
         shown = hash_key if range_key is None else (hash_key, range_key)
+        self._check_models.append(model)
         self._checks.append(ConditionCheck(
             table=info.table, model=model.__name__, key=key, condition=expression,
             label=label or f"{model.__name__} {shown!r}: {condition}",
@@ -122,6 +125,7 @@ class Atomic:
                 ops, checks = self._savepoint
                 self._outer._ops = ops
                 del self._outer._checks[checks:]
+                del self._outer._check_models[checks:]
             return
         assert self._token is not None
         _current.reset(self._token)
@@ -196,10 +200,10 @@ class Atomic:
                 obj._du_loaded = None
 
     def _client(self) -> Any:
-        clients = {id(transaction.client_for(obj.Meta)): transaction.client_for(obj.Meta)
-                   for obj, _, _, _ in self._ops.values()}
-        if not clients:
-            raise UnsupportedOperationError("a unit with only condition checks has nothing to do")
+        metas = [obj.Meta for obj, _, _, _ in self._ops.values()]
+        metas += [model.Meta for model in self._check_models]
+        clients = {id(transaction.client_for(meta)): transaction.client_for(meta)
+                   for meta in metas}
         if len(clients) > 1:
             raise UnsupportedOperationError(
                 "the models of one atomic() block point at different endpoints or regions; one "

@@ -23,8 +23,8 @@ orphan behind. docs/operating-locks.md explains why each guard is there.
 How items are told apart: an item whose hash key starts with ``UNIQ#`` is a lock (``UNIQ#~``
 items are dynaunique's system items and are skipped); every other item is a record of one of the
 loaded models of its table — the one whose ``Meta.is_record(raw)`` hook claims it (an item every
-hook turns away is no record); else the only one, when one model uses the table; else the one a PynamoDB
-discriminator names; else the best fit: a model for which the item has every non-nullable
+hook turns away is no record); else the only one, when one model uses the table; else the one a
+PynamoDB discriminator names; else the best fit: a model for which the item has every non-nullable
 attribute beats one for which it has not, then the model declaring more of the item's attributes
 wins. A tie between models that would require different locks makes the record *unreadable*
 (reported, never repaired). So load every model that writes to a table.

@@ -63,6 +63,7 @@ _M = TypeVar("_M", bound="Model")
 _SCALAR_TYPES = (pa.UnicodeAttribute, pa.NumberAttribute, pa.BinaryAttribute,
                  pa.BooleanAttribute, pa.UTCDateTimeAttribute)
 _NOT_LOCKABLE = (pa.VersionAttribute, pa.TTLAttribute, pa.DiscriminatorAttribute)
+_UNIQUE_OPTIONS = {"unique", "normalize", "lock_name", "hashed"}
 
 # table name → lock name → (model class, declared explicitly). Guards against two models on one
 # table silently sharing a lock namespace.
@@ -203,6 +204,20 @@ def _register_lock_names(cls: type, table: str, declared: Sequence[UniqueConstra
 
 class ModelMeta(MetaModel):
     """PynamoDB's model metaclass, plus: collect and validate the unique constraints."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
+                discriminator: Any = None) -> ModelMeta:
+        # PynamoDB's MapAttribute takes unknown keywords as map values (and drops them when the
+        # class is built), so ``unique=True`` there would silently protect nothing.
+        for field, value in namespace.items():
+            if isinstance(value, pa.MapAttribute) and _UNIQUE_OPTIONS & set(
+                    value.__dict__.get("attribute_values", {})):
+                raise ConfigurationError(
+                    f"{name}.{field} is a {type(value).__name__}, which cannot be unique: "
+                    "declare a UniqueConstraint over scalar fields instead"
+                )
+        cls: ModelMeta = super().__new__(mcs, name, bases, namespace, discriminator)  # type: ignore[no-untyped-call]
+        return cls
 
     def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
                  discriminator: Any = None) -> None:
@@ -558,7 +573,9 @@ class Model(PynamoModel, metaclass=ModelMeta):
             predicted, complete = self._du_predict(loaded, actions, relevant)
         if lock_relevant:
             assert predicted is not None
-            new_locks = locks_of(info, self._du_build(predicted))
+            # What a condition reads on the NEW state must match the stored record too: the new
+            # state is the stored one plus these actions, not the loaded one.
+            new_locks = locks_of(info, self._du_build(predicted), reads)
         plan = plan_update(
             info,
             loaded_item=loaded if loaded is not None else self.serialize(null_check=False),
