@@ -13,6 +13,7 @@ import copy
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any, ClassVar, TypeVar
 
 from pynamodb import attributes as pa
@@ -296,6 +297,28 @@ class Model(PynamoModel, metaclass=ModelMeta):
             return loaded
         return None
 
+    @classmethod
+    def _du_lock_inputs(cls, item: Mapping[str, Any]) -> Any:
+        """What ``locks_of`` needs of a stored item: without a condition (which may read any
+        attribute) only the constrained fields are deserialized, not the whole record."""
+        info = cls._du_info
+        assert info is not None
+        if info.has_conditions:
+            return cls._du_build(item)
+        attributes = cls.get_attributes()
+        values: dict[str, Any] = {}
+        for bound in info.constraints:
+            for field in bound.constraint.fields:
+                attribute = attributes[field]
+                raw = item.get(attribute.attr_name)
+                if raw is None or "NULL" in raw:
+                    # As PynamoDB's loading does: a missing attribute takes its default.
+                    default = attribute.default
+                    values[field] = default() if callable(default) else default
+                else:
+                    values[field] = attribute.deserialize(attribute.get_value(raw))
+        return SimpleNamespace(**values)
+
     def _du_old_locks(self, loaded: Mapping[str, Any] | None,
                       reads: set[str] | None = None) -> dict[str, LockRef]:
         info = self._du_info
@@ -310,7 +333,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
                 reads.update(cached[2])
             return dict(cached[1])
         found: set[str] = set()
-        locks = locks_of(info, self._du_build(loaded), found)
+        locks = locks_of(info, self._du_lock_inputs(loaded), found)
         self.__dict__["_du_old_cache"] = (loaded, locks, frozenset(found))
         if reads is not None:
             reads.update(found)
@@ -350,10 +373,11 @@ class Model(PynamoModel, metaclass=ModelMeta):
                     expected = {"N": str(int(current))} if current is not None else None
                 guard = Unchanged(((info.version_attr, expected),)) if expected else None
             return Plan((RecordPut(info.table, info.name, key, item, guard, cond),))
-        new_locks = locks_of(info, self)
+        new_reads: set[str] = set()
+        new_locks = locks_of(info, self, new_reads)
         reads: set[str] = set()
         old_locks = self._du_old_locks(loaded, reads)
-        return plan_save(
+        plan = plan_save(
             info,
             item=item,
             new_locks=new_locks,
@@ -364,6 +388,8 @@ class Model(PynamoModel, metaclass=ModelMeta):
             use_version=add_version_condition,
             condition_reads=reads,
         )
+        self.__dict__["_du_new_locks"] = (plan, new_locks, frozenset(new_reads))
+        return plan
 
     def _du_plan_delete(self, loaded: Mapping[str, Any], condition: Condition | None = None,
                         add_version_condition: bool = True) -> Plan:
@@ -375,13 +401,20 @@ class Model(PynamoModel, metaclass=ModelMeta):
         return plan_delete(info, loaded_item=loaded, old_locks=old_locks, condition=cond,
                            use_version=add_version_condition, condition_reads=reads)
 
-    def _du_after_save(self, item: Mapping[str, Any]) -> None:
+    def _du_after_save(self, item: Mapping[str, Any], plan: Plan | None = None) -> None:
         info = self._du_info
         assert info is not None
         if info.version_field is not None and info.version_attr is not None \
                 and info.version_attr in item:
             setattr(self, info.version_field, int(item[info.version_attr]["N"]))
-        self._du_loaded = copy.deepcopy(dict(item))
+        # The item was serialized for this write alone and nothing mutates it: no copy needed.
+        loaded = dict(item)
+        self._du_loaded = loaded
+        seeded = self.__dict__.pop("_du_new_locks", None)
+        if seeded is not None and seeded[0] is plan:
+            # The locks just written are the new snapshot's locks: the next save need not
+            # rebuild them.
+            self.__dict__["_du_old_cache"] = (loaded, seeded[1], seeded[2])
 
     def _du_read(self) -> dict[str, Any] | None:
         """A strongly consistent read of this object's record (raw item, or None)."""
@@ -437,7 +470,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
                 continue
             record = plan.writes[0]
             assert isinstance(record, RecordPut)
-            self._du_after_save(record.item)
+            self._du_after_save(record.item, plan)
             return response
         raise ConcurrentModificationError(
             f"{type(self).__name__} kept changing while this save was retried; try again",
