@@ -160,6 +160,17 @@ def _bind(cls: type[Model]) -> None:
                     )
     version_field = cls._version_attribute_name
     ttl_field = next((f for f, a in attributes.items() if isinstance(a, pa.TTLAttribute)), None)
+    if bound:
+        # A lock item carries the table's key attributes and the TTL beside its own attributes:
+        # the same name twice would make one overwrite the other.
+        for role, named in (("hash key", hash_field), ("range key", range_field),
+                            ("TTL attribute", ttl_field)):
+            if named is not None and attributes[named].attr_name in LOCK_ATTRIBUTES:
+                raise ConfigurationError(
+                    f"{cls.__name__}'s {role} is stored as {attributes[named].attr_name!r}, a "
+                    f"name every lock item uses for itself ({', '.join(LOCK_ATTRIBUTES)}); give "
+                    "it another attr_name="
+                )
     secret = getattr(meta, "lock_secret", None)
     if isinstance(secret, str):
         secret = secret.encode("utf-8")

@@ -375,6 +375,31 @@ def _earlier_attempt_applied(plan: Plan,
     return False
 
 
+def _resend_is_safe(plan: Plan) -> bool:
+    """Whether resending after an ambiguous failure can neither apply twice nor mislead.
+
+    An update whose result cannot be predicted (``add``, arithmetic, ``if_not_exists``…) may
+    apply twice when unguarded, and when guarded its resend fails without a way to tell this
+    call's own write from someone else's: it is never resent.
+    """
+    return not any(isinstance(w, RecordUpdate) and w.predicted is None for w in plan.writes)
+
+
+def _without_records_in_place(
+    plan: Plan, failures: list[tuple[Write, Mapping[str, Any] | None]]
+) -> Plan | None:
+    """When every failed record slot already holds exactly what this call writes (a repeat of a
+    call whose outcome was unknown, or someone else's identical write), the rest of the plan —
+    its lock writes, each with its own guard — still has to land: that rest, else None."""
+    records = [(w, c) for w, c in failures if isinstance(w, (RecordPut, RecordUpdate,
+                                                              RecordDelete))]
+    if not records or not all(_is_own(w, c) for w, c in records):
+        return None
+    in_place = [w for w, _ in records]
+    return Plan(tuple(w for w in plan.writes if not any(w is r for r in in_place)),
+                plan.changes)
+
+
 def _holder(current: Mapping[str, Any] | None) -> str:
     owner = (current or {}).get(OWNER_ATTR)
     return str(untyped(owner)) if owner is not None else "another record"
@@ -404,12 +429,14 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
     for write, current in failures:
         if isinstance(write, LockPut):
             holder = (current or {}).get(OWNER_ATTR)
+            owner = untyped(holder) if isinstance(holder, Mapping) and holder else None
             violations.append(UniqueViolation(
                 model=write.model,
                 fields=write.lock.fields,
                 constraint=write.lock.constraint,
                 value=write.lock.value,
-                owner=untyped(holder) if holder else None,
+                # A lock written around the library may name its owner in another shape.
+                owner=owner if isinstance(owner, Mapping) else None,
                 hashed=write.lock.hashed,
             ))
     if violations:
@@ -463,6 +490,12 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                                     botocore.exceptions.ConnectTimeoutError)):
                 ambiguous = True
             network += 1
+            if ambiguous and not _resend_is_safe(plan):
+                raise OutcomeUnknownError(
+                    f"DynamoDB did not answer ({exc}) and this update's result cannot be "
+                    "recognised, so it is not resent (it might apply twice); reload the record "
+                    "to see whether it was applied"
+                ) from exc
             if network > policy.max_network_retries:
                 if not ambiguous:
                     raise UnreachableError(
@@ -489,6 +522,10 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                     ]
                     if ambiguous and _earlier_attempt_applied(plan, failures):
                         return {}
+                    rest = _without_records_in_place(plan, failures)
+                    if rest is not None:
+                        return execute(rest, client, policy=policy, sleep=sleep) \
+                            if rest.has_work else {}
                     raise _error_for(failures) from exc
                 if any(c in _CONFLICT_CODES for c in codes):
                     conflicts += 1
@@ -507,7 +544,9 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
             if code == "ConditionalCheckFailedException":
                 write = plan.writes[0]
                 current = response.get("Item")
-                if ambiguous and _is_own(write, current):
+                if _is_own(write, current):
+                    # The record already is what this call writes (an earlier attempt, or a
+                    # repeat of a call whose outcome was unknown): nothing is left to do.
                     return {}
                 raise _error_for([(write, current)]) from exc
             if code in _RETRYABLE_ERRORS:
@@ -519,6 +558,12 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
             if code in _AMBIGUOUS_ERRORS or status >= 500:
                 ambiguous = True
                 network += 1
+                if not _resend_is_safe(plan):
+                    raise OutcomeUnknownError(
+                        f"DynamoDB failed ({code}) and this update's result cannot be "
+                        "recognised, so it is not resent (it might apply twice); reload the "
+                        "record to see whether it was applied"
+                    ) from exc
                 if network > policy.max_network_retries:
                     raise OutcomeUnknownError(
                         f"DynamoDB failed {network} times ({code}); the write may or may not "

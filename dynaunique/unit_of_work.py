@@ -370,18 +370,21 @@ def unchanged_guard(
     use_version: bool,
     condition_reads: Iterable[str] = (),
 ) -> Unchanged:
-    """Guard "unchanged since loaded": the version when the model has one, else every lock input.
+    """Guard "unchanged since loaded": every lock input, and the version when the model has one.
 
     Lock inputs are the constrained attributes, the TTL (copied onto locks) and the attributes
-    the constraints' conditions read on the loaded state (``condition_reads``).
+    the constraints' conditions read on the loaded state (``condition_reads``). The version
+    alone is not enough: a record deleted and created again restarts at version 1, so a stale
+    copy of the first life could pass a version-only guard with other values (and locks).
     """
-    if use_version and info.version_attr is not None:
-        return Unchanged(((info.version_attr, loaded.get(info.version_attr)),))
     wanted = {a for b in info.constraints for a in b.attr_names} | set(condition_reads)
     if info.ttl_attr is not None:
         wanted.add(info.ttl_attr)
-    wanted -= {info.hash_attr, info.range_attr}
-    return Unchanged(tuple((name, loaded.get(name)) for name in sorted(wanted)))
+    wanted -= {info.hash_attr, info.range_attr, info.version_attr}
+    inputs = tuple((name, loaded.get(name)) for name in sorted(wanted))
+    if use_version and info.version_attr is not None:
+        return Unchanged(((info.version_attr, loaded.get(info.version_attr)), *inputs))
+    return Unchanged(inputs)
 
 
 def _ttl_epoch(info: ModelInfo, item: Mapping[str, Typed]) -> int | None:

@@ -310,7 +310,8 @@ def test_unchanged_guard_expects_absence_of_a_loaded_none() -> None:
     assert request["ExpressionAttributeValues"] == {":g0": {"S": "ada"}}
 
 
-def test_update_with_version_is_guarded_on_the_version_only() -> None:
+def test_update_with_version_is_guarded_on_the_version_and_the_lock_inputs() -> None:
+    # The version alone is not enough: a record deleted and created again restarts at 1.
     member = Member(id="M#1", email="m@x.io", name="n", version=3)
     member._du_loaded = {"id": {"S": "M#1"}, "email": {"S": "m@x.io"}, "name": {"S": "n"},
                          "version": {"N": "3"}}
@@ -320,9 +321,9 @@ def test_update_with_version_is_guarded_on_the_version_only() -> None:
         "TableName": "uow_members",
         "Item": {"id": {"S": "M#1"}, "email": {"S": "m@x.io"}, "name": {"S": "o"},
                  "version": {"N": "4"}},
-        "ConditionExpression": "attribute_exists(#g0) AND #g1 = :g0",
-        "ExpressionAttributeNames": {"#g0": "id", "#g1": "version"},
-        "ExpressionAttributeValues": {":g0": {"N": "3"}},
+        "ConditionExpression": "attribute_exists(#g0) AND #g1 = :g0 AND #g2 = :g1",
+        "ExpressionAttributeNames": {"#g0": "id", "#g1": "version", "#g2": "email"},
+        "ExpressionAttributeValues": {":g0": {"N": "3"}, ":g1": {"S": "m@x.io"}},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
 
@@ -395,8 +396,10 @@ def test_update_with_version_changing_a_value() -> None:
     member._du_loaded = {"id": {"S": "M#1"}, "email": {"S": "m@x.io"}, "version": {"N": "7"}}
     member.email = "n@x.io"
     items = member.save(dry_run=True)["TransactItems"]
-    assert items[0]["Put"]["ConditionExpression"] == "attribute_exists(#g0) AND #g1 = :g0"
-    assert items[0]["Put"]["ExpressionAttributeValues"] == {":g0": {"N": "7"}}
+    assert items[0]["Put"]["ConditionExpression"] == (
+        "attribute_exists(#g0) AND #g1 = :g0 AND #g2 = :g1")
+    assert items[0]["Put"]["ExpressionAttributeValues"] == {":g0": {"N": "7"},
+                                                            ":g1": {"S": "m@x.io"}}
     assert items[0]["Put"]["Item"]["version"] == {"N": "8"}
     assert kinds(items) == ["Put", "Put", "Delete"]
     assert items[2]["Delete"]["Key"] == {"id": {"S": "UNIQ#EMAIL#m@x.io"}}
@@ -498,16 +501,16 @@ def test_delete_deletes_the_loaded_locks_not_the_edited_ones() -> None:
     assert items[1] == lock_delete("UNIQ#EMAIL#ada@x.io", A1)
 
 
-def test_delete_with_version_is_guarded_on_the_version() -> None:
+def test_delete_with_version_is_guarded_on_the_version_and_the_lock_inputs() -> None:
     member = Member(id="M#1", email="m@x.io", version=2)
     member._du_loaded = {"id": {"S": "M#1"}, "email": {"S": "m@x.io"}, "version": {"N": "2"}}
     items = member.delete(dry_run=True)["TransactItems"]
     assert items[0] == {"Delete": {
         "TableName": "uow_members",
         "Key": {"id": {"S": "M#1"}},
-        "ConditionExpression": "attribute_exists(#g0) AND #g1 = :g0",
-        "ExpressionAttributeNames": {"#g0": "id", "#g1": "version"},
-        "ExpressionAttributeValues": {":g0": {"N": "2"}},
+        "ConditionExpression": "attribute_exists(#g0) AND #g1 = :g0 AND #g2 = :g1",
+        "ExpressionAttributeNames": {"#g0": "id", "#g1": "version", "#g2": "email"},
+        "ExpressionAttributeValues": {":g0": {"N": "2"}, ":g1": {"S": "m@x.io"}},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }}
 

@@ -645,34 +645,18 @@ def test_reserved_words_and_lock_attribute_names_work_as_record_attributes(
     assert scan_table(dynamodb, "rel_hostile_reserved") == []
 
 
-# A key or TTL attribute named like a lock item's own attribute collides inside the lock item:
-# lock_item() writes the key attribute first and then overwrites it with the lock's own value.
-_KEY_NAME_CLASH = ("core bug: a hash/range key or TTL attribute named like a lock attribute "
-                   "(owner, model, constraint, value, created) is accepted at class definition, "
-                   "and locks.lock_item() then overwrites it: the lock loses its key, lands "
-                   "under the wrong range key (orphaned by the next move), or loses its owner")
-# Combinations that happen to work: the overwritten lock attribute is only metadata.
-_HARMLESS = {("ttl", "created")}
-
-
+# A key or TTL attribute named like a lock item's own attribute would collide inside the lock
+# item (lock_item() writes the key attribute, then its own attribute of the same name): such a
+# model is refused at class definition.
 def _clash_cases() -> list[Any]:
-    cases = []
-    for role in ("hash", "range", "ttl"):
-        for attr in LOCK_ATTRIBUTES:
-            # Symptoms seen: a server error, a UniqueViolation for a freed value (its lock was
-            # never deleted), a broken invariant (locks stored as records, orphans), or a
-            # TypeError building the violation from a lock whose owner is a number.
-            marks = [] if (role, attr) in _HARMLESS else [pytest.mark.xfail(
-                strict=True, reason=_KEY_NAME_CLASH,
-                raises=(DynauniqueError, AssertionError, TypeError))]
-            cases.append(pytest.param(role, attr, marks=marks, id=f"{role}-{attr}"))
-    return cases
+    return [pytest.param(role, attr, id=f"{role}-{attr}")
+            for role in ("hash", "range", "ttl") for attr in LOCK_ATTRIBUTES]
 
 
 @pytest.mark.parametrize(("role", "attr"), _clash_cases())
 def test_key_attributes_named_like_lock_attributes_are_refused_or_work(
         dynamodb: str, role: str, attr: str) -> None:
-    """Either the model is refused at class definition, or its locks are right."""
+    """The model is refused at class definition (were it accepted, its locks must be right)."""
     names = {"hash": "PK", "range": "SK", "ttl": "expires"}
     names[role] = attr
     namespace: dict[str, Any] = {

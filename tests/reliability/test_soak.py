@@ -65,7 +65,7 @@ TABLE = "rel_soak"
 #: deleted and recreated since it was loaded carries the same version and passes the version
 #: guard. Until the core is fixed the driver does not send those saves (it counts them instead);
 #: set this to True once the xfail test below passes.
-VERSION_ABA_FIXED = False
+VERSION_ABA_FIXED = True
 
 
 class SoakVersioned(Model):
@@ -563,13 +563,11 @@ def test_soak_through_a_lossy_network(dynamodb: str, soak_ops: int, summary: Sum
 # --- the stale-copy ABA case, deterministically ------------------------------------------------
 
 
-_ABA = ("core bug: a VersionAttribute restarts at 1 when a record is deleted and created again, "
-        "so a stale copy of the first incarnation passes the version-only guard; its write "
-        "(save or delete) then diffs locks against the wrong snapshot: a duplicate and an "
-        "orphan lock")
+# A VersionAttribute restarts at 1 when a record is deleted and created again, so a version-only
+# guard would let a stale copy of the first incarnation write over the second: the guard also
+# compares the lock inputs.
 
 
-@pytest.mark.xfail(strict=True, reason=_ABA, raises=AssertionError)
 @pytest.mark.parametrize("write", ["save", "delete"])
 def test_stale_copy_of_a_deleted_and_recreated_record_is_refused(soak_table: str,
                                                                  write: str) -> None:
