@@ -375,6 +375,10 @@ def _earlier_attempt_applied(plan: Plan,
     return False
 
 
+def _is_create(write: Write) -> bool:
+    return isinstance(write, RecordPut) and write.create
+
+
 def _resend_is_safe(plan: Plan) -> bool:
     """Whether resending after an ambiguous failure can neither apply twice nor mislead.
 
@@ -393,7 +397,9 @@ def _without_records_in_place(
     its lock writes, each with its own guard — still has to land: that rest, else None."""
     records = [(w, c) for w, c in failures if isinstance(w, (RecordPut, RecordUpdate,
                                                               RecordDelete))]
-    if not records or not all(_is_own(w, c) for w, c in records):
+    if not records or not all(_is_own(w, c) and not _is_create(w) for w, c in records):
+        # A create that finds the record is redone by the caller as an update of the stored
+        # item (DESIGN: never-loaded saves), not taken as done.
         return None
     in_place = [w for w, _ in records]
     return Plan(tuple(w for w in plan.writes if not any(w is r for r in in_place)),
@@ -544,7 +550,7 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
             if code == "ConditionalCheckFailedException":
                 write = plan.writes[0]
                 current = response.get("Item")
-                if _is_own(write, current):
+                if (ambiguous or not _is_create(write)) and _is_own(write, current):
                     # The record already is what this call writes (an earlier attempt, or a
                     # repeat of a call whose outcome was unknown): nothing is left to do.
                     return {}

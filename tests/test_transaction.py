@@ -540,25 +540,38 @@ def test_resend_after_a_timeout_that_finds_its_own_record_is_success() -> None:
 def test_own_item_found_without_a_prior_ambiguity_sends_only_the_rest() -> None:
     # The record already is exactly what this call writes (a repeat of a call whose outcome was
     # unknown): it is not an error, but the lock writes, each with its own guard, still go out.
-    plan = create_plan()
+    plan = update_plan()
     record = plan.writes[0]
     assert isinstance(record, RecordPut)
     client = FakeClient(canceled(failed(dict(record.item)), OK, OK), {})
     assert execute(plan, client, sleep=Sleeps()) == {}
     assert len(client.calls) == 2
     rest = client.calls[1][1]["TransactItems"]
-    assert [next(iter(i.values()))["Item"]["PK"]["S"] for i in rest] == [
-        w.item["PK"]["S"] for w in plan.writes[1:] if isinstance(w, LockPut)]
+    assert [next(iter(i)) for i in rest] == ["Put", "Delete"]
+    assert rest[0]["Put"]["Item"]["PK"] == {"S": "UNIQ#EMAIL#b@x.io"}
+    assert rest[1]["Delete"]["Key"]["PK"] == {"S": "UNIQ#EMAIL#a@x.io"}
 
 
 def test_own_item_with_a_lock_taken_by_another_is_a_violation() -> None:
-    plan = create_plan()
+    plan = update_plan()
     record = plan.writes[0]
     assert isinstance(record, RecordPut)
     client = FakeClient(canceled(failed(dict(record.item)), OK, OK),
-                        canceled(failed(lock_item_of("UNIQ#EMAIL#ada@x.io", HOLDER)), OK))
+                        canceled(failed(lock_item_of("UNIQ#EMAIL#b@x.io", HOLDER)), OK))
     with pytest.raises(UniqueViolation):
         execute(plan, client, sleep=Sleeps())
+
+
+def test_a_create_finding_its_own_item_without_ambiguity_is_left_to_the_caller() -> None:
+    # A never-loaded save that finds the record is redone as an update of the stored item by
+    # Model.save(), so execute reports it (with the item) instead of taking it as done.
+    plan = create_plan()
+    record = plan.writes[0]
+    assert isinstance(record, RecordPut)
+    with pytest.raises(ConcurrentModificationError) as caught:
+        execute(plan, FakeClient(canceled(failed(dict(record.item)), OK, OK)), sleep=Sleeps())
+    assert caught.value.write is record
+    assert caught.value.current == record.item
 
 
 def test_resend_after_a_timeout_that_finds_another_item_is_an_error() -> None:
@@ -636,16 +649,15 @@ def test_one_timeout_among_refused_connections_makes_the_outcome_unknown() -> No
 
 
 def test_refused_connection_is_not_ambiguous() -> None:
-    # The request never reached the server, so "our" item found afterwards is not proof that
-    # this call landed: the locks are still sent, each guarded, rather than assumed in place.
+    # The request never reached the server, so finding "our" item afterwards proves nothing:
+    # the create is reported (Model.save() then redoes it as an update of the stored item).
     plan = create_plan()
     record = plan.writes[0]
     assert isinstance(record, RecordPut)
     client = FakeClient(EndpointConnectionError(endpoint_url="http://x"),
-                        canceled(failed(dict(record.item)), OK, OK), {})
-    assert execute(plan, client, sleep=Sleeps()) == {}
-    assert [op for op, _ in client.calls] == ["TransactWriteItems"] * 3
-    assert len(client.calls[2][1]["TransactItems"]) == 2
+                        canceled(failed(dict(record.item)), OK, OK))
+    with pytest.raises(ConcurrentModificationError):
+        execute(plan, client, sleep=Sleeps())
 
 
 # --- helpers -------------------------------------------------------------------------------------
