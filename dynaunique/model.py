@@ -130,7 +130,8 @@ def _bind(cls: type[Model]) -> None:
             attr_names.append(attribute.attr_name)
             converters.append(attribute.serialize if isinstance(attribute, pa.UTCDateTimeAttribute)
                               else _identity)
-        bound.append(BoundConstraint(constraint, tuple(attr_names), tuple(converters)))
+        bound.append(BoundConstraint(constraint, tuple(attr_names), tuple(converters),
+                                     plain=all(c is _identity for c in converters)))
 
     hash_field = cls._hash_keyname
     if hash_field is None:

@@ -11,6 +11,7 @@ become dynaunique errors.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import marshal
@@ -43,6 +44,7 @@ from dynaunique.unit_of_work import (
     ConditionCheck,
     Expression,
     Guard,
+    HeldBy,
     LockDelete,
     LockPut,
     Plan,
@@ -134,6 +136,27 @@ def _guard_text(guard: Guard, hash_attr: str, ph: _Placeholders) -> str:
     return " OR ".join(alternatives)
 
 
+@functools.lru_cache(maxsize=512)
+def _held_by_template(
+    hash_attr: str, shapes: tuple[tuple[str, ...], ...]
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    # Every lock write of a table has the same guard but for the owner values: render it once
+    # per shape (exactly as _guard_text would), then only fill the values in.
+    ph = _Placeholders()
+    owners = tuple({attr: {"S": ""} for attr in shape} for shape in shapes)
+    text = _guard_text(HeldBy(owners), hash_attr, ph)
+    return text, tuple(ph.names.items())
+
+
+def _held_by(op: dict[str, Any], guard: HeldBy, hash_attr: str) -> dict[str, Any]:
+    text, names = _held_by_template(hash_attr, tuple(tuple(o) for o in guard.owners))
+    values = [value for owner in guard.owners for value in owner.values()]
+    op["ConditionExpression"] = text
+    op["ExpressionAttributeNames"] = dict(names)
+    op["ExpressionAttributeValues"] = {f":g{i}": value for i, value in enumerate(values)}
+    return op
+
+
 def _condition(parts: list[str]) -> str | None:
     parts = [p for p in parts if p]
     if not parts:
@@ -189,12 +212,10 @@ def render_write(write: Write) -> tuple[str, dict[str, Any]]:
         return "Delete", _with_expressions(op, ph, _condition([guard, user]), write.condition)
     if isinstance(write, LockPut):
         op = {"TableName": write.table, "Item": write.item}
-        text = _guard_text(write.guard, _hash_attr(write.key), ph)
-        return "Put", _with_expressions(op, ph, text, None)
+        return "Put", _held_by(op, write.guard, _hash_attr(write.key))
     if isinstance(write, LockDelete):
         op = {"TableName": write.table, "Key": write.key}
-        text = _guard_text(write.guard, _hash_attr(write.key), ph)
-        return "Delete", _with_expressions(op, ph, text, None)
+        return "Delete", _held_by(op, write.guard, _hash_attr(write.key))
     op = {"TableName": write.table, "Key": write.key}
     return "ConditionCheck", _with_expressions(op, ph, write.condition.text, write.condition)
 

@@ -55,6 +55,8 @@ class BoundConstraint:
     attr_names: tuple[str, ...]
     #: Converts a field's python value to the value that is encoded (datetimes → their string).
     to_lockable: tuple[Callable[[Any], Any], ...] = attrs.field(eq=False, repr=False)
+    #: True when every field's value is encoded as it is (no conversion to apply).
+    plain: bool = attrs.field(default=False, eq=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -180,14 +182,14 @@ def locks_of(info: ModelInfo, instance: Any, reads: set[str] | None = None) -> d
     held: dict[str, LockRef] = {}
     for bound in info.constraints:
         constraint = bound.constraint
-        raw = [getattr(instance, field) for field in constraint.fields]
-        values = constraint.normalized(raw)
-        if any(v is None for v in values):
+        values = constraint.normalized([getattr(instance, field) for field in constraint.fields])
+        if None in values:
             continue
         if constraint.condition is not None and not _evaluate(constraint.condition, instance,
                                                                 reads):
             continue
-        lockable = tuple(conv(v) for conv, v in zip(bound.to_lockable, values, strict=True))
+        lockable = (values if bound.plain else
+                    tuple(conv(v) for conv, v in zip(bound.to_lockable, values, strict=True)))
         secret = info.secret() if constraint.hashed else None
         key = lock_key(constraint.name, lockable, secret=secret)
         held[constraint.name] = LockRef(
