@@ -226,7 +226,18 @@ def test_a_crash_while_rechecking_duplicates_loses_none_of_them(ws: Workspace) -
 
 def test_concurrent_writers_during_the_backfill_leave_exactly_the_right_locks(
         ws: Workspace) -> None:
-    _seed(ws, 60)
+    _backfill_under_live_writers(ws, records=60, page_size=8)
+
+
+@pytest.mark.slow
+def test_thousands_of_records_with_live_writers_end_with_exactly_the_right_locks(
+        ws: Workspace) -> None:
+    """Issue 5's "done when": thousands of pre-existing records, writers running throughout."""
+    _backfill_under_live_writers(ws, records=2000, page_size=100)
+
+
+def _backfill_under_live_writers(ws: Workspace, *, records: int, page_size: int) -> None:
+    _seed(ws, records)
     models = _prepare(ws)
     Account = models.Account
     stop = threading.Event()
@@ -240,7 +251,7 @@ def test_concurrent_writers_during_the_backfill_leave_exactly_the_right_locks(
             while not stop.is_set() or i < 5:
                 i += 1
                 action = rng.random()
-                pk = f"ACCT#{rng.randrange(60):03d}"
+                pk = f"ACCT#{rng.randrange(records):03d}"
                 try:
                     if action < 0.6:
                         account = Account.get(pk, "PROFILE", consistent_read=True)
@@ -262,7 +273,7 @@ def test_concurrent_writers_during_the_backfill_leave_exactly_the_right_locks(
     while done["ops"] < 6:
         time.sleep(0.01)
     before = done["ops"]
-    ws.project().executor(segments=3, page_size=8).migrate()
+    ws.project().executor(segments=3, page_size=page_size).migrate()
     during = done["ops"] - before
     stop.set()
     for thread in threads:
