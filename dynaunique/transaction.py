@@ -389,11 +389,14 @@ def _earlier_attempt_applied(plan: Plan,
     whatever the lock slots say now (another record may since have taken a value this call
     freed). With no record slot failing, every failure is a lock slot: a real conflict.
     """
-    records = [(w, c) for w, c in failures if isinstance(w, (RecordPut, RecordUpdate,
-                                                              RecordDelete))]
-    if records:
-        return all(_is_own(w, c) for w, c in records)
-    return False
+    records = _record_failures(failures)
+    return bool(records) and all(_is_own(w, c) for w, c in records)
+
+
+def _record_failures(
+    failures: list[tuple[Write, Mapping[str, Any] | None]],
+) -> list[tuple[Write, Mapping[str, Any] | None]]:
+    return [(w, c) for w, c in failures if isinstance(w, (RecordPut, RecordUpdate, RecordDelete))]
 
 
 def _is_create(write: Write) -> bool:
@@ -416,8 +419,7 @@ def _without_records_in_place(
     """When every failed record slot already holds exactly what this call writes (a repeat of a
     call whose outcome was unknown, or someone else's identical write), the rest of the plan —
     its lock writes, each with its own guard — still has to land: that rest, else None."""
-    records = [(w, c) for w, c in failures if isinstance(w, (RecordPut, RecordUpdate,
-                                                              RecordDelete))]
+    records = _record_failures(failures)
     if not records or not all(_is_own(w, c) and not _is_create(w) for w, c in records):
         # A create that finds the record is redone by the caller as an update of the stored
         # item (DESIGN: never-loaded saves), not taken as done.
@@ -490,6 +492,43 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
     return DynauniqueError("the transaction was cancelled for an unknown reason")
 
 
+def _stop_or_resend(plan: Plan, policy: RetryPolicy, attempts: int, ambiguous: bool,
+                    detail: str, exc: Exception) -> None:
+    """After a network failure (or a 5xx): raise when the call must stop, else return."""
+    if ambiguous and not _resend_is_safe(plan):
+        raise OutcomeUnknownError(
+            f"DynamoDB did not answer ({detail}) and this update's result cannot be "
+            "recognised, so it is not resent (it might apply twice); reload the record to see "
+            "whether it was applied"
+        ) from exc
+    if attempts <= policy.max_network_retries:
+        return
+    if not ambiguous:
+        raise UnreachableError(
+            f"DynamoDB could not be reached after {attempts} attempts ({detail}); nothing was "
+            "sent, so nothing was applied"
+        ) from exc
+    raise OutcomeUnknownError(
+        f"DynamoDB did not answer after {attempts} attempts ({detail}); the write may or may "
+        "not have been applied: repeating the same call is safe"
+    ) from exc
+
+
+def _settle(plan: Plan, failures: list[tuple[Write, Mapping[str, Any] | None]],
+            ambiguous: bool, client: Any, policy: RetryPolicy,
+            sleep: Callable[[float], None], exc: Exception) -> dict[str, Any]:
+    """Conditions failed: success when this call's own write is found in place, else the error.
+
+    The same rules for a transaction and for a single write.
+    """
+    if ambiguous and _earlier_attempt_applied(plan, failures):
+        return {}
+    rest = _without_records_in_place(plan, failures)
+    if rest is None:
+        raise _error_for(failures) from exc
+    return execute(rest, client, policy=policy, sleep=sleep) if rest.has_work else {}
+
+
 def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
             sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """Send ``plan`` and return DynamoDB's response; raise the mapped error on failure."""
@@ -517,22 +556,7 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                                     botocore.exceptions.ConnectTimeoutError)):
                 ambiguous = True
             network += 1
-            if ambiguous and not _resend_is_safe(plan):
-                raise OutcomeUnknownError(
-                    f"DynamoDB did not answer ({exc}) and this update's result cannot be "
-                    "recognised, so it is not resent (it might apply twice); reload the record "
-                    "to see whether it was applied"
-                ) from exc
-            if network > policy.max_network_retries:
-                if not ambiguous:
-                    raise UnreachableError(
-                        f"DynamoDB could not be reached after {network} attempts ({exc}); "
-                        "nothing was sent, so nothing was applied"
-                    ) from exc
-                raise OutcomeUnknownError(
-                    f"DynamoDB did not answer after {network} attempts ({exc}); the write may "
-                    "or may not have been applied: repeating the same call is safe"
-                ) from exc
+            _stop_or_resend(plan, policy, network, ambiguous, str(exc), exc)
             sleep(policy.delay(network))
         except botocore.exceptions.ClientError as exc:
             response = exc.response
@@ -547,13 +571,7 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                         for write, reason in zip(plan.writes, reasons, strict=False)
                         if reason.get("Code") == "ConditionalCheckFailed"
                     ]
-                    if ambiguous and _earlier_attempt_applied(plan, failures):
-                        return {}
-                    rest = _without_records_in_place(plan, failures)
-                    if rest is not None:
-                        return execute(rest, client, policy=policy, sleep=sleep) \
-                            if rest.has_work else {}
-                    raise _error_for(failures) from exc
+                    return _settle(plan, failures, ambiguous, client, policy, sleep, exc)
                 if any(c in _CONFLICT_CODES for c in codes):
                     conflicts += 1
                     if conflicts > policy.max_conflict_retries:
@@ -569,13 +587,8 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                 )
                 raise DynauniqueError(f"DynamoDB cancelled the transaction: {detail}") from exc
             if code == "ConditionalCheckFailedException":
-                write = plan.writes[0]
-                current = response.get("Item")
-                if (ambiguous or not _is_create(write)) and _is_own(write, current):
-                    # The record already is what this call writes (an earlier attempt, or a
-                    # repeat of a call whose outcome was unknown): nothing is left to do.
-                    return {}
-                raise _error_for([(write, current)]) from exc
+                failures = [(plan.writes[0], response.get("Item"))]
+                return _settle(plan, failures, ambiguous, client, policy, sleep, exc)
             if code in _RETRYABLE_ERRORS:
                 conflicts += 1
                 if conflicts > policy.max_conflict_retries:
@@ -585,17 +598,7 @@ def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
             if code in _AMBIGUOUS_ERRORS or status >= 500:
                 ambiguous = True
                 network += 1
-                if not _resend_is_safe(plan):
-                    raise OutcomeUnknownError(
-                        f"DynamoDB failed ({code}) and this update's result cannot be "
-                        "recognised, so it is not resent (it might apply twice); reload the "
-                        "record to see whether it was applied"
-                    ) from exc
-                if network > policy.max_network_retries:
-                    raise OutcomeUnknownError(
-                        f"DynamoDB failed {network} times ({code}); the write may or may not "
-                        "have been applied: repeating the same call is safe"
-                    ) from exc
+                _stop_or_resend(plan, policy, network, ambiguous, code, exc)
                 sleep(policy.delay(network))
                 continue
             message = response.get("Error", {}).get("Message", "")
