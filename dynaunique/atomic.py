@@ -93,10 +93,7 @@ class Atomic:
         if info.range_attr is not None:
             range_attribute = model.get_attributes()[info.range_field or ""]
             key[info.range_attr] = {range_attribute.attr_type: range_value}
-        names: dict[str, str] = {}
-        values: dict[str, Any] = {}
-        text = condition.serialize(names, values)
-        expression = Expression(text, {p: n for n, p in names.items()}, values)
+        expression = Expression.of(condition)
         shown = hash_key if range_key is None else (hash_key, range_key)
         self._check_models.append(model)
         self._checks.append(ConditionCheck(

@@ -243,12 +243,7 @@ def _now() -> str:
 
 
 def _render_condition(condition: Condition | None) -> Expression | None:
-    if condition is None:
-        return None
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    text = condition.serialize(names, values)
-    return Expression(text, {p: n for n, p in names.items()}, values)
+    return None if condition is None else Expression.of(condition)
 
 
 class Model(PynamoModel, metaclass=ModelMeta):

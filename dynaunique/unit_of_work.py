@@ -235,6 +235,14 @@ class Expression:
     names: dict[str, str] = attrs.field(factory=dict)
     values: dict[str, Typed] = attrs.field(factory=dict)
 
+    @classmethod
+    def of(cls, condition: Any) -> Expression:
+        """Render a PynamoDB condition (anything with ``serialize(names, values)``)."""
+        names: dict[str, str] = {}
+        values: dict[str, Typed] = {}
+        text = condition.serialize(names, values)
+        return cls(text, {placeholder: name for name, placeholder in names.items()}, values)
+
 
 # --- writes --------------------------------------------------------------------------------------
 
@@ -461,21 +469,29 @@ def plan_save(
 
     guard = unchanged_guard(info, loaded_item, use_version=use_version,
                             condition_reads=condition_reads)
-    ttl_changed = _ttl_epoch(info, item) != _ttl_epoch(info, loaded_item)
     record = RecordPut(info.table, info.name, key, item, guard, condition)
-    lock_writes: list[Write] = []
     changes = diff_locks(old_locks, new_locks)
+    lock_writes = _lock_writes(info, changes, key, loaded_item, item, now)
+    return Plan((record, *lock_writes), changes)
+
+
+def _lock_writes(info: ModelInfo, changes: Sequence[LockChange], key: TypedKey,
+                 before: Mapping[str, Typed], after: Mapping[str, Typed],
+                 now: str) -> list[Write]:
+    """The lock puts and deletes that take a record from ``before`` to ``after``."""
+    ttl_changed = _ttl_epoch(info, after) != _ttl_epoch(info, before)
+    writes: list[Write] = []
     for change in changes:
         if change.kind == "unchanged":
             if change.new is not None and ttl_changed:
                 # Re-put with the new expiry so the lock expires with the record.
-                lock_writes.append(_lock_put(info, change.new, key, item, now))
+                writes.append(_lock_put(info, change.new, key, after, now))
             continue
         if change.new is not None:
-            lock_writes.append(_lock_put(info, change.new, key, item, now))
+            writes.append(_lock_put(info, change.new, key, after, now))
         if change.old is not None:
-            lock_writes.append(_lock_delete(info, change.old, key))
-    return Plan((record, *lock_writes), changes)
+            writes.append(_lock_delete(info, change.old, key))
+    return writes
 
 
 def plan_delete(
@@ -530,18 +546,8 @@ def plan_update(
     if not lock_relevant:
         return Plan((record,), ())
     assert predicted_item is not None
-    ttl_changed = _ttl_epoch(info, predicted_item) != _ttl_epoch(info, loaded_item)
-    lock_writes: list[Write] = []
     changes = diff_locks(old_locks, new_locks)
-    for change in changes:
-        if change.kind == "unchanged":
-            if change.new is not None and ttl_changed:
-                lock_writes.append(_lock_put(info, change.new, key, predicted_item, now))
-            continue
-        if change.new is not None:
-            lock_writes.append(_lock_put(info, change.new, key, predicted_item, now))
-        if change.old is not None:
-            lock_writes.append(_lock_delete(info, change.old, key))
+    lock_writes = _lock_writes(info, changes, key, loaded_item, predicted_item, now)
     return Plan((record, *lock_writes), changes)
 
 
