@@ -372,13 +372,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
         if not info.constraints:
             # No locks at stake: PynamoDB's semantics (a plain put, version-guarded if any).
             key = {k: item[k] for k in (info.hash_attr, info.range_attr) if k is not None}
-            guard = None
-            if info.version_attr is not None and add_version_condition:
-                expected = loaded.get(info.version_attr) if loaded is not None else None
-                if loaded is None:
-                    current = getattr(self, info.version_field or "")
-                    expected = {"N": str(int(current))} if current is not None else None
-                guard = Unchanged(((info.version_attr, expected),)) if expected else None
+            guard = self._du_version_guard(loaded) if add_version_condition else None
             return Plan((RecordPut(info.table, info.name, key, item, guard, cond),))
         new_reads: set[str] = set()
         new_locks = locks_of(info, self, new_reads)
@@ -543,14 +537,23 @@ class Model(PynamoModel, metaclass=ModelMeta):
         """A model without constraints deletes as PynamoDB does: version-guarded if any."""
         info = self._du_info
         assert info is not None
-        key = self._du_key()
-        guard = None
-        if info.version_attr is not None and add_version_condition:
+        guard = (self._du_version_guard(self._du_loaded_for_key())
+                 if add_version_condition else None)
+        return Plan((RecordDelete(info.table, info.name, self._du_key(), guard,
+                                  _render_condition(condition)),))
+
+    def _du_version_guard(self, loaded: Mapping[str, Any] | None) -> Unchanged | None:
+        """PynamoDB's optimistic lock for a model without constraints: the version loaded (or
+        held in memory), when the model has one and it is known."""
+        info = self._du_info
+        assert info is not None
+        if info.version_attr is None:
+            return None
+        expected = loaded.get(info.version_attr) if loaded is not None else None
+        if expected is None:
             current = getattr(self, info.version_field or "")
             expected = {"N": str(int(current))} if current is not None else None
-            guard = Unchanged(((info.version_attr, expected),))
-        return Plan((RecordDelete(info.table, info.name, key, guard,
-                                  _render_condition(condition)),))
+        return Unchanged(((info.version_attr, expected),)) if expected is not None else None
 
     def update(self, actions: list[Action], condition: Condition | None = None, *,
                add_version_condition: bool = True, dry_run: bool = False) -> Any:
