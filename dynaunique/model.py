@@ -640,8 +640,11 @@ class Model(PynamoModel, metaclass=ModelMeta):
             response = transaction.execute(plan, client)
         except ForeignLockError as exc:
             response = transaction.execute(plan.without_deletes(exc.lock_keys), client)
-        if not plan.is_transaction:
-            self.deserialize(response.get("Attributes", {}))
+        # A plain UpdateItem returns the new item; a transaction (or a write found already in
+        # place) returns none, so the known prediction is used, else one consistent read.
+        attributes = response.get("Attributes")
+        if attributes is not None:
+            self.deserialize(attributes)
         elif predicted is not None and complete:
             self.deserialize(predicted)
         else:

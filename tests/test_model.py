@@ -829,6 +829,20 @@ def test_update_action_with_unknowable_plain_action_alone_is_one_update_item(
     assert_locks(raw, {"UNIQ#EMAIL#ada@x.io": "ACCT#1", "UNIQ#HANDLE#ada": "ACCT#1"})
 
 
+def test_an_update_found_already_applied_keeps_the_object_whole(raw: Any) -> None:
+    """Two loaded copies apply the same update; the second finds it in place (no answer item):
+    its object takes the known result instead of being emptied."""
+    create_tables(VAccount)
+    signup(VAccount, "V#1", "ada@x.io", "ada", name="a")
+    first = VAccount.get("V#1", "PROFILE", consistent_read=True)
+    second = VAccount.get("V#1", "PROFILE", consistent_read=True)
+    first.update([VAccount.name.set("b")])
+    second.update([VAccount.name.set("b")])
+    assert (second.pk, second.email, second.username, second.name, second.version) == (
+        "V#1", "ada@x.io", "ada", "b", first.version)
+    assert records(raw, VAccount)["V#1"]["name"] == {"S": "b"}
+
+
 def test_locks_carry_the_ttl_and_follow_its_change(raw: Any, sent: list[str]) -> None:
     create_tables(Session)
     session = Session(pk="SESS#1", token="t1", expires=datetime(2030, 1, 1, tzinfo=timezone.utc))
