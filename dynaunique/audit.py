@@ -95,6 +95,15 @@ UNKNOWN_CONSTRAINT = "unknown_constraint"
 UNREADABLE = "unreadable"
 #: Every finding kind, in the order reports list them.
 KINDS = (DUPLICATE, MISSING, FOREIGN_OWNER, ORPHAN, UNKNOWN_CONSTRAINT, UNREADABLE)
+#: How each kind reads in a table (the ``check`` command's and the ``ui`` page's words).
+KIND_LABELS = {
+    DUPLICATE: "duplicate",
+    MISSING: "missing lock",
+    FOREIGN_OWNER: "foreign owner",
+    ORPHAN: "orphan lock",
+    UNKNOWN_CONSTRAINT: "unknown constraint",
+    UNREADABLE: "unreadable record",
+}
 
 #: What a repair did with one action.
 FIXED = "fixed"
@@ -1746,6 +1755,7 @@ __all__ = [
     "FOREIGN_OWNER",
     "HIDDEN",
     "KINDS",
+    "KIND_LABELS",
     "MISSING",
     "NOT_FIXED",
     "ORPHAN",

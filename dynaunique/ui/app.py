@@ -398,7 +398,7 @@ class _Pages:
     async def report_page(self, request: Request) -> Response:
         run = self._run(request)
         rows = views.finding_rows(self.models, run.report, run.plan)
-        counts = ", ".join(f"{n} {views.KIND_LABELS[k]}"
+        counts = ", ".join(f"{n} {audit.KIND_LABELS[k]}"
                            for k, n in run.report.counts().items() if n)
         return self.render("report", "/check", run=run, rows=rows, counts=counts)
 

@@ -180,15 +180,6 @@ def _jsonable(value: Any) -> Any:
 
 # --- findings -----------------------------------------------------------------------------------
 
-#: How a finding kind reads on the page (the same words the ``check`` command prints).
-KIND_LABELS = {
-    audit.DUPLICATE: "duplicate",
-    audit.MISSING: "missing lock",
-    audit.FOREIGN_OWNER: "foreign owner",
-    audit.ORPHAN: "orphan lock",
-    audit.UNKNOWN_CONSTRAINT: "unknown constraint",
-    audit.UNREADABLE: "unreadable record",
-}
 
 
 @attrs.frozen
@@ -219,9 +210,9 @@ def finding_rows(models: Sequence[type[Model]], report: audit.AuditReport,
             repair, request = audit.remedy(finding), None
         else:
             repair, request = action.description, request_json(action, redactor)
-        rows.append(FindingRow(finding, KIND_LABELS[finding.kind], redactor.text(finding.detail),
-                               redactor.text(finding.message), index, redactor.text(repair),
-                               request))
+        rows.append(FindingRow(finding, audit.KIND_LABELS[finding.kind],
+                               redactor.text(finding.detail), redactor.text(finding.message),
+                               index, redactor.text(repair), request))
     return rows
 
 
