@@ -31,14 +31,15 @@ table { border-collapse: collapse; background: #fff; width: 100%; margin: 6px 0 
 th, td { border: 1px solid var(--line); padding: 5px 8px; text-align: left; vertical-align: top; }
 th { background: #eef1f5; font-weight: 600; }
 code, pre, .mono { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 12.5px; }
-pre { background: #fff; border: 1px solid var(--line); padding: 8px; overflow-x: auto; margin: 4px 0; }
+pre { background: #fff; border: 1px solid var(--line); padding: 8px; margin: 4px 0;
+      white-space: pre-wrap; overflow-wrap: anywhere; }
 .mute { color: var(--mute); }
 .cost { color: var(--mute); font-size: 12px; margin: 4px 0 12px; }
 .ok { color: var(--ok); font-weight: 600; }
 .bad { color: var(--bad); font-weight: 600; }
 .warn { color: var(--warn); font-weight: 600; }
 .tag { display: inline-block; padding: 0 6px; border-radius: 3px; background: #eef1f5;
-       font-size: 12px; }
+       font-size: 12px; white-space: nowrap; }
 .tag.hashed { background: #efe6fb; color: #5a2d91; }
 .tag.bad { background: #fbe9e7; }
 .panel { background: #fff; border: 1px solid var(--line); padding: 12px 16px; margin: 8px 0; }
@@ -271,7 +272,7 @@ is read again and the fix decided afresh (or not made).</p>
 {% for row in rows %}
 <tr><td>{{ row.kind }}</td><td><code>{{ row.constraint }}</code></td>
 <td>{% if row.hashed %}<span class="tag hashed">hashed</span>{% else %}{{ row.value }}{% endif %}</td>
-<td>{{ row.description }}<details><summary>exact request</summary><pre>{{ row.request }}</pre></details></td></tr>
+<td>{{ row.description }}<details open><summary>exact request</summary><pre>{{ row.request }}</pre></details></td></tr>
 {% endfor %}
 </table>
 <form method="post" action="/repair/{{ run.id }}/{{ which }}" class="bar" id="confirm">

@@ -165,7 +165,7 @@ def redactor_for(models: Sequence[type[Model]], finding: audit.Finding) -> Redac
 
 def request_json(action: audit.RepairAction, redactor: Redactor) -> str:
     """The TransactWriteItems an action sends, as indented JSON, hashed values hidden."""
-    return json.dumps(redactor.value(_jsonable(action.request())), indent=2, sort_keys=False)
+    return json.dumps(redactor.value(_jsonable(action.request())), indent=2, ensure_ascii=False)
 
 
 def _jsonable(value: Any) -> Any:
