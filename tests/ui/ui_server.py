@@ -1,6 +1,5 @@
 """Run ``dynaunique ui`` as a person would — the real command, in its own process — and fetch
-its pages over HTTP without a browser. Shared by the ui test files.
-"""
+its pages over HTTP without a browser."""
 
 from __future__ import annotations
 
@@ -18,7 +17,8 @@ from typing import Any
 
 import attrs
 
-TESTS = Path(__file__).resolve().parent
+#: The folder of fixtures_audit_models, which the command imports from its current directory.
+TESTS = Path(__file__).resolve().parent.parent
 #: Where the browser tests save their screenshots (committed; shown in docs/operating-locks.md).
 SHOTS = TESTS.parent / "docs" / "_static" / "ui"
 

@@ -4,42 +4,17 @@ the embedded server — the guards a browser test cannot forge its way around.""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
-import boto3
 import fixtures_audit_models as fm
-import pytest
-from fixtures_ui import UIServer, running_ui
+from ui_server import UIServer, running_ui
 
 from dynaunique import audit
-from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 from dynaunique.ui import views
 
 Account = fm.AuditAccount
 PHONE = "+15550042"
-
-
-@pytest.fixture(scope="module")
-def read_only(dynaunique_endpoint: str) -> Iterator[UIServer]:
-    with running_ui("--endpoint", dynaunique_endpoint) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def repairing(dynaunique_endpoint: str) -> Iterator[UIServer]:
-    with running_ui("--endpoint", dynaunique_endpoint, "--allow-repair") as server:
-        yield server
-
-
-@pytest.fixture
-def raw(dynaunique_endpoint: str) -> Any:
-    """The audit tables, created empty, and a plain boto3 client to break them with."""
-    reset_local_dynamodb(dynaunique_endpoint)
-    use_endpoint(dynaunique_endpoint, *fm.MODELS)
-    create_tables(*fm.MODELS)
-    return boto3.client("dynamodb", endpoint_url=dynaunique_endpoint, region_name="us-east-1")
 
 
 def plant_orphan(raw: Any) -> None:

@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_plus
 
-import boto3
 import fixtures_audit_models as fm
 import pytest
-from fixtures_ui import SHOTS, UIServer, running_ui
+from ui_server import SHOTS, UIServer
 
 from dynaunique import audit
-from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -74,6 +72,11 @@ class Session:
         with self.page.expect_navigation():
             self.page.click(selector)
 
+    def run_check(self) -> None:
+        """Open the Check page and run a check: the browser lands on its report."""
+        self.follow("header nav >> text=Check")
+        self.follow("#run")
+
     def goto(self, path: str) -> Any:
         return self.page.goto(self.server.base + path)
 
@@ -98,29 +101,14 @@ class Session:
             for phone in PHONES:
                 assert phone not in body and phone[1:] not in body
 
-    def close(self) -> None:
-        self.assert_no_hashed_value()
-        self.context.close()
+    def __enter__(self) -> Session:
+        return self
 
-
-@pytest.fixture(scope="module")
-def read_only(dynaunique_endpoint: str) -> Iterator[UIServer]:
-    with running_ui("--endpoint", dynaunique_endpoint) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def repairing(dynaunique_endpoint: str) -> Iterator[UIServer]:
-    with running_ui("--endpoint", dynaunique_endpoint, "--allow-repair") as server:
-        yield server
-
-
-@pytest.fixture
-def raw(dynaunique_endpoint: str) -> Any:
-    reset_local_dynamodb(dynaunique_endpoint)
-    use_endpoint(dynaunique_endpoint, *fm.MODELS)
-    create_tables(*fm.MODELS)
-    return boto3.client("dynamodb", endpoint_url=dynaunique_endpoint, region_name="us-east-1")
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.assert_no_hashed_value()
+        finally:
+            self.context.close()
 
 
 def healthy() -> None:
@@ -152,8 +140,7 @@ def findings(page: Any) -> list[tuple[str, str, str]]:
 def test_search_a_value_see_its_holder_and_follow_the_owner_link(
         browser: Any, read_only: UIServer, raw: Any) -> None:
     healthy()
-    session = Session(browser, read_only)
-    try:
+    with Session(browser, read_only) as session:
         session.follow("#count")
         assert session.page.locator("#cost").inner_text().startswith("counted with scan of")
         counts = session.page.locator("#constraints-audit_accounts td.count").all_inner_texts()
@@ -185,8 +172,6 @@ def test_search_a_value_see_its_holder_and_follow_the_owner_link(
         assert session.page.locator("h1").inner_text().startswith("Lock UNIQ#PHONE#\\k")
         session.follow("#owner-link")
         assert "hidden: a hashed constraint protects it" in session.page.content()
-    finally:
-        session.close()
 
 
 def test_the_lock_browser_pages_through_the_table(
@@ -195,8 +180,7 @@ def test_the_lock_browser_pages_through_the_table(
         Account(pk=f"ACCT#{i}", email=f"user{i}@x.io", username=f"user{i}").save()
     healthy()
     every = sorted(lock.key for lock in audit.list_locks(fm.MODELS).locks)
-    session = Session(browser, read_only)
-    try:
+    with Session(browser, read_only) as session:
         session.goto("/locks?limit=25")
         session.shot("locks")
         session.goto("/locks?limit=5")
@@ -214,17 +198,13 @@ def test_the_lock_browser_pages_through_the_table(
             session.follow("#next")
         assert sorted(unquote_plus(key) for key in seen) == every
         assert pages == -(-len(every) // 5)
-    finally:
-        session.close()
 
 
 def test_a_check_shows_a_planted_orphan_and_missing_locks_read_only(
         browser: Any, read_only: UIServer, raw: Any) -> None:
     plant_drift(raw)
-    session = Session(browser, read_only)
-    try:
-        session.follow("header nav >> text=Check")
-        session.follow("#run")
+    with Session(browser, read_only) as session:
+        session.run_check()
         assert findings(session.page) == [
             ("missing lock", "HANDLE", "nolock"),
             ("missing lock", "PHONE", "hashed"),
@@ -255,20 +235,15 @@ def test_a_check_shows_a_planted_orphan_and_missing_locks_read_only(
                                            form={"csrf": read_only.csrf()})
         assert forged.status == 403
         assert "repairs are disabled" in forged.text()
-        session.follow("header nav >> text=Check")
-        session.follow("#run")
+        session.run_check()
         assert len(findings(session.page)) == 3  # nothing was repaired
-    finally:
-        session.close()
 
 
 def test_with_allow_repair_repairs_then_the_check_comes_back_clean(
         browser: Any, repairing: UIServer, raw: Any) -> None:
     plant_drift(raw)
-    session = Session(browser, repairing)
-    try:
-        session.follow("header nav >> text=Check")
-        session.follow("#run")
+    with Session(browser, repairing) as session:
+        session.run_check()
         assert len(findings(session.page)) == 3
         # One fix, through its confirmation page.
         session.follow("tr.orphan .repair-one")
@@ -291,8 +266,6 @@ def test_with_allow_repair_repairs_then_the_check_comes_back_clean(
         assert session.page.locator("#clean").inner_text() == (
             "No findings: locks and records agree.")
         session.shot("clean")
-    finally:
-        session.close()
     assert audit.check(fm.MODELS).clean
 
 
