@@ -1239,22 +1239,24 @@ class LockPage:
                 "next_cursor": self.next_cursor, "cost": self.cost.to_dict()}
 
 
-def _encode_cursor(table: str, key: Mapping[str, Any] | None) -> str:
+def _encode_cursor(table: str, key: Mapping[str, Any] | None, density: float) -> str:
     def plain(value: Mapping[str, Any]) -> dict[str, Any]:
         (kind, raw), = value.items()
         if kind == "B":  # boto3 hands binary keys over as bytes: JSON needs text
             return {"B64": base64.b64encode(bytes(raw)).decode("ascii")}
         return {kind: raw}
 
-    body = {"t": table, "k": None if key is None else {k: plain(v) for k, v in key.items()}}
+    body = {"t": table, "k": None if key is None else {k: plain(v) for k, v in key.items()},
+            "d": density}
     return base64.urlsafe_b64encode(json.dumps(body, sort_keys=True).encode()).decode("ascii")
 
 
-def _decode_cursor(cursor: str) -> tuple[str, TypedKey | None]:
+def _decode_cursor(cursor: str) -> tuple[str, TypedKey | None, float]:
     try:
         body = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
-        table, raw_key = body["t"], body["k"]
-        if not isinstance(table, str) or not (raw_key is None or isinstance(raw_key, dict)):
+        table, raw_key, density = body["t"], body["k"], float(body["d"])
+        if (not isinstance(table, str) or not (raw_key is None or isinstance(raw_key, dict))
+                or not 1.0 <= density <= _MAX_PAGE_REQUEST):
             raise ValueError(cursor)
         key: TypedKey | None = None
         if raw_key is not None:
@@ -1266,37 +1268,45 @@ def _decode_cursor(cursor: str) -> tuple[str, TypedKey | None]:
                 key[name] = {"B": base64.b64decode(raw)} if kind == "B64" else {kind: raw}
     except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error) as exc:
         raise AuditError(f"not a page cursor of this listing: {cursor!r}") from exc
-    return table, key
+    return table, key, density
 
 
 def lock_page(models: Sequence[type[Model]], *, model: str | None = None,
               constraint: str | None = None, value_prefix: Any = None,
-              cursor: str | None = None, limit: int = 50, max_requests: int = 10) -> LockPage:
+              cursor: str | None = None, limit: int = 50, max_requests: int = 10,
+              max_seconds: float | None = None) -> LockPage:
     """One page of :func:`list_locks`: at most ``limit`` matching locks, never the whole table.
 
     The filters are those of :func:`list_locks`. The page is read with Scan requests that start
-    where ``cursor`` (a previous page's ``next_cursor``) left off; the first evaluates ``limit``
-    items and, while matches are sparse, each next one evaluates twice as many (up to 1,000),
-    for at most ``max_requests`` requests — so a page may hold fewer than ``limit`` locks and
-    still have a ``next_cursor``. When a request matched more locks than the page has room for,
-    the next page starts after the last lock shown (any item's key is a valid
-    ``ExclusiveStartKey``), so no lock is skipped or shown twice. Locks come in scan order
-    (DynamoDB's hash order, not sorted), one table after the other.
+    where ``cursor`` (a previous page's ``next_cursor``) left off. The first request evaluates
+    ``limit`` items — or, after the first page, as many as the density of matches seen so far
+    (carried in the cursor) says will fill the page, so that a page usually costs one request.
+    A request that fills too little sizes the next one from what it saw (twice as many items
+    when it matched nothing), up to 1,000 items, for at most ``max_requests`` requests and, when
+    ``max_seconds`` is given, no further request that would likely end later (each request is
+    assumed to take as long as the average so far): a page may
+    hold fewer than ``limit`` locks and still have a ``next_cursor``. When a request matched
+    more locks than the page has room for, the next page starts after the last lock shown (any
+    item's key is a valid ``ExclusiveStartKey``), so no lock is skipped or shown twice. Locks
+    come in scan order (DynamoDB's hash order, not sorted), one table after the other.
     """
     if limit < 1 or max_requests < 1:
         raise AuditError("limit and max_requests must be at least 1")
     wanted = _lock_filter(models, model, constraint, value_prefix)
     tables = sorted(wanted.tables, key=lambda t: t.name)
     meter = _Meter()
-    index, start = 0, None
+    began = time.monotonic()
+    index, start, density = 0, None, None
     if cursor is not None:
-        name, start = _decode_cursor(cursor)
+        name, start, density = _decode_cursor(cursor)
         index = next((i for i, t in enumerate(tables) if t.name == name), -1)
         if index < 0:
             raise AuditError(f"the page cursor names table {name!r}, which no loaded model uses")
     locks: list[LockInfo] = []
-    request_limit = limit
-    for _ in range(max_requests):
+    evaluated = matched = 0
+    # A tenth more than the density predicts: one request should fill the page.
+    request_limit = limit if density is None else _page_request(limit * density * 1.1)
+    for sent in range(1, max_requests + 1):
         table = tables[index]
         params = wanted.scan_params(table)
         params["Limit"] = request_limit
@@ -1305,20 +1315,38 @@ def lock_page(models: Sequence[type[Model]], *, model: str | None = None,
         response = _call(meter, table.client, "Scan", TableName=table.name, **params)
         room = limit - len(locks)
         matches = [i for i in response.get("Items", ()) if _is_lock_item(table, i)]
+        evaluated += int(response.get("ScannedCount", request_limit))
+        matched += len(matches)
         locks.extend(_lock_info(table, item) for item in matches[:room])
         if len(matches) > room:
-            return LockPage(tuple(locks), _encode_cursor(table.name, table.lock_pk(locks[-1].key)),
-                            meter.cost())
+            return LockPage(tuple(locks), _encode_cursor(
+                table.name, table.lock_pk(locks[-1].key), _density(evaluated, matched, limit)),
+                meter.cost())
         start = response.get("LastEvaluatedKey") or None
         if start is None:
             index += 1
             if index == len(tables):
                 return LockPage(tuple(locks), None, meter.cost())
-        if len(locks) == limit:
+        spent = time.monotonic() - began
+        # No request that would likely end past the budget: each costs about the average.
+        if len(locks) == limit or (max_seconds is not None
+                                   and spent + spent / sent > max_seconds):
             break
-        if len(matches) < room:
-            request_limit = min(request_limit * 2, _MAX_PAGE_REQUEST)
-    return LockPage(tuple(locks), _encode_cursor(tables[index].name, start), meter.cost())
+        room = limit - len(locks)
+        request_limit = _page_request(room * 1.2 * evaluated / matched if matched
+                                      else request_limit * 2)
+    return LockPage(tuple(locks), _encode_cursor(tables[index].name, start,
+                                                 _density(evaluated, matched, limit)),
+                    meter.cost())
+
+
+def _page_request(items: float) -> int:
+    return max(1, min(int(items + 0.999), _MAX_PAGE_REQUEST))
+
+
+def _density(evaluated: int, matched: int, limit: int) -> float:
+    """Items evaluated per matching lock, as the next page's first request should assume."""
+    return round(min(max(evaluated / max(matched, 1), 1.0), _MAX_PAGE_REQUEST / limit), 3)
 
 
 @attrs.frozen

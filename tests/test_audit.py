@@ -556,6 +556,23 @@ def test_lock_page_filters_and_normalizes_like_list_locks(raw: Any) -> None:
         audit.lock_page(fm.MODELS, constraint="PHONE", value_prefix="+1")
 
 
+def test_lock_page_sizes_its_request_from_the_density_the_cursor_carries(raw: Any) -> None:
+    for i in range(30):
+        Account(pk=f"ACCT#{i:02}", email=f"{i:02}@x.io", username=f"u{i:02}").save()
+    scans: list[int] = []
+    cursor = None
+    while True:
+        page = audit.lock_page(fm.MODELS, cursor=cursor, limit=10)
+        scans.append(page.cost.count("Scan"))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    # The first page learns how many items hold one lock (records come first in key order);
+    # every later page fills with one Scan request.
+    assert len(scans) == 6 and scans[0] > 1
+    assert scans[1:] == [1, 1, 1, 1, 1]
+
+
 def test_lock_page_stops_after_max_requests_with_a_cursor(raw: Any) -> None:
     for i in range(12):
         Account(pk=f"ACCT#{i:02}", email=f"{i:02}@x.io").save()
@@ -564,6 +581,10 @@ def test_lock_page_stops_after_max_requests_with_a_cursor(raw: Any) -> None:
     assert page.next_cursor is not None
     rest = audit.lock_page(fm.MODELS, constraint="TEAM_NAME", limit=2, cursor=page.next_cursor)
     assert (rest.locks, rest.next_cursor) == ((), None)
+    # A time budget: no second request once it is spent.
+    timed = audit.lock_page(fm.MODELS, constraint="TEAM_NAME", limit=2, max_seconds=0.0)
+    assert (timed.locks, timed.cost.count("Scan")) == ((), 1)
+    assert timed.next_cursor is not None
 
 
 def test_lock_page_refuses_a_cursor_it_did_not_make(raw: Any) -> None:

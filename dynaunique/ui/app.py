@@ -44,6 +44,9 @@ from dynaunique.ui import templates, views
 HOST = "127.0.0.1"
 #: Host header names a request may use (any port): anything else is a page of another site.
 _ALLOWED_HOSTS = frozenset({"127.0.0.1", "localhost"})
+#: A lock page sends no further Scan request that would likely end after this many seconds
+#: (a sparse filter would otherwise read up to 10 requests): the page answers, with a cursor.
+PAGE_SECONDS = 0.8
 #: How many check reports the app keeps for their pages and repairs.
 _KEPT_RUNS = 20
 _SECURITY_HEADERS = [
@@ -308,7 +311,7 @@ class _Pages:
                                      "they cannot be listed by value; look one value up below")
         page = await run_in_threadpool(audit.lock_page, self.models, model=model,
                                        constraint=constraint, value_prefix=prefix,
-                                       cursor=cursor, limit=limit)
+                                       cursor=cursor, limit=limit, max_seconds=PAGE_SECONDS)
         return self.render("locks", "/locks", page=page, **context)
 
     async def lookup(self, request: Request) -> Response:
@@ -356,12 +359,16 @@ class _Pages:
                            shown_key=key, free_text=free)
 
     async def _owner_locks(self, record: audit.StoredRecord) -> audit.OwnerLocks | None:
-        if record.ref.model is None:
+        model = next((m for m in self.models if m.__name__ == record.ref.model), None)
+        if model is None or model._du_info is None:
             return None
-        values = [untyped(v) for v in record.ref.key.values()]
+        # By attribute name: a stored owner map need not keep the hash key first.
+        info = model._du_info
+        key = record.ref.key
+        range_value = untyped(key[info.range_attr]) if info.range_attr in key else None
         try:
-            return await run_in_threadpool(audit.owner_locks, self.models, values[0],
-                                           values[1] if len(values) > 1 else None,
+            return await run_in_threadpool(audit.owner_locks, self.models,
+                                           untyped(key[info.hash_attr]), range_value,
                                            model=record.ref.model)
         except DynauniqueError:
             return None  # its locks cannot be computed: the check reports it as unreadable

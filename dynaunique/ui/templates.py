@@ -153,7 +153,8 @@ listing is a scan, read page by page.</p>{% endif %}
 {% if page.next_cursor %}<a href="{{ href('/locks', constraint=constraint, prefix=prefix, model=model, limit=limit, cursor=page.next_cursor) }}" id="next">next page »</a>
 {% else %}<span class="mute">end of the listing</span>{% endif %}
 </div>
-<p class="cost" id="cost">this page: {{ page.cost.describe() }}. Locks are in scan order.</p>
+<p class="cost" id="cost">this page: {{ page.cost.describe() }}. Locks are in scan order.
+{% if page.next_cursor and page.locks | length < limit %}The page stopped reading early (time or request budget): the next page goes on where it stopped.{% endif %}</p>
 {% endif %}
 {% endblock %}"""
 
