@@ -142,3 +142,25 @@ def test_without_an_endpoint_it_starts_an_embedded_server_and_seeds_nothing() ->
         listing = server.fetch("/locks")
         assert "no lock on this page" in listing.body and "end of the listing" in listing.body
         assert "No findings" in server.fetch(run_check(server)).body
+
+
+def test_a_check_page_lists_every_kind_with_its_repair_or_what_a_person_must_do(
+        read_only: UIServer, raw: Any) -> None:
+    fm.seed_drift(raw)
+    page = read_only.fetch(run_check(read_only)).body
+    rows = re.findall(r'<tr class="finding (\w+)">(.*?)</tr>', page, re.S)
+    kinds = [kind for kind, _ in rows]
+    assert kinds == ["duplicate", "missing", "missing", "missing", "foreign_owner", "orphan",
+                     "orphan", "unknown_constraint"]
+    cells = dict(zip(kinds, (body for _, body in rows), strict=False))
+    assert "hand over from ACCT#OLDOWNER / PROFILE to ACCT#NEWOWNER / PROFILE" in \
+        cells["foreign_owner"]
+    assert "left for a person:" in cells["duplicate"]
+    assert "decide which record keeps the value" in cells["duplicate"]
+    assert "--drop-unknown OLDNAME" in cells["unknown_constraint"]
+    # Six planned fixes, each with its exact request; two findings left for a person.
+    assert page.count("<summary>exact request</summary>") == 6
+    assert page.count("left for a person:") == 2
+    assert "8 finding(s)" in page
+    # ACCT#MOVED's orphan fix checks that its record is unchanged, its hashed phone included.
+    assert "+1555000" not in page and "«hidden: hashed»" in cells["orphan"]
