@@ -9,6 +9,7 @@ attributes from here.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from pynamodb import attributes as _pa
@@ -90,7 +91,17 @@ class UnicodeAttribute(UniqueOptions, _pa.UnicodeAttribute):
 
 
 class NumberAttribute(UniqueOptions, _pa.NumberAttribute):
-    """A number attribute that may be unique; ``1`` and ``1.0`` are the same value."""
+    """A number attribute that may be unique; ``1``, ``1.0`` and ``Decimal("1.00")`` are the
+    same value. Besides PynamoDB's ``int`` and ``float`` it stores a finite ``Decimal`` exactly
+    (PynamoDB's JSON encoding refuses it); it still loads numbers as PynamoDB does."""
+
+    def serialize(self, value: Any) -> Any:
+        """PynamoDB's encoding, plus finite ``Decimal`` values written as their digits."""
+        if isinstance(value, Decimal):
+            if not value.is_finite():
+                raise ValueError(f"{value!r} is not a finite number; DynamoDB cannot store it")
+            return str(value)
+        return super().serialize(value)
 
 
 class BinaryAttribute(UniqueOptions, _pa.BinaryAttribute):

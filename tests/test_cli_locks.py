@@ -11,7 +11,7 @@ import fixtures_audit_models as fm
 import pytest
 from click.testing import CliRunner, Result
 
-from dynaunique import transaction
+from dynaunique import connection
 from dynaunique.cli import cli, main
 from dynaunique.testing import create_tables, use_endpoint
 
@@ -61,7 +61,7 @@ def test_locks_exact_is_one_consistent_get_item(raw: Any, dynamodb: str) -> None
         target = request.headers["X-Amz-Target"]
         sent.append(target.decode() if isinstance(target, bytes) else target)
 
-    events = transaction.client_for(Account.Meta).meta.events
+    events = connection.client_for(Account.Meta).meta.events
     events.register("before-send.dynamodb", record, unique_id="cli-counter")
     try:
         result = run(dynamodb, "locks", "--constraint", "email", "--value", "ADA@x.io", "--exact")
