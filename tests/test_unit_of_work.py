@@ -516,7 +516,6 @@ def test_delete_with_version_is_guarded_on_the_version_and_the_lock_inputs() -> 
         "ExpressionAttributeNames": {"#g0": "id", "#g1": "version", "#g2": "email"},
         "ExpressionAttributeValues": {":g0": {"N": "2"}, ":g1": {"S": "m@x.io"}},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        "ReturnConsumedCapacity": "TOTAL",
     }}
 
 
