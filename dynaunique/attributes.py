@@ -101,7 +101,7 @@ class NumberAttribute(UniqueOptions, _pa.NumberAttribute):
             if not value.is_finite():
                 raise ValueError(f"{value!r} is not a finite number; DynamoDB cannot store it")
             return str(value)
-        return super().serialize(value)
+        return super().serialize(value)  # type: ignore[no-untyped-call]
 
 
 class BinaryAttribute(UniqueOptions, _pa.BinaryAttribute):
