@@ -980,7 +980,11 @@ class Model(PynamoModel, metaclass=ModelMeta):
             if kwargs.get("filter_condition") is not None or args:
                 raise ValueError("A hash_key must be given to use filters")
             hash_attr = cls.get_attributes()[cls._hash_keyname or ""].attr_name
-            return sum(1 for _ in super().scan(not_lock, attributes_to_get=[hash_attr]))
+            # A full scan can be costly: honour the read options a caller gave count().
+            return sum(1 for _ in super().scan(
+                not_lock, attributes_to_get=[hash_attr],
+                consistent_read=kwargs.get("consistent_read"),
+                rate_limit=kwargs.get("rate_limit")))
         cls._du_check_query_key(hash_key, kwargs.get("index_name"))
         return super().count(hash_key, *args, **kwargs)
 

@@ -175,3 +175,17 @@ def test_a_model_without_constraints_on_a_table_with_locks_never_reads_them(
     assert Neighbour.count() == 2
     with pytest.raises(InvalidValueError, match="reserved"):
         list(Neighbour.query("UNIQ#EMAIL#ada@x.io"))
+
+
+def test_count_of_a_table_with_locks_is_a_scan_that_keeps_the_read_options(
+        plain: list[tuple[str, dict[str, Any]]]) -> None:
+    Locked(pk="L1", email="ada@x.io").save()
+    sent = _recorded(Neighbour)
+    requests = next(sent)
+    assert Neighbour.count(consistent_read=True, rate_limit=1000) == 1
+    assert requests == [("Scan", {
+        "TableName": "compat_shared", "ReturnConsumedCapacity": "TOTAL", "ConsistentRead": True,
+        "FilterExpression": "(NOT begins_with (#0, :0))", "ProjectionExpression": "#0",
+        "ExpressionAttributeNames": {"#0": "PK"},
+        "ExpressionAttributeValues": {":0": {"S": "UNIQ#"}}})]
+    next(sent, None)
