@@ -75,6 +75,10 @@ _UNIQUE_OPTIONS = {"unique", "normalize", "lock_name", "hashed"}
 # table silently sharing a lock namespace.
 _lock_names: dict[str, dict[str, tuple[type, bool]]] = {}
 _lock_names_guard = threading.Lock()
+# Tables a model marks with ``Meta.holds_locks = True``: they hold lock or ledger items that no
+# model declared in this process accounts for (a constraint dropped but not yet migrated, the
+# migrations ledger), so reads must keep filtering them out.
+_tables_holding_locks: set[str] = set()
 
 
 def _identity(value: Any) -> Any:
@@ -107,6 +111,9 @@ def _bind(cls: type[Model]) -> None:
                                      "Meta.table_name")
         cls._du_info = None
         return
+    if getattr(meta, "holds_locks", False):
+        with _lock_names_guard:
+            _tables_holding_locks.add(table)
 
     names: set[str] = set()
     bound: list[BoundConstraint] = []
@@ -899,15 +906,16 @@ class Model(PynamoModel, metaclass=ModelMeta):
 
     @classmethod
     def _du_table_holds_locks(cls) -> bool:
-        """Whether any model defined in this process declares a constraint on this table.
+        """Whether this table holds lock items: a model defined in this process declares a
+        constraint on it, or marks it with ``Meta.holds_locks = True``.
 
         Decided from the registry of lock names per table, so a model without constraints that
         shares its table with one that has them still keeps lock items out of its reads. A table
         whose models declare none holds no lock items, and its reads are PynamoDB's, unchanged.
         """
-        table = getattr(getattr(cls, "Meta", None), "table_name", None)
+        table = getattr(getattr(cls, "Meta", None), "table_name", None) or ""
         with _lock_names_guard:
-            return bool(_lock_names.get(table or ""))
+            return bool(_lock_names.get(table)) or table in _tables_holding_locks
 
     @classmethod
     def _du_not_lock(cls) -> Condition | None:

@@ -189,3 +189,33 @@ def test_count_of_a_table_with_locks_is_a_scan_that_keeps_the_read_options(
         "ExpressionAttributeNames": {"#0": "PK"},
         "ExpressionAttributeValues": {":0": {"S": "UNIQ#"}}})]
     next(sent, None)
+
+
+class Dropped(Model):
+    """Its last constraint was dropped: the table keeps the ledger and, until the migration ran,
+    the old locks. ``holds_locks`` keeps them out of its reads."""
+
+    class Meta:
+        table_name = "compat_dropped"
+        holds_locks = True
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    email = UnicodeAttribute(null=True)
+
+
+def test_holds_locks_keeps_lock_and_ledger_items_out_of_a_constraint_free_model(
+        server: str) -> None:
+    use_endpoint(server, Dropped)
+    create_tables(Dropped)
+    raw = boto3.client("dynamodb", endpoint_url=server, region_name="us-east-1")
+    raw.put_item(TableName="compat_dropped", Item={
+        "PK": {"S": "UNIQ#EMAIL#ada@x.io"}, "owner": {"M": {"PK": {"S": "D1"}}}})
+    raw.put_item(TableName="compat_dropped", Item={
+        "PK": {"S": "UNIQ#~MIGRATION#app#0002_drop_email"}, "ledger": {"M": {}}})
+    Dropped(pk="D1", email="ada@x.io").save()
+    assert Dropped._du_info is not None and Dropped._du_info.constraints == ()
+    assert Dropped._du_table_holds_locks() is True
+    assert [d.pk for d in Dropped.scan()] == ["D1"]
+    assert Dropped.count() == 1
+    with pytest.raises(InvalidValueError, match="reserved"):
+        list(Dropped.query("UNIQ#EMAIL#ada@x.io"))
