@@ -441,14 +441,31 @@ def test_a_real_unique_violation_carries_dynamodbs_cancellation_reasons(dynamodb
         exc.__cause__.response["CancellationReasons"])
 
 
-def test_a_real_failed_condition_is_pynamodbs_conditional_check_failure(dynamodb: str) -> None:
+def test_a_real_stale_save_carries_the_record_guards_cancellation_reason(dynamodb: str) -> None:
+    use_endpoint(dynamodb, _Member)
+    create_tables(_Member)
+    stale = _Member(pk="M1", email="a@x.io")
+    stale.save()
+    other = _Member.get("M1")
+    other.email = "b@x.io"
+    other.save()
+    stale.email = "c@x.io"
+    with pytest.raises(ConcurrentModificationError) as caught:
+        stale.save()
+    exc: Any = for_operation(caught.value, "save")
+    assert isinstance(exc, PutError) and isinstance(exc, ConcurrentModificationError)
+    assert exc.cause_response_code == "TransactionCanceledException"
+    failed = [r for r in exc.cancellation_reasons if r is not None]
+    assert [(r.code, r.raw_item["PK"], r.raw_item["email"]) for r in failed] == [
+        ("ConditionalCheckFailed", {"S": "M1"}, {"S": "b@x.io"})]
+
+
+def test_a_model_without_constraints_raises_pynamodbs_own_put_error(dynamodb: str) -> None:
     use_endpoint(dynamodb, _Note)
     create_tables(_Note)
     _Note(pk="N1", text="a").save()
-    with pytest.raises(ConcurrentModificationError) as caught:
+    with pytest.raises(PutError) as caught:
         _Note(pk="N1", text="b").save(condition=_Note.pk.does_not_exist())
-    exc: Any = for_operation(caught.value, "save")
-    assert isinstance(exc, PutError)
-    assert exc.cause_response_code == "ConditionalCheckFailedException"
-    assert exc.cause_response_message == "The conditional request failed"
-    assert exc.cancellation_reasons == []
+    assert type(caught.value) is PutError
+    assert caught.value.cause_response_code == "ConditionalCheckFailedException"
+    assert caught.value.cause_response_message == "The conditional request failed"
