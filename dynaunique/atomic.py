@@ -15,7 +15,7 @@ from typing import Any
 from pynamodb.expressions.condition import Condition
 
 from dynaunique import flush as _flush
-from dynaunique.errors import UnsupportedOperationError
+from dynaunique.errors import DynauniqueError, UnsupportedOperationError, for_operation
 from dynaunique.flush import Op, OpKind, Unit, current_unit
 from dynaunique.transaction import render_checked, to_json
 from dynaunique.unit_of_work import ConditionCheck, Expression, Plan
@@ -106,7 +106,11 @@ class Atomic:
         """Plan and send the unit (called when the block ends): one TransactWriteItems."""
         if not self.unit.ops and not self.unit.checks:
             return
-        flushed = _flush.flush(self.unit, dry_run=self.dry_run)
+        try:
+            flushed = _flush.flush(self.unit, dry_run=self.dry_run)
+        except DynauniqueError as exc:
+            for_operation(exc, "transact_write")  # also PynamoDB's TransactWriteError
+            raise
         self.plan = flushed.plan
         self.request = render_checked(flushed.plan) if flushed.plan.has_work else None
 

@@ -97,6 +97,8 @@ class Flushable(Protocol):
 
     def _du_finish(self, op: Op, record: Write | None, response: Mapping[str, Any]) -> None: ...
 
+    def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool: ...
+
 
 @attrs.define(eq=False)
 class Op:
@@ -188,7 +190,9 @@ def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:
     what the caller saw, and the caller must see the change (reload and retry).
     """
     write = exc.write
-    return fresh or (isinstance(write, RecordPut) and write.create)
+    if isinstance(write, RecordPut) and write.create:
+        return op.obj._du_may_adopt(op, exc.current)
+    return fresh
 
 
 def _already_gone(op: Op, exc: ConcurrentModificationError) -> bool:

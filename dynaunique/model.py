@@ -31,8 +31,10 @@ from dynaunique.connection import connection_for, policy_for, send
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import (
     ConfigurationError,
+    DynauniqueError,
     InvalidValueError,
     UnsupportedOperationError,
+    for_operation,
 )
 from dynaunique.flush import Flushed, InstanceState, Op, OpKind, Unit, current_unit, flush
 from dynaunique.locks import (
@@ -611,7 +613,27 @@ class Model(PynamoModel, metaclass=ModelMeta):
     def _du_flush(self, op: Op, dry_run: bool) -> Flushed:
         unit = Unit()
         unit.add(op)
-        return flush(unit, dry_run=dry_run)
+        try:
+            return flush(unit, dry_run=dry_run)
+        except DynauniqueError as exc:
+            # Also PynamoDB's PutError/DeleteError/UpdateError, for `except PutError:` code.
+            for_operation(exc, op.kind.value)
+            raise
+
+    def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool:
+        """Whether a never-loaded save that met an existing record may become an update of it.
+
+        Not when the model is versioned and the object's version does not match the stored
+        one: PynamoDB refuses that save (its first save is guarded ``attribute_not_exists``,
+        later ones on the version held), and so does dynaunique.
+        """
+        info = self._du_info
+        assert info is not None
+        if current is None or not op.add_version_condition or info.version_field is None:
+            return True
+        mine = getattr(self, info.version_field)
+        stored = current.get(info.version_attr or "")
+        return mine is not None and stored is not None and int(stored["N"]) == int(mine)
 
     # --- writes ----------------------------------------------------------------------------------
 

@@ -156,3 +156,47 @@ def test_a_loaded_versioned_object_saves_with_the_next_version_in_atomic(raw: An
     assert doc.version == 4
     assert items(raw, "keys_docs") == [
         {"pk": {"S": "D#1"}, "body": {"S": "changed"}, "version": {"N": "4"}}]
+
+
+class Member(Model):
+    """Versioned, with a constraint: the first-save guard holds here too."""
+
+    class Meta:
+        table_name = "keys_members"
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(unique=True, null=True)
+    version = VersionAttribute()
+
+
+@pytest.fixture
+def members(raw: Any, dynamodb: str) -> Any:
+    use_endpoint(dynamodb, Member)
+    create_tables(Member)
+    Member(pk="M#1", email="a@x.io").save()
+    stored = Member.get("M#1", consistent_read=True)
+    stored.save()
+    stored.save()   # version 3
+    return raw
+
+
+def test_a_never_loaded_versioned_save_over_a_stored_record_is_refused(members: Any) -> None:
+    """PynamoDB guards a versioned object's first save ``attribute_not_exists(version)``: a new
+    object must not overwrite (nor adopt) a stored record at version 3."""
+    before = items(members, "keys_members")
+    with pytest.raises(ConcurrentModificationError) as caught:
+        Member(pk="M#1", email="b@x.io").save()
+    assert isinstance(caught.value, PutError)
+    assert items(members, "keys_members") == before
+
+
+def test_a_never_loaded_object_holding_the_stored_version_saves_over_it(members: Any) -> None:
+    """With the version PynamoDB would guard on (the stored one), the save goes through, its
+    locks moved: the stored item is adopted and the save redone as a guarded update."""
+    member = Member(pk="M#1", email="b@x.io", version=3)
+    member.save()
+    assert member.version == 4
+    stored = {item["pk"]["S"]: item for item in items(members, "keys_members")}
+    assert stored["M#1"]["version"] == {"N": "4"}
+    assert stored["M#1"]["email"] == {"S": "b@x.io"}
+    assert set(stored) == {"M#1", "UNIQ#EMAIL#b@x.io"}
