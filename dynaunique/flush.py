@@ -172,14 +172,15 @@ def collecting(block: Any) -> Iterator[None]:
 
 
 def _connection(unit: Unit) -> Any:
-    metas = [op.obj.Meta for op in unit.ops.values()] + [m.Meta for m in unit.check_models]
-    connections = {id(connection_for(meta)): connection_for(meta) for meta in metas}
+    metas = {id(op.obj.Meta): op.obj.Meta for op in unit.ops.values()}
+    metas.update((id(m.Meta), m.Meta) for m in unit.check_models)
+    connections = {id(c): c for c in map(connection_for, metas.values())}
     if len(connections) > 1:
         raise UnsupportedOperationError(
             "the models of one atomic() block point at different endpoints or regions; one "
             "transaction can only go to one DynamoDB"
         )
-    return next(iter(connections.values())), policy_for(metas[0])
+    return next(iter(connections.values())), policy_for(next(iter(metas.values())))
 
 
 def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:
