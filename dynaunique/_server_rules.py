@@ -256,6 +256,7 @@ class DynamoRules:
         self.conflict_fraction = 0.0
         self.conflict_seed: int | None = None
         self._random = random.Random(0)
+        self.conflicts_injected = 0
 
     def set_conflicts(self, fraction: float, seed: int | None) -> None:
         """Cancel ``fraction`` (0 to 1) of later transactions with ``TransactionConflict``."""
@@ -272,6 +273,7 @@ class DynamoRules:
             "conflicts": {"fraction": self.conflict_fraction, "seed": self.conflict_seed},
             "token_window": self.token_window,
             "tokens": len(self._tokens),
+            "conflicts_injected": self.conflicts_injected,
         }
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -317,6 +319,7 @@ class DynamoRules:
                 )
             return first_answer
         if self.conflict_fraction and self._random.random() < self.conflict_fraction:
+            self.conflicts_injected += 1
             raise self._conflict(len(request.get("TransactItems") or []))
         answer = _call(self._app, environ)
         if token is not None and answer.status.startswith("200"):
