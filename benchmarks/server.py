@@ -82,9 +82,9 @@ FULL = (
     Plan(5_000, True, 15, 3),
 )
 QUICK = (
-    Plan(0, False, 40, 1),
-    Plan(2_000, False, 40, 1),
-    Plan(2_000, True, 5, 1),
+    Plan(0, False, 20, 1),
+    Plan(1_000, False, 20, 1),
+    Plan(1_000, True, 3, 1),
 )
 
 
@@ -134,7 +134,7 @@ def measure(plan: Plan) -> Point:
         _fill(ddb, plan.items)
         fill_seconds = time.perf_counter() - started
         counter = 0
-        for _ in range(20):  # warm up connection pools and code paths
+        for _ in range(3 if plan.transactions < 50 else 20):  # warm up pools and code paths
             ddb.transact_write_items(TransactItems=_create(counter))
             counter += 1
         rates = []

@@ -281,12 +281,14 @@ def _bisected_scan(original: Callable[..., Any]) -> Callable[..., Any]:
         if exclusive_start_key is not None:
             from moto.dynamodb.models.dynamo_type import DynamoType
 
-            hash_value = DynamoType(exclusive_start_key[self.hash_key_attr])
-            start_key: Any = hash_value
-            if self.range_key_attr is not None and self.range_key_attr in exclusive_start_key:
-                start_key = (hash_value, DynamoType(exclusive_start_key[self.range_key_attr]))
-            # moto's own loop then skips the start key itself if it is still there.
-            start = bisect.bisect_left(index.keys, start_key)
+            start_key: Any = DynamoType(exclusive_start_key[self.hash_key_attr])
+            if self.range_key_attr is None:
+                # moto's own loop then skips the start key itself if it is still there.
+                start = bisect.bisect_left(index.keys, start_key)
+            elif self.range_key_attr in exclusive_start_key:
+                start_key = (start_key, DynamoType(exclusive_start_key[self.range_key_attr]))
+                start = bisect.bisect_left(index.keys, start_key)
+            # (a start key without the range key: moto's loop seeks from the first item)
 
         def from_start() -> Iterator[Any]:
             # A generator: moto stops reading at the page limit, so a page costs its own size.
@@ -320,12 +322,15 @@ def _wire(value: Any) -> dict[str, Any]:
 
 def _size_checked_update(original: Callable[..., Any]) -> Callable[..., Any]:
     def update_item(self: Any, table_name: str, key: Any, *args: Any, **kwargs: Any) -> Any:
-        from moto.dynamodb.exceptions import ItemSizeToUpdateTooLarge
+        from moto.dynamodb.exceptions import ItemSizeToUpdateTooLarge, MockValidationException
 
         from dynaunique._server_rules import MAX_ITEM_BYTES, item_size
 
         table = self.get_table(table_name)
-        hash_value, range_value = self.get_keys_value(table, key)
+        try:
+            hash_value, range_value = self.get_keys_value(table, key)
+        except MockValidationException:  # an incomplete key: moto's own error, as it words it
+            return original(self, table_name, key, *args, **kwargs)
         before = copy.deepcopy(table.get_item(hash_value, range_value))
         item = original(self, table_name, key, *args, **kwargs)
         if item_size({name: _wire(v) for name, v in item.attrs.items()}) > MAX_ITEM_BYTES:

@@ -295,11 +295,16 @@ class DynamoRules:
             return self._app(environ, start_response)
         try:
             check(request)
-            if operation == "TransactWriteItems":
-                return self._transact(request, environ).send(start_response)
         except _Refusal as refusal:
             return _Answer.refusal(refusal).send(start_response)
-        return self._app(environ, start_response)
+        except (AttributeError, TypeError, ValueError):  # malformed: moto answers it its own way
+            return self._app(environ, start_response)
+        if operation != "TransactWriteItems":
+            return self._app(environ, start_response)
+        try:
+            return self._transact(request, environ).send(start_response)
+        except _Refusal as refusal:
+            return _Answer.refusal(refusal).send(start_response)
 
     def _transact(self, request: dict[str, Any], environ: WSGIEnvironment) -> _Answer:
         token = request.get("ClientRequestToken")

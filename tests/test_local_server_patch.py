@@ -188,6 +188,10 @@ def script(endpoint: str) -> list[Any]:
     out.append([first, *pages(ddb, "scan", TableName="singles", Limit=10,
                               ExclusiveStartKey=first["LastEvaluatedKey"])])
     out.append(answer(ddb.scan, TableName="singles", ExclusiveStartKey={"PK": {"S": "K33x"}}))
+    # Incomplete keys: moto's own answers, whatever they are.
+    out.append(answer(ddb.scan, TableName="pairs", Limit=3, ExclusiveStartKey={"PK": {"S": "P3"}}))
+    out.append(answer(ddb.update_item, TableName="pairs", Key={"PK": {"S": "P1"}},
+                      UpdateExpression="SET w = :w", ExpressionAttributeValues={":w": {"S": "z"}}))
     return out
 
 
