@@ -3,11 +3,13 @@ with dynaunique's patched moto and, in the same run, with stock moto.
 
     python -m benchmarks.server [--quick] [--out docs/performance.md]
 
-Each point starts its own server (``LocalDynamoDB``, stock or patched), creates one table with a
-hash and a range key, fills it with N items through ``BatchWriteItem`` and then sends, from one
-thread, transactions shaped like a dynaunique create with two unique values: a record put and two
-lock puts, each guarded by ``attribute_not_exists``. A point is measured ``repeats`` times; the
-table keeps growing by what the earlier repeats wrote (a few hundred items, nothing next to N).
+Each point has its own server (``LocalDynamoDB``, stock or patched), with one table (a hash and a
+range key) filled with N items through ``BatchWriteItem``. All the servers run side by side, and
+the measurement goes round them: in each round, one thread sends each server in turn a batch of
+transactions shaped like a dynaunique create with two unique values (a record put and two lock
+puts, each guarded by ``attribute_not_exists``). Interleaving the points this way spreads the
+load of a shared machine evenly over them, so their ratios hold even when absolute rates drift.
+The tables grow by what earlier rounds wrote (a few thousand items at most).
 With ``--out`` the section is written at the end of that page (replacing an earlier copy of it);
 ``python -m benchmarks.run`` renders the same section in the full report.
 """
@@ -19,6 +21,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +40,11 @@ TABLE = "bench_scale"
 
 @attrs.frozen
 class Plan:
-    """One measured point: a server, a table size, how many transactions."""
+    """One measured point: a server, a table size, how many transactions per round."""
 
     items: int
     stock_moto: bool
     transactions: int
-    repeats: int
 
 
 @attrs.frozen
@@ -52,7 +54,7 @@ class Point:
     items: int
     stock_moto: bool
     transactions: int
-    rates: tuple[float, ...]  # transactions per second, one per repeat
+    rates: tuple[float, ...]  # transactions per second, one per round
     fill_seconds: float
 
     @property
@@ -76,16 +78,18 @@ class Scaling:
 
 
 FULL = (
-    Plan(0, False, 400, 3),
-    Plan(5_000, False, 400, 3),
-    Plan(50_000, False, 400, 3),
-    Plan(5_000, True, 15, 3),
+    Plan(0, False, 80),
+    Plan(5_000, False, 80),
+    Plan(50_000, False, 80),
+    Plan(5_000, True, 3),
 )
+FULL_ROUNDS = 12
 QUICK = (
-    Plan(0, False, 20, 1),
-    Plan(1_000, False, 20, 1),
-    Plan(1_000, True, 3, 1),
+    Plan(0, False, 20),
+    Plan(1_000, False, 20),
+    Plan(1_000, True, 3),
 )
+QUICK_ROUNDS = 1
 
 
 def _client(endpoint: str) -> Any:
@@ -126,36 +130,44 @@ def _create(n: int) -> list[dict[str, Any]]:
             for item in (record, *locks)]
 
 
-def measure(plan: Plan) -> Point:
-    """Start a server, fill its table, and time ``plan.repeats`` runs of transactions."""
-    with LocalDynamoDB(stock_moto=plan.stock_moto) as endpoint:
-        ddb = _client(endpoint)
-        started = time.perf_counter()
-        _fill(ddb, plan.items)
-        fill_seconds = time.perf_counter() - started
-        counter = 0
-        for _ in range(3 if plan.transactions < 50 else 20):  # warm up pools and code paths
-            ddb.transact_write_items(TransactItems=_create(counter))
-            counter += 1
-        rates = []
-        for _ in range(plan.repeats):
-            started = time.perf_counter()
-            for _ in range(plan.transactions):
-                ddb.transact_write_items(TransactItems=_create(counter))
-                counter += 1
-            rates.append(plan.transactions / (time.perf_counter() - started))
-    return Point(plan.items, plan.stock_moto, plan.transactions, tuple(rates), fill_seconds)
+def _send(ddb: Any, first: int, count: int) -> float:
+    """Send ``count`` creates numbered from ``first``; return transactions per second."""
+    started = time.perf_counter()
+    for n in range(first, first + count):
+        ddb.transact_write_items(TransactItems=_create(n))
+    return count / (time.perf_counter() - started)
 
 
 def run(*, quick: bool = False, say: Any = None) -> Scaling:
-    """Measure every point of the full (or quick) plan, in this order, in this process."""
-    points = []
-    for plan in QUICK if quick else FULL:
-        if say is not None:
-            say(f"embedded server: {plan.items} items, {'stock' if plan.stock_moto else 'patched'}"
-                " moto")
-        points.append(measure(plan))
-    return Scaling(quick, tuple(points))
+    """Start a server per point, fill them, then measure them round by round, interleaved."""
+    plans = QUICK if quick else FULL
+    rounds = QUICK_ROUNDS if quick else FULL_ROUNDS
+    with ExitStack() as stack:
+        clients, fills = [], []
+        for plan in plans:
+            if say is not None:
+                say(f"embedded server: {plan.items:,} items, "
+                    f"{'stock' if plan.stock_moto else 'patched'} moto: filling")
+            ddb = _client(stack.enter_context(LocalDynamoDB(stock_moto=plan.stock_moto)))
+            started = time.perf_counter()
+            _fill(ddb, plan.items)
+            fills.append(time.perf_counter() - started)
+            _send(ddb, 0, 3)  # warm up the connection and the server's code paths
+            clients.append(ddb)
+        rates: list[list[float]] = [[] for _ in plans]
+        sent = 3
+        for number in range(rounds):
+            if say is not None:
+                say(f"round {number + 1} of {rounds}")
+            order = list(zip(plans, clients, rates, strict=True))
+            if number % 2:  # every other round the other way round: no point always goes first
+                order.reverse()
+            for plan, ddb, measured in order:
+                measured.append(_send(ddb, sent, plan.transactions))
+            sent += max(plan.transactions for plan in plans)
+    return Scaling(quick, tuple(
+        Point(plan.items, plan.stock_moto, plan.transactions, tuple(measured), fill)
+        for plan, measured, fill in zip(plans, rates, fills, strict=True)))
 
 
 def render(scaling: Scaling) -> str:
@@ -165,10 +177,13 @@ def render(scaling: Scaling) -> str:
              "(`dynaunique.testing`: moto in server mode, one request at a time). Stock moto "
              "deep-copies the whole table for every item of every transaction, so a transaction "
              "costs O(table size); the server patches that (an undo log of the touched items; "
-             "see docs/decisions.md). One thread sends TransactWriteItems shaped like a create "
-             "with two unique values (3 guarded puts) to a fresh server whose table was first "
-             "filled with N items; each figure is the median of the repeats, with their range.\n",
-             "| moto | items in the table | transactions per repeat | repeats | tx/s (median) "
+             "see [Decisions](decisions.md#the-local-server)). One thread sends "
+             "TransactWriteItems shaped like a create with two unique values (3 guarded puts) "
+             "to a server whose table was first filled with N items. The servers run side by "
+             "side and are measured in interleaved rounds (in alternating order), so a shared "
+             "machine's changing load falls on all of them alike; each figure is the median "
+             "over the rounds, with their range.\n",
+             "| moto | items in the table | transactions per round | rounds | tx/s (median) "
              "| range | fill time |",
              "|---|---|---|---|---|---|---|"]
     for point in scaling.points:
