@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,3 +213,33 @@ def test_patched_server_answers_exactly_as_stock_moto(dynamodb: str, stock_endpo
     assert "Item" not in ddb.get_item(TableName="singles", Key={"PK": {"S": "NOPE"}})
     assert "Item" not in ddb.get_item(TableName="singles", Key={"PK": {"S": "MID"}})
     assert ddb.get_item(TableName="singles", Key={"PK": {"S": "K08"}})["Item"]["v"] == {"N": "8"}
+
+
+def resident_megabytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_cancelled_transactions_do_not_grow_the_servers_memory() -> None:
+    # Stock moto keeps ~0.4 MB per cancelled transaction on this table (measured: 208, 325 and
+    # 442 MB after 300, 600 and 900); the undo log keeps nothing.
+    server = LocalDynamoDB()
+    with server as endpoint:
+        assert server.pid is not None
+        ddb = client(endpoint)
+        create_table(ddb, "mem")
+        for n in range(300):
+            ddb.put_item(TableName="mem", Item={"PK": {"S": f"F{n}"}, "pad": {"S": "x" * 500}})
+        doomed = [put("mem", "new"), {"ConditionCheck": {
+            "TableName": "mem", "Key": {"PK": {"S": "F1"}},
+            "ConditionExpression": "attribute_not_exists(PK)"}}]
+        sizes = []
+        for _ in range(3):
+            for _ in range(200):
+                assert answer(ddb.transact_write_items, TransactItems=doomed)["error"]["Code"] == (
+                    "TransactionCanceledException")
+            sizes.append(resident_megabytes(server.pid))
+    assert sizes[-1] - sizes[0] < 15, sizes
