@@ -169,7 +169,7 @@ def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> 
     second = Signalled(pk="S#11", email="second@x.io")
     with mock.patch("dynaunique.transaction.new_token", return_value="fixed-token-1"):
         first.save()
-        with pytest.raises(DynauniqueError, match="ClientRequestToken .* different request"):
+        with pytest.raises(DynauniqueError, match=r"ClientRequestToken .* different request"):
             second.save()
     assert Signalled.count("S#11") == 0
     with pytest.raises(Signalled.DoesNotExist):
