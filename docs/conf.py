@@ -8,7 +8,7 @@ project = "dynaunique"
 author = "dynaunique contributors"
 copyright = "dynaunique contributors"
 
-# The version lives in setup.cfg only; read it from the installed distribution.
+# The version lives in pyproject.toml only; read it from the installed distribution.
 try:
     release = metadata.version("dynaunique")
 except metadata.PackageNotFoundError:
