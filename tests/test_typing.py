@@ -25,7 +25,7 @@ from dynaunique.attributes import UniqueOptions
 # pins what the declarations give back: the attribute on the class, the value on an instance.
 VALID = """
 from datetime import datetime
-from typing import assert_type
+from typing_extensions import assert_type
 
 from dynaunique import Model, normalizers
 from dynaunique.attributes import (
