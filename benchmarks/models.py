@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dynaunique import Model, normalizers, transaction
+from dynaunique import Model, connection, normalizers
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import FAKE_AWS_ENV, create_tables, reset_local_dynamodb, use_endpoint
 
@@ -43,7 +43,7 @@ def fake_credentials() -> None:
 def point_at(endpoint: str) -> Any:
     """Point BenchAccount at ``endpoint``; return dynaunique's client for it."""
     use_endpoint(endpoint, BenchAccount)
-    return transaction.client_for(BenchAccount.Meta)
+    return connection.client_for(BenchAccount.Meta)
 
 
 def fresh_table(endpoint: str) -> None:

@@ -45,10 +45,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import attrs
-import botocore.exceptions
 from pynamodb import attributes as pa
 
-from dynaunique import transaction
+from dynaunique.connection import Refused, RetryPolicy, connection_for, send
 from dynaunique.errors import AuditError, ConfigurationError, DynauniqueError, WriteConflict
 from dynaunique.locks import (
     CREATED_ATTR,
@@ -56,8 +55,10 @@ from dynaunique.locks import (
     MODEL_ATTR,
     OWNER_ATTR,
     RESERVED_PREFIX,
+    SECRET_HASH_TAG,
     SYSTEM_PREFIX,
     VALUE_ATTR,
+    decode_value,
     encode_component,
     lock_item,
     lock_key,
@@ -66,6 +67,7 @@ from dynaunique.locks import (
     untyped,
 )
 from dynaunique.model import Model
+from dynaunique.transaction import execute, render
 from dynaunique.unit_of_work import (
     BoundConstraint,
     ConditionCheck,
@@ -105,20 +107,19 @@ KIND_LABELS = {
     UNREADABLE: "unreadable record",
 }
 
-#: What a repair did with one action.
+# What a repair did with one action (RepairOutcome.status):
+#: The action's write was applied.
 FIXED = "fixed"
+#: A re-check found the drift already gone; nothing was written.
 ALREADY_FIXED = "already_fixed"
+#: A re-check found the key drifted into something no repair fixes (e.g. a duplicate).
 NOT_FIXED = "not_fixed"
+#: The records kept changing under the action's guards; given up, nothing was written.
 SKIPPED = "skipped"
+#: The write raised a dynaunique error other than a conflict; the outcome's detail carries it.
 FAILED = "failed"
 
-# Read errors worth retrying with backoff (the client has botocore's own retries off).
-_RETRYABLE_READ = {"ProvisionedThroughputExceededException", "ThrottlingException",
-                   "RequestLimitExceeded", "InternalServerError", "ServiceUnavailable",
-                   "TransactionConflictException", "TransactionInProgressException",
-                   # A TransactGetItems is cancelled only by a conflicting write transaction.
-                   "TransactionCanceledException"}
-_READ_POLICY = transaction.RetryPolicy(max_conflict_retries=8, base_delay=0.02, max_delay=2.0)
+_READ_POLICY = RetryPolicy(max_conflict_retries=8, base_delay=0.02, max_delay=2.0)
 # TransactGetItems takes at most 100 items; one slot is the lock itself.
 _MAX_RECORDS_PER_READ = 99
 # How often apply_repair re-reads and retries an action whose guard failed.
@@ -191,35 +192,19 @@ class _Meter:
             return Cost(tuple(self._counts.items()), self.items_scanned)
 
 
-def _call(meter: _Meter, client: Any, operation: str, **params: Any) -> dict[str, Any]:
-    """One read request, retried on throttling; any other failure becomes an AuditError."""
-    method = getattr(client, {"Scan": "scan", "GetItem": "get_item",
-                              "BatchGetItem": "batch_get_item",
-                              "TransactGetItems": "transact_get_items",
-                              "DescribeTable": "describe_table"}[operation])
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            response = dict(method(**params))
-        except botocore.exceptions.ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in _RETRYABLE_READ and attempt <= _READ_POLICY.max_conflict_retries:
-                meter.add(operation)
-                time.sleep(_READ_POLICY.delay(attempt))
-                continue
-            message = exc.response.get("Error", {}).get("Message", "")
-            raise AuditError(f"{operation} on {params.get('TableName', 'the table')} failed: "
-                             f"{code}: {message}") from exc
-        except (botocore.exceptions.ConnectionError,
-                botocore.exceptions.HTTPClientError) as exc:
-            if attempt <= _READ_POLICY.max_network_retries:
-                time.sleep(_READ_POLICY.delay(attempt))
-                continue
-            raise AuditError(f"{operation}: DynamoDB did not answer ({exc})") from exc
-        # A scan bills the items it reads before any filter: ScannedCount, not the matches.
-        meter.add(operation, int(response.get("ScannedCount", 0)) if operation == "Scan" else 0)
-        return response
+def _call(meter: _Meter, connection: Any, operation: str, **params: Any) -> dict[str, Any]:
+    """One read request through dynaunique's one boundary and retry loop; a failure that is
+    not retried becomes an AuditError."""
+    try:
+        response = send(connection, operation, params, policy=_READ_POLICY)
+    except Refused as refused:
+        raise AuditError(f"{operation} on {params.get('TableName', 'the table')} failed: "
+                         f"{refused.code}: {refused.message}") from refused.error
+    except DynauniqueError as exc:
+        raise AuditError(f"{operation}: {exc}") from exc
+    # A scan bills the items it reads before any filter: ScannedCount, not the matches.
+    meter.add(operation, int(response.get("ScannedCount", 0)) if operation == "Scan" else 0)
+    return response
 
 
 # --- what a report is made of ----------------------------------------------------------------
@@ -523,7 +508,7 @@ class RepairAction:
 
     def request(self) -> dict[str, Any]:
         """The TransactWriteItems request this action sends (without its token)."""
-        return transaction.render(self.plan)
+        return render(self.plan)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -654,7 +639,7 @@ def _tables(models: Sequence[type[Model]]) -> list[_Table]:
     clients: dict[int, Any] = {}
     for model in models:
         info = _info(model)
-        client = transaction.client_for(model.Meta)
+        client = connection_for(model.Meta)
         clients[id(client)] = client
         groups.setdefault((info.table, id(client)), []).append(model)
     tables = []
@@ -761,6 +746,13 @@ def _interpret(table: _Table, key: TypedKey, item: dict[str, Any] | None,
     return _Record(ref, True, kept, {lock.key: lock for lock in locks.values()})
 
 
+def _value_in_key(encoded: str) -> Any:
+    values = decode_value(encoded)
+    if values is None:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
 def _lock_info(table: _Table, item: Mapping[str, Any]) -> LockInfo:
     key = str(item[table.hash_attr].get("S", ""))
     parsed = split_lock_key(key)
@@ -774,8 +766,10 @@ def _lock_info(table: _Table, item: Mapping[str, Any]) -> LockInfo:
             expires = None
     return LockInfo(
         table=table.name, key=key, constraint=name, encoded=encoded,
-        value=untyped(item[VALUE_ATTR]) if VALUE_ATTR in item else None,
-        hashed=VALUE_ATTR not in item,
+        value=untyped(item[VALUE_ATTR]) if VALUE_ATTR in item else _value_in_key(encoded),
+        # Only a hashed constraint's key hides its value (a lock missing its `value` attribute
+        # still spells the value in its key).
+        hashed=encoded.startswith(SECRET_HASH_TAG),
         model=item.get(MODEL_ATTR, {}).get("S"),
         owner=dict(owner) if isinstance(owner, dict) else None,
         created=item.get(CREATED_ATTR, {}).get("S"),
@@ -1742,7 +1736,7 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
         try:
             sent += 1
             meter.add("TransactWriteItems")
-            transaction.execute(current.plan, table.client)
+            execute(current.plan, table.client)
         except WriteConflict:
             continue
         except DynauniqueError as exc:

@@ -32,6 +32,7 @@ from pynamodb.exceptions import PynamoDBException
 
 from dynaunique import normalizers, transaction
 from dynaunique.attributes import UnicodeAttribute
+from dynaunique.connection import client_for
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import ConfigurationError, DynauniqueError, UniqueViolation
 from dynaunique.locks import CREATED_ATTR, OWNER_ATTR, RESERVED_PREFIX, untyped
@@ -517,7 +518,7 @@ class Demo:
         info = self.Account._du_info
         assert info is not None
         self.info = info
-        self.client = transaction.client_for(self.Account.Meta)
+        self.client = client_for(self.Account.Meta)
         credentials: dict[str, str] = {}
         if target.credentials is not None:
             credentials = {"aws_access_key_id": target.credentials[0],

@@ -13,10 +13,12 @@ import copy
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any, ClassVar, TypeVar
 
 from pynamodb import attributes as pa
+from pynamodb.exceptions import AttributeNullError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
@@ -24,19 +26,21 @@ from pynamodb.models import MetaModel
 from pynamodb.models import Model as PynamoModel
 from pynamodb.pagination import ResultIterator
 
-from dynaunique import transaction
 from dynaunique.attributes import UniqueOptions
+from dynaunique.connection import connection_for, policy_for, send
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import (
-    ConcurrentModificationError,
     ConfigurationError,
-    ForeignLockError,
+    DynauniqueError,
     InvalidValueError,
     UnsupportedOperationError,
+    for_operation,
 )
+from dynaunique.flush import Flushed, InstanceState, Op, OpKind, Unit, current_unit, flush
 from dynaunique.locks import (
     LOCK_ATTRIBUTES,
     LOCK_SORT_KEY,
+    MODEL_ATTR,
     OWNER_ATTR,
     RESERVED_PREFIX,
     is_reserved_key,
@@ -44,6 +48,7 @@ from dynaunique.locks import (
     lock_primary_key,
     untyped,
 )
+from dynaunique.transaction import render_checked, same_item
 from dynaunique.unit_of_work import (
     BoundConstraint,
     Expression,
@@ -52,11 +57,13 @@ from dynaunique.unit_of_work import (
     Plan,
     RecordDelete,
     RecordPut,
-    Unchanged,
+    RecordUpdate,
+    Write,
     locks_of,
     plan_delete,
     plan_save,
     plan_update,
+    record_key,
 )
 
 _M = TypeVar("_M", bound="Model")
@@ -70,6 +77,10 @@ _UNIQUE_OPTIONS = {"unique", "normalize", "lock_name", "hashed"}
 # table silently sharing a lock namespace.
 _lock_names: dict[str, dict[str, tuple[type, bool]]] = {}
 _lock_names_guard = threading.Lock()
+# Tables a model marks with ``Meta.holds_locks = True``: they hold lock or ledger items that no
+# model declared in this process accounts for (a constraint dropped but not yet migrated, the
+# migrations ledger), so reads must keep filtering them out.
+_tables_holding_locks: set[str] = set()
 
 
 def _identity(value: Any) -> Any:
@@ -102,6 +113,9 @@ def _bind(cls: type[Model]) -> None:
                                      "Meta.table_name")
         cls._du_info = None
         return
+    if getattr(meta, "holds_locks", False):
+        with _lock_names_guard:
+            _tables_holding_locks.add(table)
 
     names: set[str] = set()
     bound: list[BoundConstraint] = []
@@ -135,7 +149,15 @@ def _bind(cls: type[Model]) -> None:
 
     hash_field = cls._hash_keyname
     if hash_field is None:
-        raise ConfigurationError(f"{cls.__name__} has no hash key")
+        if bound:
+            raise ConfigurationError(
+                f"{cls.__name__} declares unique constraints but has no hash key; a lock names "
+                "its record by key: declare the keys on the class that declares the constraints"
+            )
+        # A base class with Meta.table_name and keys left to its subclasses (PynamoDB allows
+        # it): nothing to protect, and nothing dynaunique can write, until a subclass has keys.
+        cls._du_info = None
+        return
     hash_attribute = attributes[hash_field]
     range_field = cls._range_keyname
     range_attribute: pa.Attribute[Any] | None = attributes[range_field] if range_field else None
@@ -188,6 +210,8 @@ def _bind(cls: type[Model]) -> None:
         ttl_field=ttl_field,
         constraints=tuple(bound),
         meta_secret=secret,
+        hash_type=hash_attribute.attr_type,
+        range_type=range_attribute.attr_type if range_attribute is not None else None,
     )
     _register_lock_names(cls, table, declared)
 
@@ -246,6 +270,32 @@ def _render_condition(condition: Condition | None) -> Expression | None:
     return None if condition is None else Expression.of(condition)
 
 
+def _and(first: Condition | None, second: Condition) -> Condition:
+    return second if first is None else first & second
+
+
+def _stored_problem(raw: Mapping[str, Any]) -> str | None:
+    """Why DynamoDB would refuse this serialized scalar (None: it would not); ``"binary text"``
+    for a ``str`` in a binary value, which the wire carries as its UTF-8 bytes."""
+    if "S" in raw:
+        return None if isinstance(raw["S"], str) else f"a string must be a str, not {raw['S']!r}"
+    if "N" in raw:
+        number = raw["N"]
+        try:
+            finite = isinstance(number, str) and Decimal(number).is_finite()
+        except ArithmeticError:
+            finite = False
+        return None if finite else f"{number!r} is not a finite number"
+    if "B" in raw:
+        value = raw["B"]
+        if isinstance(value, str):
+            return "binary text"
+        return None if isinstance(value, (bytes, bytearray)) else f"{value!r} is not binary"
+    if "BOOL" in raw:
+        return None if isinstance(raw["BOOL"], bool) else f"{raw['BOOL']!r} is not a boolean"
+    return None
+
+
 class Model(PynamoModel, metaclass=ModelMeta):
     """A PynamoDB model whose ``unique=True`` fields and ``Meta.constraints`` are enforced.
 
@@ -254,8 +304,27 @@ class Model(PynamoModel, metaclass=ModelMeta):
     """
 
     _du_info: ClassVar[ModelInfo | None] = None
-    #: The item as last loaded from or written to DynamoDB (None: never loaded).
-    _du_loaded: dict[str, Any] | None = None
+
+    # --- instance state --------------------------------------------------------------------------
+
+    @property
+    def _du_state(self) -> InstanceState:
+        """Everything dynaunique remembers of this instance (``dynaunique.flush``)."""
+        state = self.__dict__.get("_du_state_")
+        if state is None:
+            state = self.__dict__["_du_state_"] = InstanceState()
+        return state
+
+    @property
+    def _du_loaded(self) -> dict[str, Any] | None:
+        """The item as last loaded from or written to DynamoDB (None: never loaded)."""
+        return self._du_state.loaded
+
+    @_du_loaded.setter
+    def _du_loaded(self, item: dict[str, Any] | None) -> None:
+        state = self._du_state
+        state.loaded = item
+        state.unknown = None
 
     # --- loading and snapshots -------------------------------------------------------------------
 
@@ -281,14 +350,18 @@ class Model(PynamoModel, metaclass=ModelMeta):
         instance: _M = super()._instantiate(dict(item))
         return instance
 
+    @classmethod
+    def _du_key_of(cls, hash_key: Any, range_key: Any = None) -> dict[str, Any]:
+        """The typed primary key of the record with these (python) key values."""
+        info = cls._du_info
+        assert info is not None
+        return info.typed_key(*cls._serialize_keys(hash_key, range_key))
+
     def _du_key(self) -> dict[str, Any]:
+        """This object's typed primary key, as PynamoDB serializes it."""
         info = self._du_info
         assert info is not None
-        hash_value, range_value = self._get_hash_range_key_serialized_values()
-        key = {info.hash_attr: {"S": hash_value}}
-        if info.range_attr is not None and range_value is not None:
-            key[info.range_attr] = {"S": range_value}
-        return key
+        return info.typed_key(*self._get_hash_range_key_serialized_values())
 
     def _du_loaded_for_key(self) -> dict[str, Any] | None:
         """The loaded item, if it is this object's current key (a changed key is a new record)."""
@@ -300,13 +373,14 @@ class Model(PynamoModel, metaclass=ModelMeta):
             key = self._du_key()
         except Exception:
             return None
-        if all(loaded.get(k) == v for k, v in key.items()):
+        if all(same_item(loaded.get(k), v) for k, v in key.items()):
             return loaded
         return None
 
     @classmethod
     def _du_lock_inputs(cls, item: Mapping[str, Any]) -> Any:
-        """What ``locks_of`` needs of a stored item: without a condition (which may read any
+        """What ``locks_of`` needs of a stored (or about to be stored) item: locks derive from
+        what is stored, never from the python value. Without a condition (which may read any
         attribute) only the constrained fields are deserialized, not the whole record."""
         info = cls._du_info
         assert info is not None
@@ -334,24 +408,63 @@ class Model(PynamoModel, metaclass=ModelMeta):
             return {}
         # The loaded state's locks are computed once per snapshot (snapshots are replaced, never
         # mutated), so repeated saves of one loaded object do not rebuild it.
-        cached = self.__dict__.get("_du_old_cache")
+        state = self._du_state
+        cached = state.old_locks
         if cached is not None and cached[0] is loaded:
             if reads is not None:
                 reads.update(cached[2])
             return dict(cached[1])
         found: set[str] = set()
         locks = locks_of(info, self._du_lock_inputs(loaded), found)
-        self.__dict__["_du_old_cache"] = (loaded, locks, frozenset(found))
+        state.old_locks = (loaded, locks, frozenset(found))
         if reads is not None:
             reads.update(found)
         return dict(locks)
 
-    # --- planning --------------------------------------------------------------------------------
+    # --- planning (no I/O) -----------------------------------------------------------------------
+
+    def _du_serialize(self) -> dict[str, Any]:
+        """This object as the item DynamoDB will store, every value checked before sending.
+
+        A value its attribute cannot serialize, or serializes to something DynamoDB would refuse
+        (``True`` or ``"12abc"`` in a number, an ``int`` in a string, NaN), is an
+        :class:`InvalidValueError` naming the field. A ``str`` given to a binary attribute is
+        stored as its UTF-8 bytes (as the wire would carry it), so its lock is those bytes'.
+        """
+        try:
+            item: dict[str, Any] = self.serialize(null_check=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            if isinstance(exc, AttributeNullError):
+                raise
+            for field, attribute in self.get_attributes().items():
+                value = getattr(self, field, None)
+                if value is None:
+                    continue
+                try:
+                    attribute.serialize(value)
+                except Exception as inner:
+                    raise InvalidValueError(
+                        f"{type(self).__name__}.{field} = {value!r} cannot be stored as a "
+                        f"{type(attribute).__name__}: {inner}"
+                    ) from exc
+            raise
+        for field, attribute in self.get_attributes().items():
+            raw = item.get(attribute.attr_name)
+            if raw is not None:
+                problem = _stored_problem(raw)
+                if problem == "binary text":
+                    raw["B"] = raw["B"].encode("utf-8")
+                elif problem is not None:
+                    raise InvalidValueError(
+                        f"{type(self).__name__}.{field} = {getattr(self, field, None)!r} cannot "
+                        f"be stored as a {type(attribute).__name__}: {problem}"
+                    )
+        return item
 
     def _du_item(self, loaded: Mapping[str, Any] | None) -> dict[str, Any]:
         info = self._du_info
         assert info is not None
-        item = self.serialize(null_check=True)
+        item = self._du_serialize()
         if info.version_attr is not None:
             base = loaded.get(info.version_attr) if loaded is not None else None
             if base is not None:
@@ -364,18 +477,26 @@ class Model(PynamoModel, metaclass=ModelMeta):
 
     def _du_plan_save(self, condition: Condition | None = None,
                       add_version_condition: bool = True) -> Plan:
+        """Plan a save of this object from its snapshot (see :meth:`_du_plan_save_from`)."""
+        return self._du_plan_save_from(self._du_loaded_for_key(), condition,
+                                       add_version_condition)
+
+    def _du_plan_save_from(self, loaded: Mapping[str, Any] | None,
+                           condition: Condition | None = None,
+                           add_version_condition: bool = True) -> Plan:
+        """Plan a save of this object over the stored state ``loaded`` (None: a create)."""
         info = self._du_info
         assert info is not None
-        loaded = self._du_loaded_for_key()
         item = self._du_item(loaded)
         cond = _render_condition(condition)
         if not info.constraints:
             # No locks at stake: PynamoDB's semantics (a plain put, version-guarded if any).
-            key = {k: item[k] for k in (info.hash_attr, info.range_attr) if k is not None}
-            guard = self._du_version_guard(loaded) if add_version_condition else None
-            return Plan((RecordPut(info.table, info.name, key, item, guard, cond),))
+            key = record_key(info, item)
+            if add_version_condition and info.version_attr is not None:
+                cond = _render_condition(_and(condition, self._du_version_condition(loaded)))
+            return Plan((RecordPut(info.table, info.name, key, item, None, cond),), pynamodb=True)
         new_reads: set[str] = set()
-        new_locks = locks_of(info, self, new_reads)
+        new_locks = locks_of(info, self._du_lock_inputs(item), new_reads)
         reads: set[str] = set()
         old_locks = self._du_old_locks(loaded, reads)
         plan = plan_save(
@@ -389,41 +510,130 @@ class Model(PynamoModel, metaclass=ModelMeta):
             use_version=add_version_condition,
             condition_reads=reads,
         )
-        self.__dict__["_du_new_locks"] = (plan, new_locks, frozenset(new_reads))
+        self._du_state.new_locks = (plan, new_locks, frozenset(new_reads))
         return plan
+
+    def _du_version_condition(self, loaded: Mapping[str, Any] | None) -> Condition:
+        """PynamoDB's optimistic lock for a model without constraints: the version loaded (or
+        held in memory) must still be stored — or, for a first save, no version at all."""
+        info = self._du_info
+        assert info is not None and info.version_field is not None
+        attribute = self.get_attributes()[info.version_field]
+        stored = loaded.get(info.version_attr or "") if loaded is not None else None
+        current = int(stored["N"]) if stored is not None else getattr(self, info.version_field)
+        if current is None:
+            return attribute.does_not_exist()
+        condition: Condition = attribute == current
+        return condition
 
     def _du_plan_delete(self, loaded: Mapping[str, Any], condition: Condition | None = None,
                         add_version_condition: bool = True) -> Plan:
         info = self._du_info
         assert info is not None
-        cond = _render_condition(condition)
+        if not info.constraints:
+            if add_version_condition and info.version_attr is not None:
+                condition = _and(condition, self._du_version_condition(loaded))
+            return Plan((RecordDelete(info.table, info.name, record_key(info, loaded), None,
+                                      _render_condition(condition)),), pynamodb=True)
         reads: set[str] = set()
         old_locks = self._du_old_locks(loaded, reads)
-        return plan_delete(info, loaded_item=loaded, old_locks=old_locks, condition=cond,
+        return plan_delete(info, loaded_item=loaded, old_locks=old_locks,
+                           condition=_render_condition(condition),
                            use_version=add_version_condition, condition_reads=reads)
 
-    def _du_after_save(self, item: Mapping[str, Any], plan: Plan | None = None) -> None:
+    # --- the unit of work's hooks (dynaunique.flush) ---------------------------------------------
+
+    def _du_needs_stored(self, op: Op) -> bool:
+        """Whether planning ``op`` needs the stored record when this object was never loaded."""
         info = self._du_info
         assert info is not None
-        if info.version_field is not None and info.version_attr is not None \
-                and info.version_attr in item:
-            setattr(self, info.version_field, int(item[info.version_attr]["N"]))
-        # The item was serialized for this write alone and nothing mutates it: no copy needed.
+        if op.kind is OpKind.SAVE:
+            return False  # planned as a create; an existing record is adopted on refusal
+        if op.kind is OpKind.DELETE:
+            return bool(info.constraints)  # its locks are those of the stored values
+        relevant = self._du_lock_relevant(info)
+        touched = {self._du_action_target(a) for a in op.actions or ()}
+        return info.has_conditions or bool(touched & relevant)
+
+    def _du_plan(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan:
+        """Plan ``op`` from the stored state ``loaded`` (pure)."""
+        if op.kind is OpKind.SAVE:
+            return self._du_plan_save_from(loaded, op.condition, op.add_version_condition)
+        if op.kind is OpKind.DELETE:
+            if loaded is None:
+                # No stored state known (a model without constraints deletes by key).
+                loaded = self._du_key()
+            return self._du_plan_delete(loaded, op.condition, op.add_version_condition)
+        return self._du_plan_update(op, loaded)
+
+    def _du_finish(self, op: Op, record: Write | None, response: Mapping[str, Any]) -> None:
+        """After the unit succeeded: this object's new snapshot."""
+        if op.kind is OpKind.DELETE:
+            self._du_loaded = None
+            return
+        if op.kind is OpKind.SAVE:
+            assert isinstance(record, RecordPut)
+            self._du_after_save(record.item, record)
+            return
+        # An update: a plain UpdateItem returns the new item; a transaction (or a write found
+        # already in place) returns none, so the known prediction is used, else one read.
+        attributes = response.get("Attributes")
+        if attributes is not None:
+            self.deserialize(attributes)
+        elif isinstance(record, RecordUpdate) and record.predicted is not None:
+            self.deserialize(copy.deepcopy(record.predicted))
+        else:
+            self.refresh(consistent_read=True)
+
+    def _du_after_save(self, item: Mapping[str, Any], record: Write | None = None) -> None:
+        """``item`` was written: it is the new snapshot (and the version the object holds)."""
+        info = self._du_info
+        assert info is not None
+        state = self._du_state
+        if info.version_field is not None and info.version_attr in item:
+            setattr(self, info.version_field, int(item[info.version_attr or ""]["N"]))
+        # The item was serialized for this write alone and nothing mutates it: no copy.
         loaded = dict(item)
         self._du_loaded = loaded
-        seeded = self.__dict__.pop("_du_new_locks", None)
-        if seeded is not None and seeded[0] is plan:
-            # The locks just written are the new snapshot's locks: the next save need not
-            # rebuild them.
-            self.__dict__["_du_old_cache"] = (loaded, seeded[1], seeded[2])
+        seeded, state.new_locks = state.new_locks, None
+        if seeded is not None and any(w is record for w in seeded[0].writes):
+            # The locks just written are the new snapshot's: the next save need not rebuild.
+            state.old_locks = (loaded, seeded[1], seeded[2])
 
     def _du_read(self) -> dict[str, Any] | None:
         """A strongly consistent read of this object's record (raw item, or None)."""
-        response = transaction.client_for(self.Meta).get_item(
-            TableName=self.Meta.table_name, Key=self._du_key(), ConsistentRead=True
-        )
+        info = self._du_info
+        assert info is not None
+        response = send(connection_for(self.Meta), "GetItem",
+                        {"TableName": info.table, "Key": self._du_key(), "ConsistentRead": True},
+                        policy=policy_for(self.Meta))
         item = response.get("Item")
         return dict(item) if item is not None else None
+
+    def _du_flush(self, op: Op, dry_run: bool) -> Flushed:
+        unit = Unit()
+        unit.add(op)
+        try:
+            return flush(unit, dry_run=dry_run)
+        except DynauniqueError as exc:
+            # Also PynamoDB's PutError/DeleteError/UpdateError, for `except PutError:` code.
+            for_operation(exc, op.kind.value)
+            raise
+
+    def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool:
+        """Whether a never-loaded save that met an existing record may become an update of it.
+
+        Not when the model is versioned and the object's version does not match the stored
+        one: PynamoDB refuses that save (its first save is guarded ``attribute_not_exists``,
+        later ones on the version held), and so does dynaunique.
+        """
+        info = self._du_info
+        assert info is not None
+        if current is None or not op.add_version_condition or info.version_field is None:
+            return True
+        mine = getattr(self, info.version_field)
+        stored = current.get(info.version_attr or "")
+        return mine is not None and stored is not None and int(stored["N"]) == int(mine)
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -432,128 +642,59 @@ class Model(PynamoModel, metaclass=ModelMeta):
         """Save this object and keep its locks right, in one request.
 
         A never-loaded object is tried as a create; if the record exists, the stored item becomes
-        the loaded state and the save is redone as an update of it. Inside ``atomic()`` the save
-        is collected and sent when the block ends. ``dry_run=True`` sends nothing and returns
-        the request that would be sent.
+        the loaded state and the save is redone as an update guarded on it. A copy loaded earlier
+        whose record changed since is refused (``ConcurrentModificationError``), never written
+        over. Inside ``atomic()`` the save is collected and sent when the block ends.
+        ``dry_run=True`` sends nothing and returns the request that would be sent. A model that
+        declares no constraint saves exactly as PynamoDB does.
 
         :raises UniqueViolation: a value is held by another record.
         :raises ConcurrentModificationError: the record changed since this copy was loaded.
         """
-        from dynaunique.atomic import current_unit
-
         unit = current_unit()
         if unit is not None and not dry_run:
             unit.add_save(self, condition, add_version_condition)
             return {}
-        plan = self._du_plan_save(condition, add_version_condition)
-        if dry_run:
-            return transaction.render_checked(plan)
-        client = transaction.client_for(self.Meta)
-        foreign: set[str] = set()
-        for _ in range(4):
-            try:
-                response = transaction.execute(plan, client)
-            except ForeignLockError as exc:
-                # Locks another record holds were never ours to delete: leave them.
-                foreign.update(exc.lock_keys)
-                plan = plan.without_deletes(foreign)
-                continue
-            except ConcurrentModificationError as exc:
-                write = exc.write
-                if not (isinstance(write, RecordPut) and write.create and write is plan.writes[0]
-                        and self._du_info is not None and self._du_info.constraints):
-                    raise
-                # The record exists: adopt the stored item as loaded and redo as an update.
-                current = exc.current if exc.current is not None else self._du_read()
-                self._du_loaded = copy.deepcopy(current) if current is not None else None
-                plan = self._du_plan_save(condition, add_version_condition)
-                plan = plan.without_deletes(foreign)
-                continue
-            record = plan.writes[0]
-            assert isinstance(record, RecordPut)
-            self._du_after_save(record.item, plan)
+        if not dry_run and not self._du_constrained():
+            response = super().save(condition, add_version_condition=add_version_condition)
+            self._du_loaded = self.serialize(null_check=False)
             return response
-        raise ConcurrentModificationError(
-            f"{type(self).__name__} kept changing while this save was retried; try again",
-            model=type(self).__name__,
-        )
+        flushed = self._du_flush(Op(self, OpKind.SAVE, condition, add_version_condition),
+                                 dry_run)
+        return render_checked(flushed.plan) if dry_run else flushed.response
 
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True,
                dry_run: bool = False) -> Any:
         """Delete this record and every lock it holds, in one request.
 
         An object that was never loaded (or was loaded partially) is read consistently first.
-        Deleting a record that does not exist does nothing, as in PynamoDB.
+        Deleting a record that does not exist does nothing, as in PynamoDB (unless a version
+        or a ``condition`` was to be checked on it).
         """
-        from dynaunique.atomic import current_unit
-
         unit = current_unit()
         if unit is not None and not dry_run:
             unit.add_delete(self, condition, add_version_condition)
             return {}
-        info = self._du_info
-        assert info is not None
-        client = transaction.client_for(self.Meta)
-        if not info.constraints:
-            # No locks at stake: PynamoDB's delete (no read first), sent the same way.
-            plan = self._du_plan_delete_unlocked(condition, add_version_condition)
-            if dry_run:
-                return transaction.render(plan)
-            response = transaction.execute(plan, client)
+        if not dry_run and not self._du_constrained():
+            response = super().delete(condition, add_version_condition=add_version_condition)
             self._du_loaded = None
             return response
-        loaded = self._du_loaded_for_key()
-        fresh_read = loaded is None
-        foreign: set[str] = set()
-        for _ in range(4):
-            if loaded is None:
-                loaded = self._du_read()
-                if loaded is None:
-                    self._du_loaded = None
-                    return {}
-            plan = self._du_plan_delete(loaded, condition, add_version_condition)
-            plan = plan.without_deletes(foreign)
-            if dry_run:
-                return transaction.render_checked(plan)
-            try:
-                response = transaction.execute(plan, client)
-            except ForeignLockError as exc:
-                foreign.update(exc.lock_keys)
-                continue
-            except ConcurrentModificationError:
-                if not fresh_read:
-                    raise
-                loaded = None  # we only read it to delete it: read again and retry
-                continue
-            self._du_loaded = None
-            return response
-        raise ConcurrentModificationError(
-            f"{type(self).__name__} kept changing while this delete was retried; try again",
-            model=type(self).__name__,
-        )
+        flushed = self._du_flush(Op(self, OpKind.DELETE, condition, add_version_condition),
+                                 dry_run)
+        if dry_run:
+            return render_checked(flushed.plan) if flushed.plan.has_work else {}
+        return flushed.response
 
-    def _du_plan_delete_unlocked(self, condition: Condition | None,
-                                 add_version_condition: bool) -> Plan:
-        """A model without constraints deletes as PynamoDB does: version-guarded if any."""
+    def _du_constrained(self) -> bool:
         info = self._du_info
-        assert info is not None
-        guard = (self._du_version_guard(self._du_loaded_for_key())
-                 if add_version_condition else None)
-        return Plan((RecordDelete(info.table, info.name, self._du_key(), guard,
-                                  _render_condition(condition)),))
+        return info is not None and bool(info.constraints)
 
-    def _du_version_guard(self, loaded: Mapping[str, Any] | None) -> Unchanged | None:
-        """PynamoDB's optimistic lock for a model without constraints: the version loaded (or
-        held in memory), when the model has one and it is known."""
-        info = self._du_info
-        assert info is not None
-        if info.version_attr is None:
-            return None
-        expected = loaded.get(info.version_attr) if loaded is not None else None
-        if expected is None:
-            current = getattr(self, info.version_field or "")
-            expected = {"N": str(int(current))} if current is not None else None
-        return Unchanged(((info.version_attr, expected),)) if expected is not None else None
+    @staticmethod
+    def _du_lock_relevant(info: ModelInfo) -> set[str]:
+        relevant = {a for b in info.constraints for a in b.attr_names}
+        if info.ttl_attr is not None:
+            relevant.add(info.ttl_attr)
+        return relevant
 
     def update(self, actions: list[Action], condition: Condition | None = None, *,
                add_version_condition: bool = True, dry_run: bool = False) -> Any:
@@ -566,10 +707,6 @@ class Model(PynamoModel, metaclass=ModelMeta):
         cannot be known before sending (``add``, arithmetic, ``if_not_exists`` …) on a field a
         lock depends on raises :class:`UnsupportedOperationError`: assign and ``save()`` instead.
         """
-        from dynaunique.atomic import current_unit
-
-        info = self._du_info
-        assert info is not None
         if current_unit() is not None:
             raise UnsupportedOperationError(
                 "update(actions) inside atomic() is not supported: assign the new values and "
@@ -577,31 +714,32 @@ class Model(PynamoModel, metaclass=ModelMeta):
             )
         if not isinstance(actions, list) or not actions:
             raise TypeError("the value of `actions` is expected to be a non-empty list")
-        if not info.constraints and not dry_run:
+        if not dry_run and not self._du_constrained():
             return super().update(actions, condition, add_version_condition=add_version_condition)
-        relevant = {a for b in info.constraints for a in b.attr_names}
-        if info.ttl_attr is not None:
-            relevant.add(info.ttl_attr)
-        touched = [self._du_action_target(a) for a in actions]
-
         actions = list(actions)
         version_condition = self._handle_version_attribute(actions=actions)
         if add_version_condition and version_condition is not None:
             condition = version_condition if condition is None else condition & version_condition
+        op = Op(self, OpKind.UPDATE, condition, add_version_condition, actions)
+        flushed = self._du_flush(op, dry_run)
+        return render_checked(flushed.plan) if dry_run else flushed.response
+
+    def _du_plan_update(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan:
+        info = self._du_info
+        assert info is not None
+        actions = op.actions or []
+        relevant = self._du_lock_relevant(info)
+        touched = [self._du_action_target(a) for a in actions]
         # The update and the condition share one set of placeholders.
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         update_text = Update(*actions).serialize(names, values)
-        condition_text = condition.serialize(names, values) if condition is not None else None
+        condition_text = (op.condition.serialize(names, values) if op.condition is not None
+                          else None)
         update_expr = Expression(update_text or "", {p: n for n, p in names.items()}, values)
         condition_only = Expression(condition_text) if condition_text else None
-
-        loaded = self._du_loaded_for_key()
-        if loaded is None and (info.has_conditions or any(t in relevant for t in touched)):
-            # The locks' inputs are needed: read the record (one consistent GetItem).
-            loaded = self._du_read()
-            if loaded is None:
-                raise self.DoesNotExist(f"{type(self).__name__} {self._du_key()} does not exist")
+        if loaded is None and self._du_needs_stored(op):
+            raise self.DoesNotExist(f"{type(self).__name__} {self._du_key()} does not exist")
         reads: set[str] = set()
         old_locks = self._du_old_locks(loaded, reads) if loaded is not None else {}
         # A condition's inputs are lock inputs too (the attributes it read on the loaded state).
@@ -618,8 +756,8 @@ class Model(PynamoModel, metaclass=ModelMeta):
             assert predicted is not None
             # What a condition reads on the NEW state must match the stored record too: the new
             # state is the stored one plus these actions, not the loaded one.
-            new_locks = locks_of(info, self._du_build(predicted), reads)
-        plan = plan_update(
+            new_locks = locks_of(info, self._du_lock_inputs(predicted), reads)
+        return plan_update(
             info,
             loaded_item=loaded if loaded is not None else self.serialize(null_check=False),
             update=update_expr,
@@ -630,26 +768,9 @@ class Model(PynamoModel, metaclass=ModelMeta):
             lock_relevant=lock_relevant,
             now=_now(),
             condition=condition_only,
-            use_version=add_version_condition,
+            use_version=op.add_version_condition,
             condition_reads=reads,
         )
-        if dry_run:
-            return transaction.render_checked(plan)
-        client = transaction.client_for(self.Meta)
-        try:
-            response = transaction.execute(plan, client)
-        except ForeignLockError as exc:
-            response = transaction.execute(plan.without_deletes(exc.lock_keys), client)
-        # A plain UpdateItem returns the new item; a transaction (or a write found already in
-        # place) returns none, so the known prediction is used, else one consistent read.
-        attributes = response.get("Attributes")
-        if attributes is not None:
-            self.deserialize(attributes)
-        elif predicted is not None and complete:
-            self.deserialize(predicted)
-        else:
-            self.refresh(consistent_read=True)
-        return response
 
     def _du_action_target(self, action: Action) -> str:
         path = action.values[0]
@@ -707,35 +828,74 @@ class Model(PynamoModel, metaclass=ModelMeta):
             raise ConfigurationError(f"{cls.__name__} declares no unique constraint")
         bound, raw = cls._du_resolve(info, field_or_name, value, values)
         constraint = bound.constraint
-        normalized = constraint.normalized(raw)
+        stored = tuple(cls._du_as_stored(f, v) for f, v in zip(constraint.fields, raw,
+                                                                 strict=True))
+        normalized = constraint.normalized(stored)
         if any(v is None for v in normalized):
             raise cls.DoesNotExist(f"None is never locked ({', '.join(constraint.fields)})")
         lockable = tuple(c(v) for c, v in zip(bound.to_lockable, normalized, strict=True))
         key = lock_key(constraint.name, lockable,
                        secret=info.secret() if constraint.hashed else None)
-        client = transaction.client_for(cls.Meta)
-        lock = client.get_item(TableName=info.table,
-                               Key=lock_primary_key(info.key_attributes, key),
-                               ConsistentRead=True).get("Item")
+        connection, policy = connection_for(cls.Meta), policy_for(cls.Meta)
+        lock = send(connection, "GetItem",
+                    {"TableName": info.table, "Key": lock_primary_key(info.key_attributes, key),
+                     "ConsistentRead": True}, policy=policy).get("Item")
         shown = constraint.display_value(tuple(raw))
-        if lock is None or OWNER_ATTR not in lock:
+        if lock is None or OWNER_ATTR not in lock or not cls._du_family_holds(lock):
+            # A lock name two models share explicitly: the other model's record is not a cls.
             raise cls.DoesNotExist(f"no {cls.__name__} holds {', '.join(constraint.fields)} "
                                    f"{shown!r}")
         owner = lock[OWNER_ATTR]["M"]
-        item = client.get_item(TableName=info.table, Key=owner, ConsistentRead=True).get("Item")
+        item = send(connection, "GetItem",
+                    {"TableName": info.table, "Key": owner, "ConsistentRead": True},
+                    policy=policy).get("Item")
         if item is None:
             raise cls.DoesNotExist(
                 f"the lock on {shown!r} names {untyped({'M': owner})}, which does not exist (an "
                 "orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)"
             )
-        record = cls.from_raw_data(item)
-        held = locks_of(info, record).get(constraint.name)
+        # The record read second is returned only if it holds the value now (it may have moved
+        # between the two reads).
+        held = locks_of(info, cls._du_lock_inputs(item)).get(constraint.name)
         if held is None or held.key != key:
             raise cls.DoesNotExist(
                 f"the lock on {shown!r} names {untyped({'M': owner})}, which no longer holds that "
                 "value (an orphan lock)"
             )
-        return record
+        return cls.from_raw_data(item)
+
+    @classmethod
+    def _du_as_stored(cls, field: str, value: Any) -> Any:
+        """``value`` as the attribute stores and loads it back (locks derive from that)."""
+        if value is None:
+            return None
+        attribute = cls.get_attributes()[field]
+        try:
+            serialized = attribute.serialize(value)
+        except Exception as exc:
+            raise InvalidValueError(f"{cls.__name__}.{field}: {value!r} cannot be stored as a "
+                                    f"{type(attribute).__name__}: {exc}") from exc
+        problem = _stored_problem({attribute.attr_type: serialized})
+        if problem == "binary text":
+            serialized = serialized.encode("utf-8")
+        elif problem is not None:
+            raise InvalidValueError(f"{cls.__name__}.{field}: {value!r} cannot be stored as a "
+                                    f"{type(attribute).__name__}: {problem}")
+        return attribute.deserialize(serialized)
+
+    @classmethod
+    def _du_family_holds(cls, lock: Mapping[str, Any]) -> bool:
+        """Whether a lock was written by this model, a parent or a subclass of it."""
+        writer = lock.get(MODEL_ATTR, {}).get("S")
+        if writer is None:
+            return True  # a lock written around the library: the record check decides
+        family = {c.__name__ for c in cls.__mro__}
+        pending = list(cls.__subclasses__())
+        while pending:
+            sub = pending.pop()
+            family.add(sub.__name__)
+            pending.extend(sub.__subclasses__())
+        return writer in family
 
     @classmethod
     def _du_resolve(cls, info: ModelInfo, field_or_name: str | None, value: Any,
@@ -767,7 +927,23 @@ class Model(PynamoModel, metaclass=ModelMeta):
         )
 
     @classmethod
-    def _du_not_lock(cls) -> Condition:
+    def _du_table_holds_locks(cls) -> bool:
+        """Whether this table holds lock items: a model defined in this process declares a
+        constraint on it, or marks it with ``Meta.holds_locks = True``.
+
+        Decided from the registry of lock names per table, so a model without constraints that
+        shares its table with one that has them still keeps lock items out of its reads. A table
+        whose models declare none holds no lock items, and its reads are PynamoDB's, unchanged.
+        """
+        table = getattr(getattr(cls, "Meta", None), "table_name", None) or ""
+        with _lock_names_guard:
+            return bool(_lock_names.get(table)) or table in _tables_holding_locks
+
+    @classmethod
+    def _du_not_lock(cls) -> Condition | None:
+        """The filter that keeps lock items out of a scan; None when the table holds none."""
+        if not cls._du_table_holds_locks():
+            return None
         info = cls._du_info
         hash_attr = info.hash_attr if info is not None else cls._hash_keyname or ""
         condition: Condition = ~Path(hash_attr).startswith(RESERVED_PREFIX)
@@ -787,6 +963,8 @@ class Model(PynamoModel, metaclass=ModelMeta):
         A lock's hash key starts with ``UNIQ#`` and its range key is ``LOCK``; an index keyed
         on the table's range key (an inverted index) would list the locks under ``LOCK``.
         """
+        if not cls._du_table_holds_locks():
+            return  # no lock items to reach: the query is PynamoDB's
         if not index_name:
             cls._du_check_key(hash_key)
             return
@@ -807,9 +985,10 @@ class Model(PynamoModel, metaclass=ModelMeta):
     @classmethod
     def scan(cls: type[_M], filter_condition: Condition | None = None,
              *args: Any, **kwargs: Any) -> ResultIterator[_M]:
-        """PynamoDB's scan; lock items and dynaunique's system items are filtered out."""
+        """PynamoDB's scan; on a table that holds lock items, they are filtered out."""
         not_lock = cls._du_not_lock()
-        combined = not_lock if filter_condition is None else filter_condition & not_lock
+        combined = (filter_condition if not_lock is None
+                    else not_lock if filter_condition is None else filter_condition & not_lock)
         result = super().scan(combined, *args, **kwargs)
         return _mark_partial(result, kwargs.get("attributes_to_get"))
 
@@ -823,13 +1002,19 @@ class Model(PynamoModel, metaclass=ModelMeta):
 
     @classmethod
     def count(cls, hash_key: Any = None, *args: Any, **kwargs: Any) -> int:
-        """PynamoDB's count. Without a hash key it counts by a scan, so lock items are excluded
-        (PynamoDB would return DescribeTable's approximate ItemCount, locks included)."""
-        if hash_key is None:
+        """PynamoDB's count. On a table that holds lock items, a count without a hash key is a
+        scan that excludes them (DescribeTable's approximate ItemCount, which PynamoDB returns,
+        would include them); on any other table it is PynamoDB's, DescribeTable included."""
+        not_lock = cls._du_not_lock() if hash_key is None else None
+        if not_lock is not None:
             if kwargs.get("filter_condition") is not None or args:
                 raise ValueError("A hash_key must be given to use filters")
             hash_attr = cls.get_attributes()[cls._hash_keyname or ""].attr_name
-            return sum(1 for _ in super().scan(cls._du_not_lock(), attributes_to_get=[hash_attr]))
+            # A full scan can be costly: honour the read options a caller gave count().
+            return sum(1 for _ in super().scan(
+                not_lock, attributes_to_get=[hash_attr],
+                consistent_read=kwargs.get("consistent_read"),
+                rate_limit=kwargs.get("rate_limit")))
         cls._du_check_query_key(hash_key, kwargs.get("index_name"))
         return super().count(hash_key, *args, **kwargs)
 

@@ -2,41 +2,36 @@
 
 ``render(plan)`` builds the request (pure: TransactItems in plan order, so slot *i* of
 ``CancellationReasons`` is ``plan.writes[i]``; PynamoDB's own ``TransactWrite`` reorders items, so
-it is not used). ``execute(plan, client)`` sends it: one ``ClientRequestToken`` per call, reused by
-every resend; ``TransactionConflict`` and throttling retried with bounded, jittered backoff; a
-failed condition never retried; after an ambiguous network failure, a resend that finds this call's
-own writes already in place is success. This module is the one boundary where botocore errors
-become dynaunique errors.
+it is not used). ``execute(plan, connection)`` sends it as ONE request through
+:func:`dynaunique.connection.send` (the one boundary and retry loop): one ``ClientRequestToken``
+per call, reused by every resend. A failed condition is never retried here and nothing is ever
+sent after it: the refusal becomes one dynaunique error, except that after an ambiguous failure
+(or when repeating a call whose outcome was unknown) a record slot that already holds exactly
+this call's write proves the earlier attempt landed, whole — that is success.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import marshal
-import random
-import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
-import attrs
-import botocore.exceptions
-import botocore.session
-from botocore.config import Config
+from pynamodb.connection import Connection
 
+from dynaunique.connection import DEFAULT_POLICY, Refused, RetryPolicy, send
 from dynaunique.errors import (
     ConcurrentModificationError,
     ConditionCheckFailedError,
     DynauniqueError,
     ForeignLockError,
-    OutcomeUnknownError,
     TransactionTooLargeError,
     UniqueViolation,
-    UnreachableError,
 )
 from dynaunique.locks import OWNER_ATTR, untyped
 from dynaunique.unit_of_work import (
@@ -58,36 +53,6 @@ from dynaunique.unit_of_work import (
 
 MAX_ITEMS = 100
 MAX_BYTES = 4 * 1024 * 1024
-
-_CONFLICT_CODES = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded",
-                   "RequestLimitExceeded"}
-_RETRYABLE_ERRORS = {"TransactionInProgressException", "ThrottlingException",
-                     "ProvisionedThroughputExceededException", "RequestLimitExceeded",
-                     "TransactionConflictException", "LimitExceededException"}
-_AMBIGUOUS_ERRORS = {"InternalServerError", "InternalFailure", "ServiceUnavailable",
-                     "ServiceUnavailableException"}
-
-
-@attrs.frozen
-class RetryPolicy:
-    """How often and how long ``execute`` retries.
-
-    Conflicts (another transaction touching the same item) and throttling are retried up to
-    ``max_conflict_retries`` times; network failures and 5xx answers up to
-    ``max_network_retries`` times, resending the very same request with the same token.
-    """
-
-    max_conflict_retries: int = 8
-    max_network_retries: int = 4
-    base_delay: float = 0.01
-    max_delay: float = 1.0
-
-    def delay(self, attempt: int) -> float:
-        """Full-jitter exponential backoff for the ``attempt``-th retry (1-based)."""
-        return random.uniform(0, min(self.max_delay, self.base_delay * (2 ** attempt)))
-
-
-DEFAULT_POLICY = RetryPolicy()
 
 
 # --- rendering (pure) ----------------------------------------------------------------------------
@@ -136,7 +101,7 @@ def _guard_text(guard: Guard, hash_attr: str, ph: _Placeholders) -> str:
     return " OR ".join(alternatives)
 
 
-@functools.lru_cache(maxsize=512)
+@lru_cache(maxsize=512)
 def _held_by_template(
     hash_attr: str, shapes: tuple[tuple[str, ...], ...]
 ) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -225,15 +190,18 @@ def render(plan: Plan) -> dict[str, Any]:
 
     A transaction renders as ``{"TransactItems": [...]}``; a plan that is one record write
     renders as that single request's parameters plus ``"Operation"``
-    (``PutItem``/``UpdateItem``/``DeleteItem``).
+    (``PutItem``/``UpdateItem``/``DeleteItem``). Every request asks for its consumed capacity,
+    as PynamoDB's connection does.
     """
     if not plan.is_transaction:
         kind, params = render_write(plan.writes[0])
         operation = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}[kind]
-        params = {"Operation": operation, **params,
-                  "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        params = {"Operation": operation, **params}
+        if not plan.pynamodb:
+            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         if operation == "UpdateItem":
             params["ReturnValues"] = "ALL_NEW"
+        params["ReturnConsumedCapacity"] = "TOTAL"
         return params
     items = []
     for write in plan.writes:
@@ -241,7 +209,7 @@ def render(plan: Plan) -> dict[str, Any]:
         if kind != "ConditionCheck":
             params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         items.append({kind: params})
-    return {"TransactItems": items}
+    return {"TransactItems": items, "ReturnConsumedCapacity": "TOTAL"}
 
 
 def render_checked(plan: Plan) -> dict[str, Any]:
@@ -300,55 +268,6 @@ def new_token(request: Mapping[str, Any], encoded: bytes | None = None) -> str:
     return f"{uuid.uuid4().hex[:12]}-{digest[:23]}"
 
 
-# --- clients -------------------------------------------------------------------------------------
-
-_clients: dict[tuple[Any, ...], Any] = {}
-_clients_lock = threading.Lock()
-#: Called with every new client, e.g. to register botocore event handlers (benchmarks count
-#: requests this way).
-client_hooks: list[Callable[[Any], None]] = []
-
-
-def client_for(meta: Any) -> Any:
-    """A botocore DynamoDB client for a model's ``Meta`` with botocore's own retries off.
-
-    dynaunique retries itself, so that it knows when a resend follows an ambiguous failure.
-    """
-    region = getattr(meta, "region", None) or "us-east-1"
-    key = (
-        region,
-        getattr(meta, "host", None),
-        getattr(meta, "aws_access_key_id", None),
-        getattr(meta, "aws_secret_access_key", None),
-        getattr(meta, "aws_session_token", None),
-        getattr(meta, "connect_timeout_seconds", 15),
-        getattr(meta, "read_timeout_seconds", 30),
-        getattr(meta, "max_pool_connections", 10),
-    )
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            session = botocore.session.get_session()
-            if key[2] and key[3]:
-                session.set_credentials(key[2], key[3], key[4])
-            client = session.create_client(
-                "dynamodb",
-                region_name=region,
-                endpoint_url=key[1],
-                config=Config(
-                    connect_timeout=key[5],
-                    read_timeout=key[6],
-                    max_pool_connections=max(int(key[7]), 50),
-                    retries={"total_max_attempts": 1},
-                    parameter_validation=False,
-                ),
-            )
-            for hook in client_hooks:
-                hook(client)
-            _clients[key] = client
-        return client
-
-
 # --- executing -----------------------------------------------------------------------------------
 
 
@@ -380,27 +299,23 @@ def _is_own(write: Write, current: Mapping[str, Any] | None) -> bool:
     return False
 
 
-def _earlier_attempt_applied(plan: Plan,
-                             failures: list[tuple[Write, Mapping[str, Any] | None]]) -> bool:
-    """After an ambiguous failure: did an earlier attempt of this very call land?
+def _earlier_attempt_applied(failures: list[tuple[Write, Mapping[str, Any] | None]],
+                             mine: Callable[[Write], bool]) -> bool:
+    """Did an earlier attempt of this very call land (``mine``: the record writes that may)?
 
-    A transaction lands whole or not at all, so one record slot that fails only because the
-    record already holds exactly what this call writes proves the earlier attempt landed —
-    whatever the lock slots say now (another record may since have taken a value this call
-    freed). With no record slot failing, every failure is a lock slot: a real conflict.
+    A transaction lands whole or not at all, so record slots that fail only because each record
+    already holds exactly what this call writes prove the earlier attempt landed — whatever the
+    lock slots say now (another record may since have taken a value this call freed). With no
+    record slot failing, every failure is a lock slot: a real conflict.
     """
     records = _record_failures(failures)
-    return bool(records) and all(_is_own(w, c) for w, c in records)
+    return bool(records) and all(mine(w) and _is_own(w, c) for w, c in records)
 
 
 def _record_failures(
     failures: list[tuple[Write, Mapping[str, Any] | None]],
 ) -> list[tuple[Write, Mapping[str, Any] | None]]:
     return [(w, c) for w, c in failures if isinstance(w, (RecordPut, RecordUpdate, RecordDelete))]
-
-
-def _is_create(write: Write) -> bool:
-    return isinstance(write, RecordPut) and write.create
 
 
 def _resend_is_safe(plan: Plan) -> bool:
@@ -411,22 +326,6 @@ def _resend_is_safe(plan: Plan) -> bool:
     call's own write from someone else's: it is never resent.
     """
     return not any(isinstance(w, RecordUpdate) and w.predicted is None for w in plan.writes)
-
-
-def _without_records_in_place(
-    plan: Plan, failures: list[tuple[Write, Mapping[str, Any] | None]]
-) -> Plan | None:
-    """When every failed record slot already holds exactly what this call writes (a repeat of a
-    call whose outcome was unknown, or someone else's identical write), the rest of the plan —
-    its lock writes, each with its own guard — still has to land: that rest, else None."""
-    records = _record_failures(failures)
-    if not records or not all(_is_own(w, c) and not _is_create(w) for w, c in records):
-        # A create that finds the record is redone by the caller as an update of the stored
-        # item (DESIGN: never-loaded saves), not taken as done.
-        return None
-    in_place = [w for w, _ in records]
-    return Plan(tuple(w for w in plan.writes if not any(w is r for r in in_place)),
-                plan.changes)
 
 
 def _holder(current: Mapping[str, Any] | None) -> str:
@@ -492,114 +391,68 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
     return DynauniqueError("the transaction was cancelled for an unknown reason")
 
 
-def _stop_or_resend(plan: Plan, policy: RetryPolicy, attempts: int, ambiguous: bool,
-                    detail: str, exc: Exception) -> None:
-    """After a network failure (or a 5xx): raise when the call must stop, else return."""
-    if ambiguous and not _resend_is_safe(plan):
-        raise OutcomeUnknownError(
-            f"DynamoDB did not answer ({detail}) and this update's result cannot be "
-            "recognised, so it is not resent (it might apply twice); reload the record to see "
-            "whether it was applied"
-        ) from exc
-    if attempts <= policy.max_network_retries:
-        return
-    if not ambiguous:
-        raise UnreachableError(
-            f"DynamoDB could not be reached after {attempts} attempts ({detail}); nothing was "
-            "sent, so nothing was applied"
-        ) from exc
-    raise OutcomeUnknownError(
-        f"DynamoDB did not answer after {attempts} attempts ({detail}); the write may or may "
-        "not have been applied: repeating the same call is safe"
-    ) from exc
 
 
-def _settle(plan: Plan, failures: list[tuple[Write, Mapping[str, Any] | None]],
-            ambiguous: bool, client: Any, policy: RetryPolicy,
-            sleep: Callable[[float], None], exc: Exception) -> dict[str, Any]:
-    """Conditions failed: success when this call's own write is found in place, else the error.
+def _failures(plan: Plan, response: Mapping[str, Any]
+              ) -> list[tuple[Write, Mapping[str, Any] | None]] | None:
+    """The failed conditions of a refused request, slot by slot (None: not a failed condition)."""
+    code = response.get("Error", {}).get("Code", "")
+    if code == "ConditionalCheckFailedException" and not plan.is_transaction:
+        return [(plan.writes[0], response.get("Item"))]
+    if code != "TransactionCanceledException":
+        return None
+    reasons = response.get("CancellationReasons") or []
+    failures = [(write, reason.get("Item"))
+                for write, reason in zip(plan.writes, reasons, strict=False)
+                if reason.get("Code") == "ConditionalCheckFailed"]
+    return failures or None
 
-    The same rules for a transaction and for a single write.
+
+def _refusal(refused: Refused) -> DynauniqueError:
+    """Any refusal that is not a failed condition."""
+    code, message = refused.code, refused.message
+    if code == "IdempotentParameterMismatchException":
+        return DynauniqueError(
+            "DynamoDB refused a resend: its ClientRequestToken was used within the last 10 "
+            f"minutes for a different request ({message}); nothing of this call was applied"
+        )
+    if code == "TransactionCanceledException":
+        reasons = refused.response.get("CancellationReasons") or []
+        detail = "; ".join(
+            f"item {i}: {r.get('Code')} {r.get('Message', '')}".strip()
+            for i, r in enumerate(reasons) if r.get("Code") not in (None, "None")
+        )
+        return DynauniqueError(f"DynamoDB cancelled the transaction: {detail}")
+    return DynauniqueError(f"DynamoDB refused the request: {code}: {message}")
+
+
+def execute(plan: Plan, connection: Connection, *, policy: RetryPolicy = DEFAULT_POLICY,
+            sleep: Callable[[float], None] = time.sleep,
+            repeats: Collection[Write] = ()) -> dict[str, Any]:
+    """Send ``plan`` as one request and return DynamoDB's response; raise the mapped error.
+
+    Nothing but resends of this very request (same body, same token) is ever sent. ``repeats``:
+    record writes that repeat a call whose outcome was unknown (``OutcomeUnknownError``); like a
+    resend after an ambiguous failure, finding such a record already in place is success.
     """
-    if ambiguous and _earlier_attempt_applied(plan, failures):
-        return {}
-    rest = _without_records_in_place(plan, failures)
-    if rest is None:
-        raise _error_for(failures) from exc
-    return execute(rest, client, policy=policy, sleep=sleep) if rest.has_work else {}
-
-
-def execute(plan: Plan, client: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
-            sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
-    """Send ``plan`` and return DynamoDB's response; raise the mapped error on failure."""
     request = render(plan)
-    token = ""
     if plan.is_transaction:
         encoded = encode(request)
         check_size(request, encoded)
-        token = new_token(request, encoded)
-    conflicts = 0
-    network = 0
-    ambiguous = False
-    while True:
-        try:
-            if plan.is_transaction:
-                return dict(client.transact_write_items(**request, ClientRequestToken=token))
-            params = dict(request)
-            operation = params.pop("Operation")
-            method = {"PutItem": client.put_item, "UpdateItem": client.update_item,
-                      "DeleteItem": client.delete_item}[operation]
-            return dict(method(**params))
-        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-            # Refused connections never reached the server; anything else may have been applied.
-            if not isinstance(exc, (botocore.exceptions.EndpointConnectionError,
-                                    botocore.exceptions.ConnectTimeoutError)):
-                ambiguous = True
-            network += 1
-            _stop_or_resend(plan, policy, network, ambiguous, str(exc), exc)
-            sleep(policy.delay(network))
-        except botocore.exceptions.ClientError as exc:
-            response = exc.response
-            code = response.get("Error", {}).get("Code", "")
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if code == "TransactionCanceledException":
-                reasons = response.get("CancellationReasons") or []
-                codes = [r.get("Code") for r in reasons]
-                if "ConditionalCheckFailed" in codes:
-                    failures = [
-                        (write, reason.get("Item"))
-                        for write, reason in zip(plan.writes, reasons, strict=False)
-                        if reason.get("Code") == "ConditionalCheckFailed"
-                    ]
-                    return _settle(plan, failures, ambiguous, client, policy, sleep, exc)
-                if any(c in _CONFLICT_CODES for c in codes):
-                    conflicts += 1
-                    if conflicts > policy.max_conflict_retries:
-                        raise DynauniqueError(
-                            f"the transaction kept conflicting with others ({conflicts} tries); "
-                            "try again later"
-                        ) from exc
-                    sleep(policy.delay(conflicts))
-                    continue
-                detail = "; ".join(
-                    f"item {i}: {r.get('Code')} {r.get('Message', '')}".strip()
-                    for i, r in enumerate(reasons) if r.get("Code") not in (None, "None")
-                )
-                raise DynauniqueError(f"DynamoDB cancelled the transaction: {detail}") from exc
-            if code == "ConditionalCheckFailedException":
-                failures = [(plan.writes[0], response.get("Item"))]
-                return _settle(plan, failures, ambiguous, client, policy, sleep, exc)
-            if code in _RETRYABLE_ERRORS:
-                conflicts += 1
-                if conflicts > policy.max_conflict_retries:
-                    raise DynauniqueError(f"DynamoDB kept refusing: {code}") from exc
-                sleep(policy.delay(conflicts))
-                continue
-            if code in _AMBIGUOUS_ERRORS or status >= 500:
-                ambiguous = True
-                network += 1
-                _stop_or_resend(plan, policy, network, ambiguous, code, exc)
-                sleep(policy.delay(network))
-                continue
-            message = response.get("Error", {}).get("Message", "")
-            raise DynauniqueError(f"DynamoDB refused the request: {code}: {message}") from exc
+        operation = "TransactWriteItems"
+        params = {**request, "ClientRequestToken": new_token(request, encoded)}
+    else:
+        params = dict(request)
+        operation = params.pop("Operation")
+    try:
+        return send(connection, operation, params, policy=policy,
+                    resend_safe=_resend_is_safe(plan), sleep=sleep)
+    except Refused as refused:
+        failures = _failures(plan, refused.response)
+        if failures is None:
+            raise _refusal(refused) from refused.error
+        if refused.ambiguous and _earlier_attempt_applied(failures, lambda write: True):
+            return {}
+        if repeats and _earlier_attempt_applied(failures, lambda write: write in repeats):
+            return {}
+        raise _error_for(failures) from refused.error

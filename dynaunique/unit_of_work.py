@@ -81,6 +81,16 @@ class ModelInfo:
     constraints: tuple[BoundConstraint, ...]
     #: ``Meta.lock_secret`` (str or bytes) or None to fall back to the environment.
     meta_secret: bytes | None = attrs.field(default=None, repr=False)
+    #: DynamoDB types of the hash and range keys (``S``, ``N`` or ``B``).
+    hash_type: str = "S"
+    range_type: str | None = None
+
+    def typed_key(self, hash_value: Any, range_value: Any = None) -> TypedKey:
+        """The typed primary key of serialized key values (as PynamoDB serializes them)."""
+        key = {self.hash_attr: {self.hash_type: hash_value}}
+        if self.range_attr is not None and range_value is not None:
+            key[self.range_attr] = {self.range_type or "S": range_value}
+        return key
 
     @property
     def key_attributes(self) -> tuple[str, str | None]:
@@ -331,6 +341,9 @@ class Plan:
 
     writes: tuple[Write, ...]
     changes: tuple[LockChange, ...] = ()
+    #: A model without constraints: its single write is sent as PynamoDB sends it (no
+    #: ``ReturnValuesOnConditionCheckFailure``, which only dynaunique's settling reads).
+    pynamodb: bool = False
 
     @property
     def is_transaction(self) -> bool:
@@ -348,7 +361,7 @@ class Plan:
         skip = set(lock_keys)
         writes = tuple(w for w in self.writes
                        if not (isinstance(w, LockDelete) and w.lock.key in skip))
-        return Plan(writes, self.changes)
+        return Plan(writes, self.changes, self.pynamodb)
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -593,7 +606,9 @@ def merge(plans: Sequence[Plan], extra: Iterable[Write] = ()) -> Plan:
     lock_writes: list[Write] = []
     for group in locks.values():
         lock_writes.append(_fuse(group))
-    return Plan((*records, *lock_writes), tuple(changes))
+    # One write of a model without constraints, alone: still sent as PynamoDB sends it.
+    alone = len(plans) == 1 and len(records) == 1 and not lock_writes
+    return Plan((*records, *lock_writes), tuple(changes), pynamodb=alone and plans[0].pynamodb)
 
 
 def _fuse(group: list[LockPut | LockDelete]) -> LockPut | LockDelete:

@@ -32,7 +32,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique import transaction as du_transaction
+from dynaunique import connection as du_connection
 from dynaunique.atomic import current_unit
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.locks import RESERVED_PREFIX, untyped
@@ -147,7 +147,7 @@ def wire(dynamodb: str) -> Iterator[Wire]:
     create_tables(User, Workspace)
     recorder = Wire()
     for model in MODELS:
-        recorder.hook(du_transaction.client_for(model.Meta))
+        recorder.hook(du_connection.client_for(model.Meta))
         recorder.hook(model._get_connection().connection.client)
     yield recorder
     recorder.unhook()

@@ -13,7 +13,7 @@ import boto3
 import fixtures_audit_models as fm
 import pytest
 
-from dynaunique import ConcurrentModificationError, UniqueViolation, audit, transaction
+from dynaunique import ConcurrentModificationError, UniqueViolation, audit, connection
 from dynaunique.testing import create_tables, use_endpoint
 
 Account = fm.AuditAccount
@@ -39,7 +39,7 @@ def requests_sent(event: str = "before-send.dynamodb") -> Iterator[list[tuple[st
         body = request.body.decode() if isinstance(request.body, bytes) else request.body
         sent.append((target.rsplit(".", 1)[-1], json.loads(body)))
 
-    events = transaction.client_for(Account.Meta).meta.events
+    events = connection.client_for(Account.Meta).meta.events
     events.register(event, record, unique_id="audit-test-counter")
     try:
         yield sent
@@ -57,7 +57,7 @@ def before_repair_write(action: Callable[[], None]) -> Iterator[None]:
             fired.set()
             action()
 
-    events = transaction.client_for(Account.Meta).meta.events
+    events = connection.client_for(Account.Meta).meta.events
     events.register("before-send.dynamodb.TransactWriteItems", hook, unique_id="audit-race")
     try:
         yield
@@ -240,7 +240,7 @@ def test_check_does_not_report_a_save_that_races_with_the_scan(raw: Any) -> None
             thread.start()
             thread.join()
 
-    events = transaction.client_for(Account.Meta).meta.events
+    events = connection.client_for(Account.Meta).meta.events
     events.register("before-send.dynamodb.Scan", move_email_after_the_first_page,
                     unique_id="torn-scan")
     try:

@@ -34,7 +34,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique import transaction as du_transaction
+from dynaunique import connection as du_connection
 from dynaunique.attributes import (
     BinaryAttribute,
     BinarySetAttribute,
@@ -273,7 +273,7 @@ def wire(dynamodb: str) -> Iterator[Wire]:
         use_endpoint(dynamodb, *stale)
     recorder = Wire()
     for model in MODELS:
-        recorder.hook(du_transaction.client_for(model.Meta))
+        recorder.hook(du_connection.client_for(model.Meta))
     yield recorder
     recorder.unhook()
 

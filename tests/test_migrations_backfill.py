@@ -364,7 +364,7 @@ def test_a_backfill_sends_one_plain_put_per_record_and_no_transaction(ws: Worksp
     _prepare(ws)
     project = ws.project()
     executor = project.executor(page_size=20)
-    sent, stop = _count_requests(project.client_for(TABLE))
+    sent, stop = _count_requests(project.client_for(TABLE).client)
     try:
         result = executor.migrate()
     finally:

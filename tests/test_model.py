@@ -22,8 +22,8 @@ from dynaunique import (
     UniqueConstraint,
     UniqueViolation,
     UnsupportedOperationError,
+    connection,
     normalizers,
-    transaction,
 )
 from dynaunique.attributes import (
     NumberAttribute,
@@ -109,7 +109,7 @@ def sent(raw: Any, request: pytest.FixtureRequest) -> Iterator[list[str]]:
 
     clients = {}
     for model in watched:
-        for client in (transaction.client_for(model.Meta),
+        for client in (connection.client_for(model.Meta),
                        model._get_connection().connection.client):
             clients[id(client)] = client
     for client in clients.values():
@@ -340,10 +340,17 @@ def test_never_loaded_save_of_an_existing_record_becomes_an_update(raw: Any,
 
 
 def test_never_loaded_save_of_an_existing_versioned_record(raw: Any, sent: list[str]) -> None:
+    """As PynamoDB: a new versioned object (no version) must not overwrite a stored record; one
+    holding the stored version may (adopted, then one guarded update moving its locks)."""
     create_tables(VAccount)
     signup(VAccount, "ACCT#1", "old@x.io", "ada")
     sent.clear()
-    fresh = VAccount(pk="ACCT#1", email="new@x.io", username="ada")
+    with pytest.raises(ConcurrentModificationError, match="already exists"):
+        VAccount(pk="ACCT#1", email="new@x.io", username="ada").save()
+    assert sent == ["TransactWriteItems"]
+    assert records(raw, VAccount)["ACCT#1"]["version"] == {"N": "1"}
+    sent.clear()
+    fresh = VAccount(pk="ACCT#1", email="new@x.io", username="ada", version=1)
     fresh.save()
     assert sent == ["TransactWriteItems", "TransactWriteItems"]
     assert records(raw, VAccount)["ACCT#1"]["version"] == {"N": "2"}
@@ -829,18 +836,21 @@ def test_update_action_with_unknowable_plain_action_alone_is_one_update_item(
     assert_locks(raw, {"UNIQ#EMAIL#ada@x.io": "ACCT#1", "UNIQ#HANDLE#ada": "ACCT#1"})
 
 
-def test_an_update_found_already_applied_keeps_the_object_whole(raw: Any) -> None:
-    """Two loaded copies apply the same update; the second finds it in place (no answer item):
-    its object takes the known result instead of being emptied."""
+def test_a_stale_copy_applying_the_same_update_is_refused_and_kept_whole(raw: Any) -> None:
+    """Two loaded copies apply the same update; the second is stale (its guard fails although
+    the record already holds its result): it is refused, never reported as done, and its object
+    keeps what it had loaded (it is not emptied)."""
     create_tables(VAccount)
     signup(VAccount, "V#1", "ada@x.io", "ada", name="a")
     first = VAccount.get("V#1", "PROFILE", consistent_read=True)
     second = VAccount.get("V#1", "PROFILE", consistent_read=True)
     first.update([VAccount.name.set("b")])
-    second.update([VAccount.name.set("b")])
+    with pytest.raises(ConcurrentModificationError):
+        second.update([VAccount.name.set("b")])
     assert (second.pk, second.email, second.username, second.name, second.version) == (
-        "V#1", "ada@x.io", "ada", "b", first.version)
+        "V#1", "ada@x.io", "ada", "a", 1)
     assert records(raw, VAccount)["V#1"]["name"] == {"S": "b"}
+    assert records(raw, VAccount)["V#1"]["version"] == {"N": "2"}
 
 
 def test_locks_carry_the_ttl_and_follow_its_change(raw: Any, sent: list[str]) -> None:

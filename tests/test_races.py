@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from dynaunique import Model, UniqueViolation, normalizers, transaction
+from dynaunique import Model, UniqueViolation, connection, normalizers
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.locks import RESERVED_PREFIX
 from dynaunique.testing import create_tables, use_endpoint
@@ -140,7 +140,7 @@ def test_concurrent_moves_of_different_accounts_to_one_email(raw: Any) -> None:
 
 def test_the_harness_really_races_a_naive_check_then_write_gets_duplicates(raw: Any) -> None:
     """Without this, the tests above could pass merely because the writers never overlapped."""
-    client = transaction.client_for(Member.Meta)
+    client = connection.client_for(Member.Meta)
     winners_per_round = []
     lock = threading.Lock()
     for round_ in range(5):

@@ -1,6 +1,6 @@
 """dynaunique.transaction: rendering, size limits, tokens, retries and the mapping of failures.
 
-``execute`` runs against a fake client object that records its calls and answers from a script:
+``execute`` runs against a fake connection object that records its calls and answers from a script:
 these are unit tests of the retry and mapping logic. Behaviour against a server is in
 test_model.py and test_races.py.
 """
@@ -80,7 +80,8 @@ HOLDER = {"PK": {"S": "ACCT#a1f9c3"}, "SK": {"S": "PROFILE"}}
 
 
 class FakeClient:
-    """Records every call; answers each with the next scripted response or exception."""
+    """A stand-in for a PynamoDB connection: records every request it is asked to dispatch and
+    answers each with the next scripted response or exception."""
 
     def __init__(self, *outcomes: Any) -> None:
         self.outcomes = list(outcomes)
@@ -93,17 +94,9 @@ class FakeClient:
             raise outcome
         return outcome
 
-    def transact_write_items(self, **params: Any) -> Any:
-        return self._answer("TransactWriteItems", params)
-
-    def put_item(self, **params: Any) -> Any:
-        return self._answer("PutItem", params)
-
-    def update_item(self, **params: Any) -> Any:
-        return self._answer("UpdateItem", params)
-
-    def delete_item(self, **params: Any) -> Any:
-        return self._answer("DeleteItem", params)
+    def dispatch(self, operation: str, params: dict[str, Any]) -> Any:
+        """What ``dynaunique.connection.send`` calls on a PynamoDB connection."""
+        return self._answer(operation, params)
 
     @property
     def tokens(self) -> list[str]:
@@ -234,7 +227,7 @@ def test_render_keeps_plan_order_and_combines_guard_and_user_condition() -> None
             "Key": {"PK": {"S": "ACCT#2"}, "SK": {"S": "PROFILE"}},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }},
-    ]}
+    ], "ReturnConsumedCapacity": "TOTAL"}
 
 
 @pytest.mark.parametrize(("write", "expected"), [
@@ -242,17 +235,18 @@ def test_render_keeps_plan_order_and_combines_guard_and_user_condition() -> None
      {"Operation": "PutItem", "TableName": "t", "Item": {"id": {"S": "1"}},
       "ConditionExpression": "attribute_not_exists(#g0)",
       "ExpressionAttributeNames": {"#g0": "id"},
-      "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}),
+      "ReturnValuesOnConditionCheckFailure": "ALL_OLD", "ReturnConsumedCapacity": "TOTAL"}),
     (RecordUpdate("t", "M", {"id": {"S": "1"}}, Expression("REMOVE #0", {"#0": "x"}), None),
      {"Operation": "UpdateItem", "TableName": "t", "Key": {"id": {"S": "1"}},
       "UpdateExpression": "REMOVE #0", "ExpressionAttributeNames": {"#0": "x"},
-      "ReturnValuesOnConditionCheckFailure": "ALL_OLD", "ReturnValues": "ALL_NEW"}),
+      "ReturnValuesOnConditionCheckFailure": "ALL_OLD", "ReturnValues": "ALL_NEW",
+      "ReturnConsumedCapacity": "TOTAL"}),
     (RecordDelete("t", "M", {"id": {"S": "1"}}, Unchanged((("v", {"N": "2"}),))),
      {"Operation": "DeleteItem", "TableName": "t", "Key": {"id": {"S": "1"}},
       "ConditionExpression": "attribute_exists(#g0) AND #g1 = :g0",
       "ExpressionAttributeNames": {"#g0": "id", "#g1": "v"},
       "ExpressionAttributeValues": {":g0": {"N": "2"}},
-      "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}),
+      "ReturnValuesOnConditionCheckFailure": "ALL_OLD", "ReturnConsumedCapacity": "TOTAL"}),
 ])
 def test_render_of_a_single_record_write_is_a_plain_request(write: Any,
                                                              expected: dict[str, Any]) -> None:
@@ -537,29 +531,37 @@ def test_resend_after_a_timeout_that_finds_its_own_record_is_success() -> None:
     assert client.tokens[0] == client.tokens[1]
 
 
-def test_own_item_found_without_a_prior_ambiguity_sends_only_the_rest() -> None:
-    # The record already is exactly what this call writes (a repeat of a call whose outcome was
-    # unknown): it is not an error, but the lock writes, each with its own guard, still go out.
+def test_own_item_found_without_a_prior_ambiguity_is_refused_and_nothing_more_is_sent() -> None:
+    # The record already is exactly what this stale copy writes, but this call never sent it: a
+    # refused stale write. Its lock writes must not go out alone (another writer may move the
+    # record between two requests): one request, then ConcurrentModificationError.
     plan = update_plan()
     record = plan.writes[0]
     assert isinstance(record, RecordPut)
     client = FakeClient(canceled(failed(dict(record.item)), OK, OK), {})
-    assert execute(plan, client, sleep=Sleeps()) == {}
-    assert len(client.calls) == 2
-    rest = client.calls[1][1]["TransactItems"]
-    assert [next(iter(i)) for i in rest] == ["Put", "Delete"]
-    assert rest[0]["Put"]["Item"]["PK"] == {"S": "UNIQ#EMAIL#b@x.io"}
-    assert rest[1]["Delete"]["Key"]["PK"] == {"S": "UNIQ#EMAIL#a@x.io"}
+    with pytest.raises(ConcurrentModificationError) as caught:
+        execute(plan, client, sleep=Sleeps())
+    assert caught.value.write is record
+    assert len(client.calls) == 1
 
 
-def test_own_item_with_a_lock_taken_by_another_is_a_violation() -> None:
+def test_own_item_found_when_repeating_an_unknown_outcome_is_success() -> None:
+    # The same record write as a call that ended in OutcomeUnknownError: its landing is proved
+    # by the record slot (a transaction lands whole), so the repeat is done, nothing resent.
     plan = update_plan()
     record = plan.writes[0]
     assert isinstance(record, RecordPut)
-    client = FakeClient(canceled(failed(dict(record.item)), OK, OK),
-                        canceled(failed(lock_item_of("UNIQ#EMAIL#b@x.io", HOLDER)), OK))
-    with pytest.raises(UniqueViolation):
-        execute(plan, client, sleep=Sleeps())
+    client = FakeClient(canceled(failed(dict(record.item)), failed(), OK), {})
+    assert execute(plan, client, sleep=Sleeps(), repeats=[record]) == {}
+    assert len(client.calls) == 1
+
+
+def test_a_repeat_whose_record_shows_another_item_is_refused() -> None:
+    plan = update_plan()
+    record = plan.writes[0]
+    client = FakeClient(canceled(failed({**A1, "email": {"S": "c@x.io"}}), OK, OK))
+    with pytest.raises(ConcurrentModificationError):
+        execute(plan, client, sleep=Sleeps(), repeats=[record])
 
 
 def test_a_create_finding_its_own_item_without_ambiguity_is_left_to_the_caller() -> None:

@@ -212,7 +212,7 @@ def test_create_request() -> None:
         }},
         lock_put("UNIQ#EMAIL#ada@lovelace.io", "ada@lovelace.io", "EMAIL", A1),
         lock_put("UNIQ#HANDLE#ada", "ada", "HANDLE", A1),
-    ]}
+    ], "ReturnConsumedCapacity": "TOTAL"}
     # A dry run is only a dry run: nothing about the object changed.
     assert acct._du_loaded is None
 
@@ -233,6 +233,7 @@ def test_create_without_any_unique_value_is_still_guarded_on_absence() -> None:
         "ConditionExpression": "attribute_not_exists(#g0)",
         "ExpressionAttributeNames": {"#g0": "PK"},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        "ReturnConsumedCapacity": "TOTAL",
     }
 
 
@@ -256,7 +257,7 @@ def test_create_with_hash_key_only_and_version() -> None:
             "ExpressionAttributeValues": {":g0": {"S": "M#1"}},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }},
-    ]}
+    ], "ReturnConsumedCapacity": "TOTAL"}
 
 
 def test_create_of_a_hashed_constraint_keeps_no_plaintext() -> None:
@@ -297,6 +298,7 @@ def test_update_without_unique_change_is_one_plain_guarded_put() -> None:
         "ExpressionAttributeNames": UNCHANGED_NAMES,
         "ExpressionAttributeValues": {":g0": {"S": "ada@x.io"}, ":g1": {"S": "ada"}},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        "ReturnConsumedCapacity": "TOTAL",
     }
 
 
@@ -325,6 +327,7 @@ def test_update_with_version_is_guarded_on_the_version_and_the_lock_inputs() -> 
         "ExpressionAttributeNames": {"#g0": "id", "#g1": "version", "#g2": "email"},
         "ExpressionAttributeValues": {":g0": {"N": "3"}, ":g1": {"S": "m@x.io"}},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        "ReturnConsumedCapacity": "TOTAL",
     }
 
 
@@ -343,6 +346,7 @@ def test_normalization_only_change_touches_no_lock() -> None:
         # The guard holds the stored spelling, not the normalized one.
         "ExpressionAttributeValues": {":g0": {"S": "Ada@X.io"}, ":g1": {"S": "ada"}},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        "ReturnConsumedCapacity": "TOTAL",
     }
 
 
@@ -376,7 +380,7 @@ def test_update_changing_one_value_moves_its_lock() -> None:
         }},
         lock_put("UNIQ#EMAIL#ada@analytical.engine", "ada@analytical.engine", "EMAIL", A1),
         lock_delete("UNIQ#EMAIL#ada@x.io", A1),
-    ]}
+    ], "ReturnConsumedCapacity": "TOTAL"}
 
 
 def test_update_changing_two_values_moves_both() -> None:
@@ -462,7 +466,7 @@ def test_ttl_change_alone_reputs_the_locks_with_the_new_expiry() -> None:
         }},
         lock_put("UNIQ#TOKEN#t1", "t1", "TOKEN", S1, model="Session",
                  extra={"expires": {"N": str(EXP_2031)}}),
-    ]}
+    ], "ReturnConsumedCapacity": "TOTAL"}
 
 
 def test_unchanged_ttl_reputs_nothing() -> None:
@@ -491,7 +495,7 @@ def test_delete_plan_is_record_delete_plus_every_lock_delete() -> None:
         }},
         lock_delete("UNIQ#EMAIL#ada@x.io", A1),
         lock_delete("UNIQ#HANDLE#ada", A1),
-    ]}
+    ], "ReturnConsumedCapacity": "TOTAL"}
 
 
 def test_delete_deletes_the_loaded_locks_not_the_edited_ones() -> None:
@@ -526,6 +530,7 @@ def test_delete_of_a_record_without_locks_is_a_plain_guarded_delete() -> None:
                                "attribute_not_exists(#g2)",
         "ExpressionAttributeNames": UNCHANGED_NAMES,
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        "ReturnConsumedCapacity": "TOTAL",
     }
 
 
@@ -553,7 +558,7 @@ def test_plan_save_and_plan_delete_from_raw_items() -> None:
         }},
         lock_put("UNIQ#EMAIL#b@x.io", "b@x.io", "EMAIL", A1),
         lock_delete("UNIQ#EMAIL#a@x.io", A1),
-    ]}
+    ], "ReturnConsumedCapacity": "TOTAL"}
     deleted = plan_delete(info, loaded_item=new_item, old_locks=new_locks)
     assert kinds(render(deleted)["TransactItems"]) == ["Delete", "Delete"]
 
@@ -647,6 +652,7 @@ def test_update_action_on_a_plain_field_is_one_update_item() -> None:
         "ExpressionAttributeValues": {":0": {"S": "z"}},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         "ReturnValues": "ALL_NEW",
+        "ReturnConsumedCapacity": "TOTAL",
     }
 
 
@@ -665,7 +671,7 @@ def test_update_action_setting_a_unique_field_moves_the_lock() -> None:
         }},
         lock_put("UNIQ#EMAIL#b@x.io", "b@x.io", "EMAIL", A1),
         lock_delete("UNIQ#EMAIL#a@x.io", A1),
-    ]}
+    ], "ReturnConsumedCapacity": "TOTAL"}
 
 
 def test_update_action_removing_a_unique_field_deletes_the_lock() -> None:

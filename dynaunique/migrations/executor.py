@@ -604,7 +604,8 @@ class MigrationExecutor:
 
     def _run_function(self, step: Step, phase: Phase, progress: Progress) -> None:
         assert phase.function is not None
-        client = self.recorder.client
+        # RunPython functions get the botocore client behind the ledger's connection.
+        client = self.recorder.client.client
         context = MigrationContext(app=self.recorder.app, models=self.models, client=client,
                                    backwards=step.backwards)
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique import transaction
+from dynaunique.connection import connection_for
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import writer
 from dynaunique.migrations.autodetector import detect_changes, suggest_name
@@ -233,13 +233,13 @@ class Project:
         return next(iter(tables))
 
     def client_for(self, table: str) -> Any:
-        """The client of the model that lives in ``table`` (else of any model of the module)."""
+        """The connection of the model that lives in ``table`` (else of any model of the module)."""
         for model in self.models.values():
             if getattr(model.Meta, "table_name", None) == table:
-                return transaction.client_for(model.Meta)
+                return connection_for(model.Meta)
         if not self.models:
             raise ConfigurationError(f"{self.module} has no models")
-        return transaction.client_for(next(iter(self.models.values())).Meta)
+        return connection_for(next(iter(self.models.values())).Meta)
 
     def recorder(self, loader: MigrationLoader | None = None) -> MigrationRecorder:
         """The ledger of this module's app, in its table."""

@@ -39,11 +39,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 import attrs
-import botocore.exceptions
 
-from dynaunique.errors import MigrationError
+from dynaunique.connection import Refused, RetryPolicy, send
+from dynaunique.errors import DynauniqueError, MigrationError
 from dynaunique.locks import LOCK_SORT_KEY, SYSTEM_PREFIX, typed, untyped
-from dynaunique.transaction import RetryPolicy
 
 LEDGER_ATTR = "ledger"
 MIGRATION_PREFIX = f"{SYSTEM_PREFIX}MIGRATION#"
@@ -54,12 +53,6 @@ LEASE_PREFIX = f"{SYSTEM_PREFIX}LEASE#"
 #: Bulk work tolerates longer waits than a user's save: throttling is expected under a cap.
 BULK_POLICY = RetryPolicy(max_conflict_retries=12, max_network_retries=6, base_delay=0.05,
                           max_delay=5.0)
-
-_RETRYABLE = {"ProvisionedThroughputExceededException", "ThrottlingException",
-              "RequestLimitExceeded", "LimitExceededException", "InternalServerError",
-              "InternalFailure", "ServiceUnavailable", "ServiceUnavailableException",
-              "TransactionConflictException"}
-
 
 def now_iso() -> str:
     """The current UTC time, ISO-8601 with microseconds."""
@@ -77,9 +70,9 @@ class ConditionFailed(Exception):
         self.item = dict(item) if item is not None else None
 
 
-def call(client: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
+def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
          sleep: Any = time.sleep, **params: Any) -> dict[str, Any]:
-    """Call ``client.<operation>(**params)``, retrying throttling, 5xx and network failures.
+    """Send ``operation`` (``"put_item"``…) through dynaunique's one boundary and retry loop.
 
     Every write migrations send is idempotent (guarded by ownership, or a plain overwrite of a
     ledger item), so resending after an ambiguous failure is safe.
@@ -87,38 +80,25 @@ def call(client: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     :raises ConditionFailed: the request's condition did not hold.
     :raises MigrationError: any other refusal, or the retries ran out.
     """
-    method = getattr(client, operation)
-    attempts = 0
-    while True:
-        try:
-            return dict(method(**params))
-        except botocore.exceptions.ClientError as exc:
-            error = exc.response.get("Error", {})
-            code = error.get("Code", "")
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if code == "ConditionalCheckFailedException":
-                raise ConditionFailed(exc.response.get("Item")) from None
-            if code in _RETRYABLE or status >= 500:
-                attempts += 1
-                if attempts > policy.max_conflict_retries:
-                    raise MigrationError(f"DynamoDB kept refusing {operation}: {code}") from exc
-                sleep(policy.delay(attempts))
-                continue
-            if code == "ResourceNotFoundException":
-                raise MigrationError(
-                    f"table {params.get('TableName')!r} does not exist (or the endpoint is "
-                    "wrong): create it before migrating"
-                ) from exc
+    name = "".join(part.title() for part in operation.split("_"))
+    try:
+        return send(connection, name, params, policy=policy, sleep=sleep)
+    except Refused as refused:
+        if refused.code == "ConditionalCheckFailedException":
+            raise ConditionFailed(refused.response.get("Item")) from None
+        if refused.code == "ResourceNotFoundException":
             raise MigrationError(
-                f"DynamoDB refused {operation} on {params.get('TableName')!r}: {code}: "
-                f"{error.get('Message', '')}"
-            ) from exc
-        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-            attempts += 1
-            if attempts > policy.max_network_retries:
-                raise MigrationError(f"DynamoDB did not answer {operation} after {attempts} "
-                                     f"attempts: {exc}") from exc
-            sleep(policy.delay(attempts))
+                f"table {params.get('TableName')!r} does not exist (or the endpoint is "
+                "wrong): create it before migrating"
+            ) from refused.error
+        raise MigrationError(
+            f"DynamoDB refused {operation} on {params.get('TableName')!r}: {refused.code}: "
+            f"{refused.message}"
+        ) from refused.error
+    except MigrationError:
+        raise
+    except DynauniqueError as exc:
+        raise MigrationError(f"{operation} on {params.get('TableName')!r}: {exc}") from exc
 
 
 def batch_get(client: Any, table: str, keys: Sequence[Mapping[str, Any]], *,

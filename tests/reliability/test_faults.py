@@ -31,8 +31,8 @@ from dynaunique import (
     normalizers,
 )
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
+from dynaunique.connection import policy_for
 from dynaunique.testing import create_tables
-from dynaunique.transaction import DEFAULT_POLICY
 
 from . import point
 from .invariants import assert_clean, raw_item
@@ -44,8 +44,6 @@ READ_TIMEOUT = 10.0
 #: The timeout tests' read timeout, and how long they hold a request (longer than it).
 SHORT_TIMEOUT = 0.75
 HOLD = 1.0
-#: Faults that make the library give up: one more than it resends.
-EXHAUSTING = DEFAULT_POLICY.max_network_retries + 1
 
 
 class FaultVersioned(Model):
@@ -93,6 +91,11 @@ def endpoints(proxy: FaultProxy, dynamodb: str) -> tuple[FaultProxy, str]:
     if any(m.Meta.host != proxy.url for m in MODELS):
         point(proxy.url, *MODELS)
     return proxy, dynamodb
+
+
+#: Faults that make the library give up: one more than it resends (PynamoDB's
+#: max_retry_attempts setting, which both models take from the settings).
+EXHAUSTING = policy_for(FaultVersioned.Meta).max_network_retries + 1
 
 
 def prepare(proxy: FaultProxy, model: type[Model], name: str) -> Case:

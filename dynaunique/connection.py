@@ -1,0 +1,266 @@
+"""The one boundary to DynamoDB: every request goes through a model's PynamoDB connection, once.
+
+``connection_for(meta)`` is a :class:`pynamodb.connection.Connection` built from a model's
+``Meta`` exactly as PynamoDB builds the model's own (region — unset means botocore's own region
+chain —, host, credentials, timeouts, pool size, ``extra_headers``, ``PYNAMODB_CONFIG``
+settings), except that botocore's retries are off: :func:`send` retries itself, so that it knows
+when a resend follows an ambiguous failure. Requests go through ``Connection.dispatch``, so
+PynamoDB's ``pre_dynamodb_send``/``post_dynamodb_send`` signals fire and a mock of
+``Connection._make_api_call`` sees them.
+
+:func:`send` is the library's one retry loop, and :data:`RETRYABLE` / :data:`AMBIGUOUS` its one
+table of errors: throttling and conflicts are retried with jittered backoff; a network failure or a
+5xx answer is resent only when the caller says a resend is safe; anything else comes back as
+:class:`Refused` (the botocore error with its whole response) for the caller to map.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+import attrs
+import botocore.exceptions
+from pynamodb.connection import Connection
+from pynamodb.settings import get_settings_value
+
+from dynaunique.errors import DynauniqueError, OutcomeUnknownError, UnreachableError
+
+#: Error codes that say "not now": retried after a backoff. ``TransactionConflict`` and the
+#: throttling reasons also arrive as CancellationReasons of a cancelled transaction.
+RETRYABLE = frozenset({
+    "TransactionConflict", "TransactionConflictException", "TransactionInProgressException",
+    "ThrottlingError", "ThrottlingException", "ProvisionedThroughputExceeded",
+    "ProvisionedThroughputExceededException", "RequestLimitExceeded", "LimitExceededException",
+})
+#: Error codes after which the request may or may not have been applied.
+AMBIGUOUS = frozenset({"InternalServerError", "InternalFailure", "ServiceUnavailable",
+                       "ServiceUnavailableException"})
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How often and how long :func:`send` retries.
+
+    Conflicts and throttling are retried up to ``max_conflict_retries`` times; network failures
+    and 5xx answers up to ``max_network_retries`` times, resending the very same request.
+    :func:`policy_for` builds one from a model's ``Meta`` (``max_retry_attempts``,
+    ``base_backoff_ms``), as PynamoDB's own connection would retry.
+    """
+
+    max_conflict_retries: int = 8
+    max_network_retries: int = 4
+    base_delay: float = 0.01
+    max_delay: float = 1.0
+
+    def delay(self, attempt: int) -> float:
+        """Full-jitter exponential backoff for the ``attempt``-th retry (1-based)."""
+        return random.uniform(0, min(self.max_delay, self.base_delay * (2 ** attempt)))
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+def policy_for(meta: Any) -> RetryPolicy:
+    """The retry policy of a model's ``Meta``: ``max_retry_attempts`` network resends (PynamoDB's
+    setting, default 3) and ``base_backoff_ms`` as the base delay (default 25 ms)."""
+    attempts = getattr(meta, "max_retry_attempts", None)
+    if attempts is None:
+        attempts = get_settings_value("max_retry_attempts")
+    backoff_ms = getattr(meta, "base_backoff_ms", None)
+    if backoff_ms is None:
+        backoff_ms = get_settings_value("base_backoff_ms") or 25
+    return _policy(int(attempts), float(backoff_ms))
+
+
+@lru_cache(maxsize=64)
+def _policy(attempts: int, backoff_ms: float) -> RetryPolicy:
+    return RetryPolicy(max_conflict_retries=max(DEFAULT_POLICY.max_conflict_retries, attempts),
+                       max_network_retries=attempts, base_delay=backoff_ms / 1000.0)
+
+
+# --- connections ---------------------------------------------------------------------------------
+
+_connections: dict[tuple[Any, ...], Connection] = {}
+_connections_lock = threading.Lock()
+#: Called with the botocore client of every new connection, e.g. to register botocore event
+#: handlers (the benchmarks count requests this way).
+client_hooks: list[Callable[[Any], None]] = []
+
+
+def _meta_value(meta: Any, name: str) -> Any:
+    value = getattr(meta, name, None)
+    return value if value is not None else get_settings_value(name)
+
+
+def _settings_key(meta: Any) -> tuple[Any, ...]:
+    headers = _meta_value(meta, "extra_headers")
+    return (
+        _meta_value(meta, "region"),
+        _meta_value(meta, "host"),
+        getattr(meta, "aws_access_key_id", None),
+        getattr(meta, "aws_secret_access_key", None),
+        getattr(meta, "aws_session_token", None),
+        _meta_value(meta, "connect_timeout_seconds"),
+        _meta_value(meta, "read_timeout_seconds"),
+        _meta_value(meta, "max_pool_connections"),
+        tuple(sorted(headers.items())) if isinstance(headers, Mapping) else None,
+    )
+
+
+def connection_for(meta: Any) -> Connection:
+    """The PynamoDB connection dynaunique sends a model's requests through (one per settings).
+
+    Built from ``meta`` as PynamoDB builds the model's own connection, with botocore's retries
+    off (``total_max_attempts: 1``): :func:`send` decides every resend.
+    """
+    key = _settings_key(meta)
+    with _connections_lock:
+        connection = _connections.get(key)
+        if connection is None:
+            region, host, key_id, secret, token, connect, read, pool, headers = key
+            connection = Connection(
+                region=region,
+                host=host,
+                connect_timeout_seconds=connect,
+                read_timeout_seconds=read,
+                retry_configuration={"total_max_attempts": 1, "mode": "standard"},
+                max_pool_connections=pool,
+                extra_headers=dict(headers) if headers is not None else None,
+                aws_access_key_id=key_id,
+                aws_secret_access_key=secret,
+                aws_session_token=token,
+            )
+            for hook in client_hooks:
+                hook(connection.client)
+            _connections[key] = connection
+        return connection
+
+
+def client_for(meta: Any) -> Any:
+    """The botocore client behind :func:`connection_for` (to register event handlers on)."""
+    return connection_for(meta).client
+
+
+# --- sending -------------------------------------------------------------------------------------
+
+
+class Refused(Exception):
+    """DynamoDB answered with an error that is not retried here: the caller maps it.
+
+    ``error`` is botocore's ``ClientError`` with the whole response (``CancellationReasons``,
+    the ``Item`` of a failed condition); ``ambiguous`` says whether an earlier attempt of the
+    same request may have been applied (a resend after a lost answer).
+    """
+
+    def __init__(self, error: botocore.exceptions.ClientError, *, ambiguous: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.ambiguous = ambiguous
+
+    @property
+    def code(self) -> str:
+        """DynamoDB's error code (``ConditionalCheckFailedException``, …)."""
+        return str(self.error.response.get("Error", {}).get("Code", ""))
+
+    @property
+    def message(self) -> str:
+        """DynamoDB's error message."""
+        return str(self.error.response.get("Error", {}).get("Message", ""))
+
+    @property
+    def response(self) -> dict[str, Any]:
+        """DynamoDB's whole error response."""
+        return dict(self.error.response)
+
+
+def _client_error(exc: botocore.exceptions.ClientError) -> botocore.exceptions.ClientError:
+    # PynamoDB's _make_api_call re-raises a VerboseClientError that keeps only the "Error" part;
+    # the original, with CancellationReasons and the failed item, is its __cause__.
+    cause = exc.__cause__
+    return cause if isinstance(cause, botocore.exceptions.ClientError) else exc
+
+
+def _retryable(response: Mapping[str, Any]) -> bool:
+    code = response.get("Error", {}).get("Code", "")
+    if code == "TransactionCanceledException":
+        codes = {r.get("Code") for r in response.get("CancellationReasons") or []}
+        return "ConditionalCheckFailed" not in codes and bool(codes & RETRYABLE)
+    return code in RETRYABLE
+
+
+def send(connection: Connection, operation: str, params: Mapping[str, Any], *,
+         policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
+         sleep: Callable[[float], None] = time.sleep,
+         ambiguous: bool = False) -> dict[str, Any]:
+    """Send one request through ``connection``, retrying as the error table says.
+
+    ``resend_safe=False``: after a failure that may have been applied, raise
+    :class:`~dynaunique.errors.OutcomeUnknownError` instead of resending. ``ambiguous=True``:
+    an earlier call already resent this request (carried into :class:`Refused`).
+
+    :raises Refused: DynamoDB refused the request (condition failed, validation, …).
+    :raises UnreachableError: DynamoDB was never reached; nothing was applied.
+    :raises OutcomeUnknownError: the resends ran out after a failure that may have applied.
+    """
+    conflicts = 0
+    network = 0
+    while True:
+        try:
+            return dict(connection.dispatch(operation, dict(params)))
+        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+            # A refused connection never reached the server; anything else may have applied.
+            if not isinstance(exc, (botocore.exceptions.EndpointConnectionError,
+                                    botocore.exceptions.ConnectTimeoutError)):
+                ambiguous = True
+            network += 1
+            _stop_or_resend(operation, policy, network, ambiguous, resend_safe, str(exc), exc)
+            sleep(policy.delay(network))
+        except botocore.exceptions.ClientError as raised:
+            error = _client_error(raised)
+            response = error.response
+            code = response.get("Error", {}).get("Code", "")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if _retryable(response):
+                conflicts += 1
+                if conflicts > policy.max_conflict_retries:
+                    what = ("the transaction kept conflicting with others"
+                            if code == "TransactionCanceledException"
+                            else f"DynamoDB kept refusing {operation}: {code}")
+                    raise DynauniqueError(f"{what} ({conflicts} tries); try again later"
+                                          ) from error
+                sleep(policy.delay(conflicts))
+                continue
+            if code in AMBIGUOUS or (isinstance(status, int) and status >= 500):
+                ambiguous = True
+                network += 1
+                _stop_or_resend(operation, policy, network, ambiguous, resend_safe, code, error)
+                sleep(policy.delay(network))
+                continue
+            raise Refused(error, ambiguous=ambiguous) from error
+
+
+def _stop_or_resend(operation: str, policy: RetryPolicy, attempts: int, ambiguous: bool,
+                    resend_safe: bool, detail: str, exc: Exception) -> None:
+    """After a network failure (or a 5xx): raise when the call must stop, else return."""
+    if ambiguous and not resend_safe:
+        raise OutcomeUnknownError(
+            f"DynamoDB did not answer {operation} ({detail}) and this update's result cannot be "
+            "recognised, so it is not resent (it might apply twice); reload the record to see "
+            "whether it was applied"
+        ) from exc
+    if attempts <= policy.max_network_retries:
+        return
+    if not ambiguous:
+        raise UnreachableError(
+            f"DynamoDB could not be reached after {attempts} attempts ({detail}); nothing was "
+            "sent, so nothing was applied"
+        ) from exc
+    raise OutcomeUnknownError(
+        f"DynamoDB did not answer after {attempts} attempts ({detail}); the write may or may "
+        "not have been applied: repeating the same call is safe"
+    ) from exc

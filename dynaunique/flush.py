@@ -1,0 +1,291 @@
+"""Flush a unit of work: plan every object, send ONE request, settle, then update object state.
+
+Every write of a model with constraints goes through :func:`flush`: a ``save()``, ``delete()`` or
+``update()`` outside ``atomic()`` is a unit of one; ``atomic()`` collects a unit and flushes it
+when its block ends. The steps, as SQLAlchemy's ``Session.flush``:
+
+1. know each object's stored state — its snapshot (:class:`InstanceState`), or for an object
+   never loaded whose plan needs it (a delete, an update of a lock input) one consistent read;
+2. plan (pure: ``dynaunique.unit_of_work``) and merge the plans into one;
+3. send it as one request (``dynaunique.transaction.execute``): each record write in it is
+   guarded on the state it was planned from, each lock write on its owner;
+4. when a guard failed, replan only where a fresh plan is safe by construction — an object this
+   flush read itself (or never loaded) adopts the state DynamoDB returned, a lock another record
+   holds is left out — and send again, every write guarded anew; a stale copy the caller loaded
+   is never "repaired" behind its back: that is a ``ConcurrentModificationError``;
+5. only after success, update each object's snapshot.
+
+No request after the first relies on what an earlier request saw: each is planned from the
+state it guards on, so another writer acting between two requests makes it fail, not err.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import attrs
+
+from dynaunique.connection import connection_for, policy_for
+from dynaunique.errors import (
+    ConcurrentModificationError,
+    ForeignLockError,
+    OutcomeUnknownError,
+    UnsupportedOperationError,
+)
+from dynaunique.transaction import execute
+from dynaunique.unit_of_work import (
+    ConditionCheck,
+    LockRef,
+    Plan,
+    RecordDelete,
+    RecordPut,
+    Write,
+    merge,
+)
+
+#: How many times one flush plans and sends before giving up on a record that keeps changing.
+MAX_ATTEMPTS = 4
+
+
+class OpKind(enum.Enum):
+    """What a unit of work does to one object."""
+
+    SAVE = "save"
+    DELETE = "delete"
+    UPDATE = "update"
+
+
+@attrs.define
+class InstanceState:
+    """What dynaunique remembers of one model instance (all of it, in one place).
+
+    ``loaded`` is the item as last loaded from or written to DynamoDB (None: never loaded, or
+    deleted); it is what the next write guards on and diffs against. The lock caches only save
+    recomputation; ``unknown`` is the record write of a call that ended in
+    ``OutcomeUnknownError``, so that repeating the call recognises its own landed write.
+    """
+
+    loaded: dict[str, Any] | None = None
+    #: (loaded item, its locks, the attributes their conditions read) — valid while ``loaded``
+    #: is that very item.
+    old_locks: tuple[Mapping[str, Any], dict[str, LockRef], frozenset[str]] | None = None
+    #: (plan, the new locks, the attributes read) of the last planned save, to seed
+    #: ``old_locks`` once that plan succeeded.
+    new_locks: tuple[Plan, dict[str, LockRef], frozenset[str]] | None = None
+    unknown: Write | None = None
+
+
+class Flushable(Protocol):
+    """What a unit of work needs of an object (``dynaunique.Model`` provides it)."""
+
+    Meta: Any
+
+    @property
+    def _du_state(self) -> InstanceState: ...
+
+    def _du_loaded_for_key(self) -> dict[str, Any] | None: ...
+
+    def _du_read(self) -> dict[str, Any] | None: ...
+
+    def _du_needs_stored(self, op: Op) -> bool: ...
+
+    def _du_plan(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan: ...
+
+    def _du_finish(self, op: Op, record: Write | None, response: Mapping[str, Any]) -> None: ...
+
+    def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool: ...
+
+
+@attrs.define(eq=False)
+class Op:
+    """One object's operation in a unit of work."""
+
+    obj: Flushable
+    kind: OpKind
+    condition: Any = None
+    add_version_condition: bool = True
+    #: The update actions (``OpKind.UPDATE``).
+    actions: list[Any] | None = None
+
+
+@attrs.define(eq=False)
+class Flushed:
+    """What a flush planned and got back."""
+
+    plan: Plan
+    response: dict[str, Any]
+    #: The record write of each op (by ``id(obj)``), None for an op that had nothing to do.
+    records: dict[int, Write | None]
+
+
+@attrs.define(eq=False)
+class Unit:
+    """The objects and condition checks of one unit of work, in first-touched order."""
+
+    ops: dict[int, Op] = attrs.field(factory=dict)
+    checks: list[ConditionCheck] = attrs.field(factory=list)
+    #: The models of the condition checks: they, too, decide which endpoint gets the unit.
+    check_models: list[Any] = attrs.field(factory=list)
+
+    def add(self, op: Op) -> None:
+        """Record ``op``; an object keeps only its last operation."""
+        self.ops[id(op.obj)] = op
+
+    def savepoint(self) -> tuple[dict[int, Op], int]:
+        """What the unit holds now, to roll back to with :meth:`rollback`."""
+        return dict(self.ops), len(self.checks)
+
+    def rollback(self, savepoint: tuple[dict[int, Op], int]) -> None:
+        """Drop what was added since ``savepoint``."""
+        ops, checks = savepoint
+        self.ops = dict(ops)
+        del self.checks[checks:]
+        del self.check_models[checks:]
+
+
+# --- the current unit (atomic) --------------------------------------------------------------------
+
+_current: contextvars.ContextVar[Any] = contextvars.ContextVar("dynaunique_atomic", default=None)
+
+
+def current_unit() -> Any:
+    """The open ``atomic()`` block this thread or task is inside, if any."""
+    unit = _current.get()
+    return unit if unit is not None and not unit.closed else None
+
+
+@contextmanager
+def collecting(block: Any) -> Iterator[None]:
+    """Make ``block`` the current unit of this context while the ``with`` body runs."""
+    token = _current.set(block)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+# --- flushing ------------------------------------------------------------------------------------
+
+
+def _connection(unit: Unit) -> Any:
+    metas = {id(op.obj.Meta): op.obj.Meta for op in unit.ops.values()}
+    metas.update((id(m.Meta), m.Meta) for m in unit.check_models)
+    connections = {id(c): c for c in map(connection_for, metas.values())}
+    if len(connections) > 1:
+        raise UnsupportedOperationError(
+            "the models of one atomic() block point at different endpoints or regions; one "
+            "transaction can only go to one DynamoDB"
+        )
+    return next(iter(connections.values())), policy_for(next(iter(metas.values())))
+
+
+def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:
+    """Whether a failed record guard may be answered by replanning from what DynamoDB returned.
+
+    Yes for an object whose stored state this flush found itself (never loaded by the caller):
+    it had no view to be stale. No for a copy the caller loaded: its write was planned from
+    what the caller saw, and the caller must see the change (reload and retry).
+    """
+    write = exc.write
+    if isinstance(write, RecordPut) and write.create:
+        return op.obj._du_may_adopt(op, exc.current)
+    return fresh
+
+
+def _already_gone(op: Op, exc: ConcurrentModificationError) -> bool:
+    """A loaded copy's delete whose record no longer exists: done, as in PynamoDB — unless a
+    version or a condition was asked for, which a missing record cannot satisfy."""
+    return (op.kind is OpKind.DELETE and isinstance(exc.write, RecordDelete)
+            and exc.current is None and op.condition is None
+            and not (op.add_version_condition and _versioned(op)))
+
+
+def _versioned(op: Op) -> bool:
+    info = getattr(op.obj, "_du_info", None)
+    return info is not None and info.version_attr is not None
+
+
+def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModificationError,
+            stored: dict[int, dict[str, Any] | None], fresh: set[int], done: set[int]) -> bool:
+    """A record guard failed: prepare the replan (True), or say the caller must see it (False)."""
+    ident = next((i for i, w in records.items() if w is not None and w is exc.write), None)
+    if ident is None:
+        return False
+    op = unit.ops[ident]
+    if _already_gone(op, exc):
+        done.add(ident)
+        return True
+    if not _may_replan(op, exc, ident in fresh):
+        return False
+    # Adopt the record as DynamoDB returned it with the failure (the next request is guarded on
+    # exactly that state); without it, read it.
+    current = exc.current if exc.current is not None else op.obj._du_read()
+    stored[ident] = dict(current) if current is not None else None
+    fresh.add(ident)
+    return True
+
+
+def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
+    """Plan ``unit`` and send it as one request (see the module docstring for the steps).
+
+    ``dry_run=True`` plans and returns without sending any write (an object never loaded whose
+    plan needs its stored state is still read).
+    """
+    connection, policy = _connection(unit)
+    # The stored state each op is planned from; `fresh`: found by this flush, not the caller.
+    stored: dict[int, dict[str, Any] | None] = {}
+    fresh: set[int] = set()
+    done: set[int] = set()
+    for ident, op in unit.ops.items():
+        loaded = op.obj._du_loaded_for_key()
+        if loaded is None and op.obj._du_needs_stored(op):
+            loaded = op.obj._du_read()
+            fresh.add(ident)
+        stored[ident] = loaded
+    foreign: set[str] = set()
+    for _ in range(MAX_ATTEMPTS):
+        records: dict[int, Write | None] = {}
+        plans = []
+        for ident, op in unit.ops.items():
+            if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
+                                 and ident in fresh):
+                records[ident] = None   # deleting what does not exist: nothing to do
+                continue
+            plan = op.obj._du_plan(op, stored[ident])
+            records[ident] = plan.writes[0] if plan.writes else None
+            plans.append(plan)
+        plan = merge(plans, unit.checks).without_deletes(foreign)
+        if dry_run:
+            return Flushed(plan, {}, records)
+        response: dict[str, Any] = {}
+        if plan.has_work:
+            repeats = [w for i, w in records.items()
+                       if w is not None and unit.ops[i].obj._du_state.unknown == w]
+            try:
+                response = execute(plan, connection, policy=policy, repeats=repeats)
+            except ForeignLockError as exc:
+                # Locks another record holds were never this unit's to delete: leave them.
+                # The next request carries every record guard again.
+                foreign.update(exc.lock_keys)
+                continue
+            except ConcurrentModificationError as exc:
+                if not _settle(unit, records, exc, stored, fresh, done):
+                    raise
+                continue
+            except OutcomeUnknownError:
+                for ident, write in records.items():
+                    if write is not None:
+                        unit.ops[ident].obj._du_state.unknown = write
+                raise
+        for ident, op in unit.ops.items():
+            op.obj._du_state.unknown = None
+            op.obj._du_finish(op, records[ident], response)
+        return Flushed(plan, response, records)
+    raise ConcurrentModificationError(
+        "the records of this write kept changing while it was retried; try again",
+        model=type(next(iter(unit.ops.values())).obj).__name__ if unit.ops else "",
+    )
