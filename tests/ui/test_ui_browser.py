@@ -1,7 +1,8 @@
 """``dynaunique ui`` driven in headless Chromium (Playwright, the system's /usr/bin/chromium).
 
-Each test saves a screenshot of the pages it visits into docs/_static/ui/ (shown in
-docs/operating-locks.md), and every response body the browser receives is kept and checked:
+Each test saves a screenshot of the pages it visits (into docs/_static/ui/, shown in
+docs/operating-locks.md, when run with DYNAUNIQUE_UPDATE_SCREENSHOTS=1), and every response body
+the browser receives is kept and checked:
 the plain value of a hashed constraint appears in none of them.
 
 Without Chromium (or Playwright) these tests skip — except in CI (``CI=true``), which installs

@@ -3,10 +3,12 @@ its pages over HTTP without a browser."""
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -19,8 +21,12 @@ import attrs
 
 #: The folder of fixtures_audit_models, which the command imports from its current directory.
 TESTS = Path(__file__).resolve().parent.parent
-#: Where the browser tests save their screenshots (committed; shown in docs/operating-locks.md).
-SHOTS = TESTS.parent / "docs" / "_static" / "ui"
+#: Where the browser tests save their screenshots: docs/_static/ui (committed, shown in
+#: docs/operating-locks.md) when DYNAUNIQUE_UPDATE_SCREENSHOTS=1, else a scratch folder, so that
+#: an ordinary test run leaves the working tree as it was.
+SHOTS = (TESTS.parent / "docs" / "_static" / "ui"
+         if os.environ.get("DYNAUNIQUE_UPDATE_SCREENSHOTS") == "1"
+         else Path(tempfile.gettempdir()) / "dynaunique-ui-screenshots")
 
 
 @attrs.frozen
