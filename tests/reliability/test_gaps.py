@@ -85,7 +85,7 @@ def stale_identical_save(m: type[Model], tag: str) -> Setup:
 
 def stale_delete(m: type[Model], tag: str) -> Setup:
     """R holds a; a copy S loads it; R is deleted elsewhere; S deletes."""
-    o, a, _, c = _values(tag)
+    _, a, _, c = _values(tag)
     key = f"{tag}R"
     m(pk=key, email=a).save()
     stale = m.get(key, consistent_read=True)
