@@ -69,6 +69,9 @@ class Rule:
     on_applied: Callable[[], None] | None = None
     #: The probability that a matching request gets the fault (and uses up one of ``times``).
     chance: float = 1.0
+    #: Only requests this picks (operation, parsed body) match; None: every one of
+    #: ``operations``.
+    when: Callable[[str, dict[str, Any]], bool] | None = None
 
 
 @attrs.frozen
@@ -196,13 +199,15 @@ class FaultProxy:
 
     def inject(self, fault: Fault, *, times: int = 1,
                operations: Iterable[str] = WRITE_OPERATIONS, delay: float = 0.0,
-               on_applied: Callable[[], None] | None = None, chance: float = 1.0) -> Rule:
+               on_applied: Callable[[], None] | None = None, chance: float = 1.0,
+               when: Callable[[str, dict[str, Any]], bool] | None = None) -> Rule:
         """Queue a rule; rules are consumed in order, each request consuming at most one.
 
         With ``chance`` below 1 each matching request gets the fault with that probability (a
-        lossy network: ``inject(Fault.DROP_AFTER, times=10**9, chance=0.02)``).
+        lossy network: ``inject(Fault.DROP_AFTER, times=10**9, chance=0.02)``). ``when`` narrows
+        the rule to the requests it picks by operation and parsed body.
         """
-        rule = Rule(fault, times, frozenset(operations), delay, on_applied, chance)
+        rule = Rule(fault, times, frozenset(operations), delay, on_applied, chance, when)
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -294,13 +299,16 @@ class FaultProxy:
                     self._attacking = False
         return False, index
 
-    def _begin(self, operation: str, adversary: bool = False) -> Rule | None:
+    def _begin(self, operation: str, adversary: bool = False,
+               body: dict[str, Any] | None = None) -> Rule | None:
         with self._lock:
             self._in_flight += 1
             if adversary:
                 return None  # the adversary's requests pass straight through
             for rule in self._rules:
                 if rule.times > 0 and operation in rule.operations:
+                    if rule.when is not None and not rule.when(operation, body or {}):
+                        continue
                     if rule.chance < 1.0 and self._random.random() >= rule.chance:
                         continue
                     rule.times -= 1
@@ -365,7 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
         proxy = self.owner
         adversary, index = proxy._arrive(operation, parsed)
         in_call = index is not None
-        rule = proxy._begin(operation, adversary)
+        rule = proxy._begin(operation, adversary, parsed)
         try:
             fault = rule.fault if rule is not None else None
             if fault is Fault.DROP_BEFORE:
