@@ -389,3 +389,22 @@ def test_6_get_by_unique_does_not_return_another_models_record(wire: FaultProxy)
         Person(pk="P#2", handle="acme").save()
     report = check([Person, Team], wire.url, model_of=_shared_model_of)
     assert report.clean, str(report)
+
+
+# --- the semantics of the one write path ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", [GapPlain, GapVersioned], ids=["plain", "versioned"])
+def test_a_never_loaded_save_over_an_existing_key_is_a_guarded_update(
+        wire: FaultProxy, model: type[Model]) -> None:
+    """The stored item is adopted and the save redone as an update guarded on it: the record
+    ends with the new value, the old value's lock is gone, and every request after the first
+    guards the record."""
+    model(pk="R", email="a", note="stored").save()
+    with wire.intercept() as call:
+        model(pk="R", email="b").save()
+    assert not unguarded_followups(call.requests, [{"pk": {"S": "R"}}], ("pk",)), (
+        call.operations())
+    assert model.get("R", consistent_read=True).email == "b"  # type: ignore[attr-defined]
+    model(pk="S", email="a").save()  # the old value is free again
+    assert_sound([model], wire.url)
