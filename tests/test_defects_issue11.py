@@ -186,8 +186,8 @@ def test_2_stale_delete_keeps_the_recreated_records_lock(wire: FaultProxy,
     assert call.adversary_error is None, repr(call.adversary_error)
     if not call.fired:
         model(pk="R", email="a").save()
-    assert model.get_by_unique("email", "a").pk == "R"  # type: ignore[attr-defined]
     assert_sound([model], wire.url)
+    assert model.get_by_unique("email", "a").pk == "R"  # type: ignore[attr-defined]
 
 
 def test_2_stale_delete_of_a_gone_record_returns_after_one_request(wire: FaultProxy) -> None:
