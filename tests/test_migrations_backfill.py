@@ -20,10 +20,10 @@ from dynaunique.locks import lock_key
 from dynaunique.migrations import (
     Counters,
     DuplicatesFound,
-    InjectedCrash,
     MigrationExecutor,
     SilentReporter,
 )
+from dynaunique.migrations.executor import InjectedCrash
 from dynaunique.migrations.recorder import Progress
 
 TABLE = "mig_backfill_accounts"
