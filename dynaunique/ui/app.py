@@ -46,7 +46,7 @@ HOST = "127.0.0.1"
 _ALLOWED_HOSTS = frozenset({"127.0.0.1", "localhost"})
 #: A lock page sends no further Scan request that would likely end after this many seconds
 #: (a sparse filter would otherwise read up to 10 requests): the page answers, with a cursor.
-PAGE_SECONDS = 0.8
+PAGE_SECONDS = 0.5
 #: How many check reports the app keeps for their pages and repairs.
 _KEPT_RUNS = 20
 _SECURITY_HEADERS = [
