@@ -364,3 +364,24 @@ def test_the_sync_api_never_imports_the_async_client() -> None:
 
     subprocess.run([sys.executable, "-c", code], check=True,
                    env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+class Mocked(Model):
+    class Meta:
+        table_name = "aio_mocked"
+        region = "us-west-2"
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(unique=True, null=True)
+
+
+async def test_mock_aws_answers_the_async_path_too() -> None:
+    """moto's mock_aws answers from botocore's before-send event, which the async path emits."""
+    from moto import mock_aws
+
+    with mock_aws():
+        Mocked.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+        await Mocked(pk="A", email="a@x.io").asave()
+        with pytest.raises(UniqueViolation):
+            await Mocked(pk="B", email="a@x.io").asave()
+        assert (await Mocked.aget_by_unique("email", "a@x.io")).pk == "A"
