@@ -127,8 +127,8 @@ async def _make_api_call(connection: Connection, operation: str,
     else:
         maybe_compress_request(client.meta.config, request_dict, operation_model)
         apply_request_checksum(request_dict)
-        http, parsed = await _make_request(client, operation_model, service_id, request_dict,
-                                           context)
+        http, parsed = await _make_request(connection, client, operation_model, service_id,
+                                           request_dict)
     client.meta.events.emit(f"after-call.{service_id}.{operation}", http_response=http,
                             parsed=parsed, model=operation_model, context=context)
     if http.status_code >= 300:
@@ -148,8 +148,8 @@ class _Body:
         yield self._content
 
 
-async def _make_request(client: Any, operation_model: Any, service_id: str,
-                        request_dict: dict[str, Any], context: dict[str, Any]
+async def _make_request(connection: Connection, client: Any, operation_model: Any,
+                        service_id: str, request_dict: dict[str, Any]
                         ) -> tuple[Any, dict[str, Any]]:
     # botocore's Endpoint._send_request/_do_get_response, without its retry loop (dynaunique's
     # own loop decides resends; the sync connection has botocore's retries off too).
@@ -159,7 +159,7 @@ async def _make_request(client: Any, operation_model: Any, service_id: str,
                                              request=request)
     http_response = first_non_none_response(responses)
     if http_response is None:
-        http_response = await _send(client, request)
+        http_response = await _send(connection, request)
     response_dict = convert_to_response_dict(http_response, operation_model)
     customized: dict[str, Any] = {}
     endpoint._event_emitter.emit(f"before-parse.{service_id}.{operation_model.name}",
@@ -174,10 +174,10 @@ async def _make_request(client: Any, operation_model: Any, service_id: str,
     return http_response, parsed
 
 
-async def _send(client: Any, request: Any) -> AWSResponse:
+async def _send(connection: Connection, request: Any) -> AWSResponse:
     url = request.url
     try:
-        answer = await http_client(client).request(
+        answer = await http_client(connection).request(
             request.method, url, headers=dict(request.headers.items()), content=request.body)
     except (httpx.ConnectError, httpx.PoolTimeout) as exc:
         # Never sent: DynamoDB cannot have applied it.
@@ -194,8 +194,8 @@ async def _send(client: Any, request: Any) -> AWSResponse:
                        _Body(answer.content))
 
 
-def http_client(client: Any) -> httpx.AsyncClient:
-    """This event loop's HTTP client for a botocore client's settings (made on first use).
+def http_client(connection: Connection) -> httpx.AsyncClient:
+    """This event loop's HTTP client for a connection's settings (made on first use).
 
     Timeouts are the botocore client's (``Meta.connect_timeout_seconds`` /
     ``read_timeout_seconds``); ``Meta.max_pool_connections`` connections are kept alive, and
@@ -203,10 +203,12 @@ def http_client(client: Any) -> httpx.AsyncClient:
     """
     loop = asyncio.get_running_loop()
     clients = _clients.setdefault(loop, {})
-    made = clients.get(id(client))
+    # Keyed by the connection (one per settings, kept for the process): PynamoDB may replace
+    # its botocore client, whose timeouts are the same.
+    made = clients.get(id(connection))
     if made is None or made.is_closed:
-        config = client.meta.config
-        made = clients[id(client)] = httpx.AsyncClient(
+        config = connection.client.meta.config
+        made = clients[id(connection)] = httpx.AsyncClient(
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             limits=httpx.Limits(max_connections=None,
                                 max_keepalive_connections=config.max_pool_connections),
