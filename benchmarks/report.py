@@ -122,6 +122,10 @@ def render(suite: Suite) -> str:
         "- The overhead timings include botocore's request building, signing and parsing, "
         "which dominate; the stub transport isolates them from the network, the null HTTP "
         "server adds a real loopback round trip.\n")
+    if suite.server is not None:
+        from benchmarks import server  # imports this module: import it only once both exist
+
+        add(server.render(suite.server))
     return "\n".join(out)
 
 

@@ -22,13 +22,14 @@ import attrs
 if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import bulk, contention, overhead, peer, report, roundtrips
+from benchmarks import bulk, contention, overhead, peer, report, roundtrips, server
 from benchmarks.bulk import Bulk
 from benchmarks.contention import Run
 from benchmarks.models import fake_credentials
 from benchmarks.overhead import Profile, Result, Stages
 from benchmarks.peer import PeerResult
 from benchmarks.roundtrips import RoundTrips
+from benchmarks.server import Scaling
 from dynaunique.testing import local_dynamodb
 
 
@@ -72,6 +73,7 @@ class Suite:
     contention: tuple[Run, ...]
     bulk: Bulk
     peer: PeerResult
+    server: Scaling | None = None
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -139,8 +141,11 @@ def execute(args: argparse.Namespace, argv: Sequence[str] | None = None) -> Suit
                                new_server=None if args.endpoint else local_dynamodb)
         _say("bulk: migration backfill and audit")
         bulk_result = bulk.run(endpoint, sizes.bulk_records, sizes.cap_records, sizes.cap_wcu)
+    # Its own servers, stock and patched, one per table size.
+    scaling = server.run(quick=bool(args.quick), say=_say)
     return Suite(command.strip(), bool(args.quick), time.perf_counter() - start, machine, counts,
-                 tuple(timings), profiled, steps, tuple(raced), bulk_result, peer_result)
+                 tuple(timings), profiled, steps, tuple(raced), bulk_result, peer_result,
+                 scaling)
 
 
 def _jsonable(value: object) -> object:

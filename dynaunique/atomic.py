@@ -124,14 +124,18 @@ class Atomic:
     def commit(self) -> None:
         """Plan and send the unit (called when the block ends): one TransactWriteItems."""
         if self.unit.ops or self.unit.checks:
-            self._committed(_flush.flush(self.unit, dry_run=self.dry_run))
+            with _flush.as_operation("transact_write"):
+                flushed = _flush.flush(self.unit, dry_run=self.dry_run)
+            self._committed(flushed)
 
     async def acommit(self) -> None:
         """:meth:`commit` under asyncio (called when an ``async with`` block ends)."""
         from dynaunique.aio import arun  # only an async caller needs the async client
 
         if self.unit.ops or self.unit.checks:
-            self._committed(await arun(_flush.flush_steps(self.unit, dry_run=self.dry_run)))
+            with _flush.as_operation("transact_write"):
+                flushed = await arun(_flush.flush_steps(self.unit, dry_run=self.dry_run))
+            self._committed(flushed)
 
     def _committed(self, flushed: _flush.Flushed) -> None:
         self.plan = flushed.plan

@@ -52,8 +52,10 @@ from dynaunique.locks import (
     MODEL_ATTR,
     OWNER_ATTR,
     RESERVED_PREFIX,
+    SECRET_HASH_TAG,
     SYSTEM_PREFIX,
     VALUE_ATTR,
+    decode_value,
     encode_component,
     lock_item,
     lock_key,
@@ -729,6 +731,13 @@ def _interpret(table: _Table, key: TypedKey, item: dict[str, Any] | None,
     return _Record(ref, True, kept, {lock.key: lock for lock in locks.values()})
 
 
+def _value_in_key(encoded: str) -> Any:
+    values = decode_value(encoded)
+    if values is None:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
 def _lock_info(table: _Table, item: Mapping[str, Any]) -> LockInfo:
     key = str(item[table.hash_attr].get("S", ""))
     parsed = split_lock_key(key)
@@ -742,8 +751,10 @@ def _lock_info(table: _Table, item: Mapping[str, Any]) -> LockInfo:
             expires = None
     return LockInfo(
         table=table.name, key=key, constraint=name, encoded=encoded,
-        value=untyped(item[VALUE_ATTR]) if VALUE_ATTR in item else None,
-        hashed=VALUE_ATTR not in item,
+        value=untyped(item[VALUE_ATTR]) if VALUE_ATTR in item else _value_in_key(encoded),
+        # Only a hashed constraint's key hides its value (a lock missing its `value` attribute
+        # still spells the value in its key).
+        hashed=encoded.startswith(SECRET_HASH_TAG),
         model=item.get(MODEL_ATTR, {}).get("S"),
         owner=dict(owner) if isinstance(owner, dict) else None,
         created=item.get(CREATED_ATTR, {}).get("S"),

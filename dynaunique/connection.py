@@ -25,6 +25,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import attrs
@@ -71,17 +72,20 @@ DEFAULT_POLICY = RetryPolicy()
 
 def policy_for(meta: Any) -> RetryPolicy:
     """The retry policy of a model's ``Meta``: ``max_retry_attempts`` network resends (PynamoDB's
-    setting, default 3) and ``base_backoff_ms`` as the base delay (PynamoDB's, default 25 ms)."""
+    setting, default 3) and ``base_backoff_ms`` as the base delay (default 25 ms)."""
     attempts = getattr(meta, "max_retry_attempts", None)
     if attempts is None:
         attempts = get_settings_value("max_retry_attempts")
     backoff_ms = getattr(meta, "base_backoff_ms", None)
     if backoff_ms is None:
         backoff_ms = get_settings_value("base_backoff_ms") or 25
-    return RetryPolicy(max_conflict_retries=max(DEFAULT_POLICY.max_conflict_retries,
-                                                int(attempts)),
-                       max_network_retries=int(attempts),
-                       base_delay=float(backoff_ms) / 1000.0)
+    return _policy(int(attempts), float(backoff_ms))
+
+
+@lru_cache(maxsize=64)
+def _policy(attempts: int, backoff_ms: float) -> RetryPolicy:
+    return RetryPolicy(max_conflict_retries=max(DEFAULT_POLICY.max_conflict_retries, attempts),
+                       max_network_retries=attempts, base_delay=backoff_ms / 1000.0)
 
 
 # --- connections ---------------------------------------------------------------------------------

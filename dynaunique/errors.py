@@ -23,12 +23,32 @@ The tree::
 
 Botocore errors are mapped to these at exactly one boundary, ``dynaunique.transaction``, with
 ``raise ... from exc`` so the original stays reachable.
+
+What ``save()``, ``delete()`` and ``update()`` raise because the write was not done as asked (a
+condition failed, DynamoDB refused it, the network failed) is also PynamoDB's ``PutError``,
+``DeleteError`` or ``UpdateError`` (and ``atomic()``'s is ``TransactWriteError``), so existing
+``except PutError:`` code keeps working: :func:`for_operation` re-classes the error to a subclass
+of both. Errors that say the call itself is wrong (``ConfigurationError``, ``InvalidValueError``,
+``UnsupportedOperationError``) are raised as they are, as PynamoDB raises its ``ValueError`` and
+``TypeError`` unwrapped.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
+
+import botocore.exceptions
+from pynamodb.exceptions import (
+    CancellationReason,
+    DeleteError,
+    PutError,
+    PynamoDBException,
+    TransactWriteError,
+    UpdateError,
+    VerboseClientError,
+)
 
 
 class DynauniqueError(Exception):
@@ -200,3 +220,130 @@ class MigrationError(DynauniqueError):
 
 class AuditError(DynauniqueError):
     """An audit or repair could not run."""
+
+
+# --- PynamoDB's errors ---------------------------------------------------------------------------
+
+#: What each write operation raises in PynamoDB.
+Operation = Literal["save", "delete", "update", "transact_write"]
+PYNAMODB_ERRORS: dict[str, type[PynamoDBException]] = {
+    "save": PutError,
+    "delete": DeleteError,
+    "update": UpdateError,
+    "transact_write": TransactWriteError,
+}
+
+# The call was wrong, not the write: PynamoDB raises the like of these (ValueError, TypeError)
+# unwrapped, so they stay only dynaunique's.
+_NOT_WRAPPED: tuple[type[DynauniqueError], ...] = (
+    ConfigurationError, InvalidValueError, UnsupportedOperationError)
+
+# (dynaunique class, PynamoDB class) -> their combination; made once each, so ``type(a) is
+# type(b)`` holds for two errors of the same kind and operation.
+_combined: dict[tuple[type[DynauniqueError], type[PynamoDBException]], type[DynauniqueError]] = {}
+_combined_guard = threading.Lock()
+
+
+class _AsPynamoDBError:
+    """Mixed into each combination: PynamoDB's fields, computed from the botocore error."""
+
+    #: The dynaunique class this combination extends (its ``type(exc)`` before re-classing).
+    _du_base: type[DynauniqueError]
+    #: The botocore error DynamoDB's answer raised (PynamoDB's ``cause``), or None.
+    cause: Exception | None
+    #: The message, as PynamoDB's errors carry it.
+    msg: str
+    args: tuple[Any, ...]
+
+    @property
+    def cancellation_reasons(self) -> list[CancellationReason | None]:
+        """DynamoDB's reasons for cancelling the transaction, one per item (None: not a
+        reason), as ``TransactWriteError.cancellation_reasons``; ``[]`` without a cancelled
+        transaction."""
+        return cancellation_reasons(self.cause)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by its parts: the combination is made on demand, never found by name.
+        operation = next(op for op, error in PYNAMODB_ERRORS.items() if isinstance(self, error))
+        return (_rebuild, (self._du_base, operation, self.args), dict(self.__dict__))
+
+
+def _rebuild(base: type[DynauniqueError], operation: Operation,
+             args: tuple[Any, ...]) -> DynauniqueError:
+    exc = base.__new__(combined_class(base, PYNAMODB_ERRORS[operation]))
+    exc.args = args
+    return exc
+
+
+def combined_class(base: type[DynauniqueError],
+                   pynamodb_error: type[PynamoDBException]) -> type[DynauniqueError]:
+    """The one subclass of ``base`` and ``pynamodb_error``; it keeps ``base``'s name."""
+    key = (base, pynamodb_error)
+    with _combined_guard:
+        found = _combined.get(key)
+        if found is None:
+            # Same name and module as ``base``: tracebacks, logs and metrics keyed on the class
+            # name read as before.
+            found = type(base.__name__, (_AsPynamoDBError, base, pynamodb_error),
+                         {"__module__": base.__module__, "__qualname__": base.__qualname__,
+                          "__doc__": base.__doc__, "_du_base": base})
+            _combined[key] = found
+        return found
+
+
+_BOTOCORE_ERRORS: tuple[type[Exception], ...] = (
+    botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError)
+
+
+def botocore_cause(exc: BaseException) -> Exception | None:
+    """The botocore error behind ``exc``: the nearest one along its ``__cause__`` chain."""
+    seen: set[int] = set()
+    current = exc.__cause__
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _BOTOCORE_ERRORS):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
+    return None
+
+
+def cancellation_reasons(cause: BaseException | None) -> list[CancellationReason | None]:
+    """The cancellation reasons of a ``TransactionCanceledException``, as PynamoDB lists them.
+
+    PynamoDB's own ``VerboseClientError`` carries them parsed; a plain botocore ``ClientError``
+    carries them in its response, parsed here the same way (``Code`` ``"None"`` is None).
+    """
+    if isinstance(cause, VerboseClientError):
+        return list(cause.cancellation_reasons)
+    if not isinstance(cause, botocore.exceptions.ClientError):
+        return []
+    reasons = cause.response.get("CancellationReasons") or []
+    return [
+        CancellationReason(code=r["Code"], message=r.get("Message"), raw_item=r.get("Item"))
+        if r.get("Code") != "None" else None
+        for r in reasons
+    ]
+
+
+def for_operation(exc: DynauniqueError, operation: Operation) -> DynauniqueError:
+    """``exc``, re-classed so that it is also what PynamoDB raises for ``operation``.
+
+    ``save`` -> ``PutError``, ``delete`` -> ``DeleteError``, ``update`` -> ``UpdateError``,
+    ``transact_write`` (``atomic()``) -> ``TransactWriteError``. The same object is returned: its
+    message, attributes, ``__cause__`` and traceback are untouched; PynamoDB's ``cause`` is set
+    to the botocore error along ``__cause__`` (so ``cause_response_code`` and
+    ``cause_response_message`` answer as PynamoDB's would) and ``msg`` to the message.
+    ``ConfigurationError``, ``InvalidValueError`` and ``UnsupportedOperationError`` are returned
+    unchanged: they say the call is wrong, not that the write failed.
+
+    Use it where the error leaves the operation: ``raise for_operation(exc, "save")``.
+    """
+    pynamodb_error = PYNAMODB_ERRORS[operation]
+    if isinstance(exc, (*_NOT_WRAPPED, pynamodb_error)):
+        return exc
+    base = exc._du_base if isinstance(exc, _AsPynamoDBError) else type(exc)
+    exc.__class__ = combined_class(base, pynamodb_error)
+    wrapped: Any = exc
+    wrapped.cause = botocore_cause(exc)
+    wrapped.msg = str(exc)
+    return exc

@@ -37,9 +37,12 @@ import attrs
 from dynaunique.connection import Steps, connection_for, policy_for, run
 from dynaunique.errors import (
     ConcurrentModificationError,
+    DynauniqueError,
     ForeignLockError,
+    Operation,
     OutcomeUnknownError,
     UnsupportedOperationError,
+    for_operation,
 )
 from dynaunique.transaction import execute_steps
 from dynaunique.unit_of_work import (
@@ -102,6 +105,8 @@ class Flushable(Protocol):
 
     def _du_finish_steps(self, op: Op, record: Write | None,
                          response: Mapping[str, Any]) -> Steps[None]: ...
+
+    def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool: ...
 
 
 @attrs.define(eq=False)
@@ -196,6 +201,18 @@ def running_task() -> object | None:
 
 
 @contextmanager
+def as_operation(operation: Operation) -> Iterator[None]:
+    """A dynaunique error leaving this block is also PynamoDB's error for ``operation``
+    (``PutError``, ``DeleteError``, ``UpdateError``, ``TransactWriteError``): one place for
+    both senders."""
+    try:
+        yield
+    except DynauniqueError as exc:
+        for_operation(exc, operation)
+        raise
+
+
+@contextmanager
 def collecting(block: Any) -> Iterator[None]:
     """Make ``block`` the current unit of this context while the ``with`` body runs."""
     token = _current.set(block)
@@ -209,14 +226,15 @@ def collecting(block: Any) -> Iterator[None]:
 
 
 def _connection(unit: Unit) -> Any:
-    metas = [op.obj.Meta for op in unit.ops.values()] + [m.Meta for m in unit.check_models]
-    connections = {id(connection_for(meta)): connection_for(meta) for meta in metas}
+    metas = {id(op.obj.Meta): op.obj.Meta for op in unit.ops.values()}
+    metas.update((id(m.Meta), m.Meta) for m in unit.check_models)
+    connections = {id(c): c for c in map(connection_for, metas.values())}
     if len(connections) > 1:
         raise UnsupportedOperationError(
             "the models of one atomic() block point at different endpoints or regions; one "
             "transaction can only go to one DynamoDB"
         )
-    return next(iter(connections.values())), policy_for(metas[0])
+    return next(iter(connections.values())), policy_for(next(iter(metas.values())))
 
 
 def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:
@@ -227,7 +245,9 @@ def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:
     what the caller saw, and the caller must see the change (reload and retry).
     """
     write = exc.write
-    return fresh or (isinstance(write, RecordPut) and write.create)
+    if isinstance(write, RecordPut) and write.create:
+        return op.obj._du_may_adopt(op, exc.current)
+    return fresh
 
 
 def _already_gone(op: Op, exc: ConcurrentModificationError) -> bool:

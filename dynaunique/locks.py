@@ -134,6 +134,59 @@ def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -
     return key
 
 
+def decode_value(encoded: str) -> tuple[Any, ...] | None:
+    """The inverse of :func:`encode_value`: the values a lock key's value part encodes.
+
+    None when the key keeps a digest instead (a ``hashed`` constraint, or a value too long for a
+    key), or when it is not an encoding this module makes (a lock written around the library).
+    Numbers come back as ``int`` when integral, else ``Decimal``.
+    """
+    if encoded.startswith((LENGTH_HASH_TAG, SECRET_HASH_TAG)):
+        return None
+    parts: list[tuple[str | None, str]] = []
+    current: list[str] = []
+    tag: str | None = None
+    i = 0
+    while i < len(encoded):
+        char = encoded[i]
+        if char == "\\":
+            following = encoded[i + 1:i + 2]
+            if following in ("\\", "#"):
+                current.append(following)
+            elif following in ("n", "b", "t", "f") and not current and tag is None:
+                tag = following
+            else:
+                return None
+            i += 2
+            continue
+        if char == "#":
+            parts.append((tag, "".join(current)))
+            current, tag = [], None
+        else:
+            current.append(char)
+        i += 1
+    parts.append((tag, "".join(current)))
+    try:
+        return tuple(_decoded(t, text) for t, text in parts)
+    except (ValueError, ArithmeticError):
+        return None
+
+
+def _decoded(tag: str | None, text: str) -> Any:
+    if tag is None:
+        return text
+    if tag in ("t", "f"):
+        if text:
+            raise ValueError("a boolean carries nothing after its tag")
+        return tag == "t"
+    if tag == "b":
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    number = Decimal(text)
+    if not number.is_finite():
+        raise ValueError("not a finite number")
+    return int(number) if number == number.to_integral_value() else number
+
+
 def split_lock_key(key: str) -> tuple[str, str] | None:
     """``UNIQ#EMAIL#ada@x.io`` → ``("EMAIL", "ada@x.io")``; ``None`` for a non-lock key."""
     if not key.startswith(RESERVED_PREFIX) or key.startswith(SYSTEM_PREFIX):

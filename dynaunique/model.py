@@ -40,6 +40,7 @@ from dynaunique.flush import (
     Op,
     OpKind,
     Unit,
+    as_operation,
     current_unit,
     flush,
     flush_steps,
@@ -84,6 +85,10 @@ _UNIQUE_OPTIONS = {"unique", "normalize", "lock_name", "hashed"}
 # table silently sharing a lock namespace.
 _lock_names: dict[str, dict[str, tuple[type, bool]]] = {}
 _lock_names_guard = threading.Lock()
+# Tables a model marks with ``Meta.holds_locks = True``: they hold lock or ledger items that no
+# model declared in this process accounts for (a constraint dropped but not yet migrated, the
+# migrations ledger), so reads must keep filtering them out.
+_tables_holding_locks: set[str] = set()
 
 
 def _identity(value: Any) -> Any:
@@ -116,6 +121,9 @@ def _bind(cls: type[Model]) -> None:
                                      "Meta.table_name")
         cls._du_info = None
         return
+    if getattr(meta, "holds_locks", False):
+        with _lock_names_guard:
+            _tables_holding_locks.add(table)
 
     names: set[str] = set()
     bound: list[BoundConstraint] = []
@@ -149,7 +157,15 @@ def _bind(cls: type[Model]) -> None:
 
     hash_field = cls._hash_keyname
     if hash_field is None:
-        raise ConfigurationError(f"{cls.__name__} has no hash key")
+        if bound:
+            raise ConfigurationError(
+                f"{cls.__name__} declares unique constraints but has no hash key; a lock names "
+                "its record by key: declare the keys on the class that declares the constraints"
+            )
+        # A base class with Meta.table_name and keys left to its subclasses (PynamoDB allows
+        # it): nothing to protect, and nothing dynaunique can write, until a subclass has keys.
+        cls._du_info = None
+        return
     hash_attribute = attributes[hash_field]
     range_field = cls._range_keyname
     range_attribute: pa.Attribute[Any] | None = attributes[range_field] if range_field else None
@@ -610,7 +626,24 @@ class Model(PynamoModel, metaclass=ModelMeta):
     def _du_flush(self, op: Op, dry_run: bool) -> Flushed:
         unit = Unit()
         unit.add(op)
-        return flush(unit, dry_run=dry_run)
+        # Also PynamoDB's PutError/DeleteError/UpdateError, for `except PutError:` code.
+        with as_operation(op.kind.value):
+            return flush(unit, dry_run=dry_run)
+
+    def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool:
+        """Whether a never-loaded save that met an existing record may become an update of it.
+
+        Not when the model is versioned and the object's version does not match the stored
+        one: PynamoDB refuses that save (its first save is guarded ``attribute_not_exists``,
+        later ones on the version held), and so does dynaunique.
+        """
+        info = self._du_info
+        assert info is not None
+        if current is None or not op.add_version_condition or info.version_field is None:
+            return True
+        mine = getattr(self, info.version_field)
+        stored = current.get(info.version_attr or "")
+        return mine is not None and stored is not None and int(stored["N"]) == int(mine)
 
     async def _du_aflush(self, op: Op) -> Flushed:
         """:meth:`_du_flush` under asyncio: the same flush, driven by ``dynaunique.aio``."""
@@ -618,7 +651,8 @@ class Model(PynamoModel, metaclass=ModelMeta):
 
         unit = Unit()
         unit.add(op)
-        return await arun(flush_steps(unit))
+        with as_operation(op.kind.value):
+            return await arun(flush_steps(unit))
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -966,7 +1000,23 @@ class Model(PynamoModel, metaclass=ModelMeta):
         )
 
     @classmethod
-    def _du_not_lock(cls) -> Condition:
+    def _du_table_holds_locks(cls) -> bool:
+        """Whether this table holds lock items: a model defined in this process declares a
+        constraint on it, or marks it with ``Meta.holds_locks = True``.
+
+        Decided from the registry of lock names per table, so a model without constraints that
+        shares its table with one that has them still keeps lock items out of its reads. A table
+        whose models declare none holds no lock items, and its reads are PynamoDB's, unchanged.
+        """
+        table = getattr(getattr(cls, "Meta", None), "table_name", None) or ""
+        with _lock_names_guard:
+            return bool(_lock_names.get(table)) or table in _tables_holding_locks
+
+    @classmethod
+    def _du_not_lock(cls) -> Condition | None:
+        """The filter that keeps lock items out of a scan; None when the table holds none."""
+        if not cls._du_table_holds_locks():
+            return None
         info = cls._du_info
         hash_attr = info.hash_attr if info is not None else cls._hash_keyname or ""
         condition: Condition = ~Path(hash_attr).startswith(RESERVED_PREFIX)
@@ -986,6 +1036,8 @@ class Model(PynamoModel, metaclass=ModelMeta):
         A lock's hash key starts with ``UNIQ#`` and its range key is ``LOCK``; an index keyed
         on the table's range key (an inverted index) would list the locks under ``LOCK``.
         """
+        if not cls._du_table_holds_locks():
+            return  # no lock items to reach: the query is PynamoDB's
         if not index_name:
             cls._du_check_key(hash_key)
             return
@@ -1006,9 +1058,10 @@ class Model(PynamoModel, metaclass=ModelMeta):
     @classmethod
     def scan(cls: type[_M], filter_condition: Condition | None = None,
              *args: Any, **kwargs: Any) -> ResultIterator[_M]:
-        """PynamoDB's scan; lock items and dynaunique's system items are filtered out."""
+        """PynamoDB's scan; on a table that holds lock items, they are filtered out."""
         not_lock = cls._du_not_lock()
-        combined = not_lock if filter_condition is None else filter_condition & not_lock
+        combined = (filter_condition if not_lock is None
+                    else not_lock if filter_condition is None else filter_condition & not_lock)
         result = super().scan(combined, *args, **kwargs)
         return _mark_partial(result, kwargs.get("attributes_to_get"))
 
@@ -1022,13 +1075,19 @@ class Model(PynamoModel, metaclass=ModelMeta):
 
     @classmethod
     def count(cls, hash_key: Any = None, *args: Any, **kwargs: Any) -> int:
-        """PynamoDB's count. Without a hash key it counts by a scan, so lock items are excluded
-        (PynamoDB would return DescribeTable's approximate ItemCount, locks included)."""
-        if hash_key is None:
+        """PynamoDB's count. On a table that holds lock items, a count without a hash key is a
+        scan that excludes them (DescribeTable's approximate ItemCount, which PynamoDB returns,
+        would include them); on any other table it is PynamoDB's, DescribeTable included."""
+        not_lock = cls._du_not_lock() if hash_key is None else None
+        if not_lock is not None:
             if kwargs.get("filter_condition") is not None or args:
                 raise ValueError("A hash_key must be given to use filters")
             hash_attr = cls.get_attributes()[cls._hash_keyname or ""].attr_name
-            return sum(1 for _ in super().scan(cls._du_not_lock(), attributes_to_get=[hash_attr]))
+            # A full scan can be costly: honour the read options a caller gave count().
+            return sum(1 for _ in super().scan(
+                not_lock, attributes_to_get=[hash_attr],
+                consistent_read=kwargs.get("consistent_read"),
+                rate_limit=kwargs.get("rate_limit")))
         cls._du_check_query_key(hash_key, kwargs.get("index_name"))
         return super().count(hash_key, *args, **kwargs)
 

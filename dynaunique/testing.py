@@ -4,12 +4,19 @@ The server is moto's DynamoDB in *server mode* (real HTTP on ``127.0.0.1``, so b
 PynamoDB run unchanged), started in a child process with every request serialized by one lock.
 Stock moto lets concurrent transactions interleave — duplicate winners, partial transactions,
 HTTP 500s — so a race test against it proves nothing; the lock makes each request atomic, which
-is the guarantee DynamoDB itself gives.
+is the guarantee DynamoDB itself gives. In the child, moto is patched so that a request costs
+what it touches, not the table's size (:mod:`dynaunique._moto_patch`), and DynamoDB's rules that
+moto lacks — ``ClientRequestToken`` idempotency, the transaction, batch and item size limits — are
+enforced in front of it (:mod:`dynaunique._server_rules`), which also lets a test inject
+``TransactionConflict`` cancellations (:func:`set_conflict_rate`).
 
 Public API:
 
 - :func:`local_dynamodb` / :class:`LocalDynamoDB` — start and stop the server.
-- :func:`reset_local_dynamodb` — wipe every table (``POST /moto-api/reset``).
+- :func:`reset_local_dynamodb` — wipe every table (``POST /moto-api/reset``); also forgets
+  remembered tokens and stops injected conflicts.
+- :func:`set_conflict_rate` — cancel a fraction of transactions with ``TransactionConflict``.
+- :func:`set_token_window` — shorten how long a ``ClientRequestToken`` is remembered.
 - :func:`use_endpoint` and :func:`create_tables` — retarget model classes and create their tables.
 - pytest fixtures ``dynaunique_endpoint`` (session) and ``dynamodb`` (per test, clean slate);
   this module is registered as a ``pytest11`` plugin, so they are available wherever dynaunique
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import queue
 import signal
@@ -43,6 +51,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from dynaunique._server_rules import drain
 from dynaunique.errors import DynauniqueError
 
 if TYPE_CHECKING:
@@ -60,11 +69,14 @@ __all__ = [
     "FAKE_AWS_ENV",
     "LOCAL_HOST",
     "READY_PREFIX",
+    "STOCK_MOTO_ENV",
     "LocalDynamoDB",
     "LocalServerError",
     "create_tables",
     "local_dynamodb",
     "reset_local_dynamodb",
+    "set_conflict_rate",
+    "set_token_window",
     "use_endpoint",
 ]
 
@@ -80,6 +92,10 @@ FAKE_AWS_ENV: dict[str, str] = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+#: Set to ``1`` in the server's environment to run stock moto, without the speed patch (used to
+#: measure what the patch is worth; the DynamoDB rules are enforced either way).
+STOCK_MOTO_ENV = "DYNAUNIQUE_STOCK_MOTO"
 
 _DEFAULT_REGION = "us-east-1"
 _STDERR_TAIL_CHARS = 4000
@@ -103,12 +119,20 @@ class LocalDynamoDB:
         port: TCP port to bind; ``0`` (the default) picks a free one.
         startup_timeout: seconds to wait for the server to report that it listens.
         stop_timeout: seconds to wait for a graceful exit before the child is killed.
+        stock_moto: run moto without the speed patch (each transaction then costs O(table
+            size)); for measuring the patch, not for tests.
     """
 
     def __init__(
-        self, *, port: int = 0, startup_timeout: float = 60.0, stop_timeout: float = 5.0
+        self,
+        *,
+        port: int = 0,
+        startup_timeout: float = 60.0,
+        stop_timeout: float = 5.0,
+        stock_moto: bool = False,
     ) -> None:
         self._port = port
+        self._stock_moto = stock_moto
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._process: subprocess.Popen[bytes] | None = None
@@ -150,6 +174,8 @@ class LocalDynamoDB:
         # Lives as long as the child; closed by _shutdown. A file, not a pipe: nobody drains it.
         stderr = tempfile.TemporaryFile()  # noqa: SIM115
         command = [sys.executable, "-m", "dynaunique.testing", "--port", str(self._port)]
+        if self._stock_moto:
+            command.append("--stock-moto")
         try:
             process = subprocess.Popen(
                 command,
@@ -267,34 +293,55 @@ def local_dynamodb(*, port: int = 0) -> Iterator[str]:
 def reset_local_dynamodb(endpoint: str, *, timeout: float = 10.0) -> None:
     """Delete every table and item on a local server: ``POST {endpoint}/moto-api/reset``.
 
-    This resets all of moto's in-memory state (every service, account and region), which also
-    frees the memory moto accumulates per transaction. Model classes need no re-targeting
-    afterwards, but their tables must be created again.
+    This resets all of moto's in-memory state (every service, account and region). It also
+    forgets every remembered ``ClientRequestToken``, stops injected conflicts and restores the
+    10-minute token window. Model classes need no re-targeting afterwards, but their tables must
+    be created again.
 
     Raises:
         LocalServerError: the server could not be reached or refused the reset.
     """
-    url = endpoint.rstrip("/") + "/moto-api/reset"
-    if not url.startswith(("http://", "https://")):
-        raise LocalServerError(f"not an http(s) endpoint: {endpoint!r}")
-    request = urllib.request.Request(url, data=b"", method="POST")
-    # Never route a request for a local server through an HTTP proxy from the environment.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            response.read()
-            status = int(response.status)
-    except (urllib.error.URLError, OSError) as exc:
-        raise LocalServerError(f"could not reset the local server at {endpoint}: {exc}") from exc
-    if status != 200:
-        raise LocalServerError(f"resetting the local server at {endpoint} returned HTTP {status}")
+    _post_local(endpoint, "/moto-api/reset", b"", "reset", timeout)
+
+
+def set_conflict_rate(
+    endpoint: str, fraction: float, *, seed: int | None = None, timeout: float = 10.0
+) -> None:
+    """Make a local server cancel ``fraction`` of ``TransactWriteItems`` with a conflict.
+
+    Each cancelled transaction fails with ``TransactionCanceledException`` whose
+    ``CancellationReasons`` carry ``TransactionConflict`` for one item (``None`` for the rest),
+    as DynamoDB answers when another transaction holds one of the items; nothing is applied.
+    Which transactions are cancelled is drawn from a generator seeded with ``seed``, so a
+    sequence of requests meets the same cancellations every run. ``0`` turns it off, as does
+    :func:`reset_local_dynamodb` (and so the ``dynamodb`` fixture).
+
+    Raises:
+        LocalServerError: the server could not be reached, or ``fraction`` is not in [0, 1].
+    """
+    body = json.dumps({"fraction": fraction, "seed": seed}).encode("utf-8")
+    _post_local(endpoint, "/dynaunique-api/conflicts", body, "set the conflict rate of", timeout)
+
+
+def set_token_window(endpoint: str, seconds: float, *, timeout: float = 10.0) -> None:
+    """Set how long a local server remembers a successful ``ClientRequestToken`` (default 600 s).
+
+    Lets a test see a token expire without waiting ten minutes. Reset restores the default.
+
+    Raises:
+        LocalServerError: the server could not be reached, or ``seconds`` is negative.
+    """
+    body = json.dumps({"seconds": seconds}).encode("utf-8")
+    _post_local(endpoint, "/dynaunique-api/token-window", body, "set the token window of", timeout)
 
 
 def use_endpoint(endpoint: str, *models: type[Model]) -> None:
     """Point PynamoDB model classes at ``endpoint``, e.g. one from :func:`local_dynamodb`.
 
     For each model: sets ``Meta.host``, sets ``Meta.region`` to ``us-east-1`` when it is unset,
-    and drops the class's cached connection so the next call connects to the new host. This lets
+    sets fake credentials (which the local server accepts) when ``Meta.aws_access_key_id`` is
+    unset, so it works on a machine with no AWS credentials or config, and drops the class's
+    cached connection so the next call connects to the new host. This lets
     tests retarget models that were defined (and maybe used) at import time. A ``Meta`` class
     shared by several models is changed for all of them.
     """
@@ -303,6 +350,9 @@ def use_endpoint(endpoint: str, *models: type[Model]) -> None:
         meta.host = endpoint
         if getattr(meta, "region", None) is None:
             meta.region = _DEFAULT_REGION
+        if getattr(meta, "aws_access_key_id", None) is None:
+            meta.aws_access_key_id = FAKE_AWS_ENV["AWS_ACCESS_KEY_ID"]
+            meta.aws_secret_access_key = FAKE_AWS_ENV["AWS_SECRET_ACCESS_KEY"]
         model._connection = None
 
 
@@ -323,6 +373,29 @@ def create_tables(*models: type[Model]) -> None:
 
 
 # --- parent side helpers ----------------------------------------------------------------------
+
+
+def _post_local(endpoint: str, path: str, body: bytes, what: str, timeout: float) -> None:
+    """POST ``body`` to ``endpoint + path``; raise :class:`LocalServerError` unless HTTP 200."""
+    url = endpoint.rstrip("/") + path
+    if not url.startswith(("http://", "https://")):
+        raise LocalServerError(f"not an http(s) endpoint: {endpoint!r}")
+    request = urllib.request.Request(url, data=body, method="POST")
+    # Never route a request for a local server through an HTTP proxy from the environment.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            response.read()
+            status = int(response.status)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")
+        raise LocalServerError(
+            f"could not {what} the local server at {endpoint}: HTTP {exc.code} {detail}"
+        ) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise LocalServerError(f"could not {what} the local server at {endpoint}: {exc}") from exc
+    if status != 200:
+        raise LocalServerError(f"could not {what} the local server at {endpoint}: HTTP {status}")
 
 
 def _child_env() -> dict[str, str]:
@@ -402,18 +475,18 @@ class _SerializedApp:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         with self._lock:
-            result = self._app(environ, start_response)
-            try:
-                body = b"".join(result)
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
+            body = drain(self._app(environ, start_response))
         return [body]
 
 
-def _make_server(port: int) -> BaseWSGIServer:
-    """Bind moto's DynamoDB server (serialized, threaded) to ``127.0.0.1:port``."""
+def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
+    """Bind moto's DynamoDB server (serialized, threaded) to ``127.0.0.1:port``.
+
+    Unless ``stock_moto``, moto is patched first (a moto whose internals moved raises
+    :class:`dynaunique._moto_patch.MotoPatchError`, so the server refuses to start). Either way,
+    DynamoDB's rules run in front of moto, inside the request lock.
+    """
+    import importlib.metadata
     import logging
 
     from moto.moto_server.werkzeug_app import (
@@ -423,6 +496,13 @@ def _make_server(port: int) -> BaseWSGIServer:
     )
     from werkzeug.serving import make_server
 
+    from dynaunique import _moto_patch
+    from dynaunique._server_rules import DynamoRules
+
+    if not stock_moto:
+        _moto_patch.apply()
+    about = {"moto": importlib.metadata.version("moto"), "moto_patched": _moto_patch.is_applied()}
+
     # One log line per request would only fill the stderr file; errors are still logged.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     dispatcher = DomainDispatcherApplication(create_backend_app)
@@ -430,7 +510,7 @@ def _make_server(port: int) -> BaseWSGIServer:
     return make_server(
         LOCAL_HOST,
         port,
-        _SerializedApp(dispatcher),
+        _SerializedApp(DynamoRules(dispatcher, about=about)),
         threaded=True,
         request_handler=MotoRequestHandler,
     )
@@ -477,6 +557,12 @@ def _serve_main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="do not stop when stdin closes; stop on SIGTERM/SIGINT only",
     )
+    parser.add_argument(
+        "--stock-moto",
+        action="store_true",
+        default=os.environ.get(STOCK_MOTO_ENV) == "1",
+        help=f"do not patch moto (slow on large tables; also set by {STOCK_MOTO_ENV}=1)",
+    )
     args = parser.parse_args(argv)
 
     for name, value in FAKE_AWS_ENV.items():
@@ -491,7 +577,7 @@ def _serve_main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
 
-    server = _make_server(args.port)
+    server = _make_server(args.port, stock_moto=args.stock_moto)
     port = server.server_port
     os.environ.setdefault("MOTO_PORT", str(port))  # moto's own self-calls, if any, go here
     serving = threading.Thread(

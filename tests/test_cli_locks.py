@@ -218,3 +218,46 @@ def test_the_console_script_exits_one_when_check_finds_drift(
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 1
+
+
+# --- found on the way (issue 14) -----------------------------------------------------------------
+
+
+def test_check_shows_an_orphan_lock_value_from_its_key_when_it_lacks_a_value(
+        raw: Any, dynamodb: str) -> None:
+    """A lock item without a ``value`` attribute still spells its value in its key: the report
+    shows that value, not "hashed" (the constraint is not hashed)."""
+    raw.put_item(TableName=fm.TABLE, Item={
+        **fm.lock_pk("UNIQ#EMAIL#ghost@x.io"),
+        "owner": {"M": {"PK": {"S": "ACCT#404"}, "SK": {"S": "PROFILE"}}},
+        "model": {"S": "AuditAccount"}, "constraint": {"S": "EMAIL"},
+        "created": {"S": "2026-01-01T00:00:00+00:00"},
+    })
+    code, data = run_json(dynamodb, "check")
+    assert code == 1
+    [finding] = data["findings"]
+    assert (finding["kind"], finding["value"], finding["hashed"]) == ("orphan", "ghost@x.io", False)
+    shown = run(dynamodb, "check")
+    assert "ghost@x.io" in shown.stdout
+    assert "hashed" not in shown.stdout
+
+
+@pytest.mark.parametrize("command", ["locks", "check", "makemigrations"])
+@pytest.mark.parametrize(("source", "error"), [
+    ("def broken(:\n", "SyntaxError"),
+    ("raise RuntimeError('no database configured')\n", "RuntimeError: no database configured"),
+])
+def test_a_module_that_fails_to_import_is_one_line_and_exit_2(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, command: str, source: str,
+        error: str) -> None:
+    (tmp_path / "broken_models.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("broken_models", None)
+    endpoint = [] if command == "makemigrations" else ["--endpoint", "http://127.0.0.1:9"]
+    result = CliRunner().invoke(cli, [command, "broken_models", *endpoint])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "broken_models" in lines[0] and error in lines[0]
+    assert "Traceback" not in result.output

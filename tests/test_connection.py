@@ -17,7 +17,7 @@ from pynamodb.connection import Connection
 from pynamodb.models import Model as PynamoModel
 from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 
-from dynaunique import Model, connection
+from dynaunique import DynauniqueError, Model, connection
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.connection import RetryPolicy, connection_for, policy_for
 from dynaunique.testing import create_tables
@@ -159,3 +159,18 @@ def test_the_retry_policy_comes_from_the_model_settings() -> None:
     # PynamoDB's defaults: 3 retries, 25 ms.
     assert policy_for(Defaults) == RetryPolicy(max_conflict_retries=8, max_network_retries=3,
                                                base_delay=0.025)
+
+
+def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> None:
+    """The same ClientRequestToken with another body (IdempotentParameterMismatchException, as
+    DynamoDB and the embedded server answer) is a DynauniqueError that says nothing was applied.
+    dynaunique never reuses a token across calls; this forces one to show the mapping."""
+    first = Signalled(pk="S#10", email="first@x.io")
+    second = Signalled(pk="S#11", email="second@x.io")
+    with mock.patch("dynaunique.transaction.new_token", return_value="fixed-token-1"):
+        first.save()
+        with pytest.raises(DynauniqueError, match=r"ClientRequestToken .* different request"):
+            second.save()
+    assert Signalled.count("S#11") == 0
+    with pytest.raises(Signalled.DoesNotExist):
+        Signalled.get_by_unique("email", "second@x.io")

@@ -22,6 +22,7 @@ from dynaunique.locks import (
     SECRET_HASH_TAG,
     SYSTEM_PREFIX,
     canonical_number,
+    decode_value,
     encode_component,
     encode_value,
     is_reserved_key,
@@ -489,3 +490,37 @@ def test_binary_round_trips_through_its_encoding(value: bytes) -> None:
     encoded = encode_component(value)
     assert encoded.startswith("\\b")
     assert base64.b64decode(encoded[2:]) == value
+
+
+# --- decoding a lock key's value (the audit shows a lock's value from its key) -------------------
+
+
+@pytest.mark.parametrize(("encoded", "values"), [
+    ("ada@x.io", ("ada@x.io",)),
+    ("a\\#b\\\\c", ("a#b\\c",)),
+    ("\\n1", (1,)),
+    ("\\n-0.5", (Decimal("-0.5"),)),
+    ("\\bAGFi", (b"\x00ab",)),
+    ("\\t#\\f", (True, False)),
+    ("t1#home", ("t1", "home")),
+    ("\\\\n1", ("\\n1",)),
+    ("", ("",)),
+])
+def test_decode_value_exact(encoded: str, values: tuple[Any, ...]) -> None:
+    assert decode_value(encoded) == values
+    assert encode_value(values) == encoded
+
+
+@pytest.mark.parametrize("encoded", [SECRET_HASH_TAG + "ab12", LENGTH_HASH_TAG + "ab12",
+                                     "\\x1", "\\tx", "\\nabc", "\\b!!", "trailing\\"])
+def test_decode_value_refuses_digests_and_foreign_spellings(encoded: str) -> None:
+    assert decode_value(encoded) is None
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(value_tuples)
+def test_decode_value_inverts_encode_value(values: tuple[Any, ...]) -> None:
+    decoded = decode_value(encode_value(values))
+    assert decoded is not None
+    # Numbers come back canonical: equal by value, and re-encoding gives the same key part.
+    assert encode_value(decoded) == encode_value(values)

@@ -340,10 +340,17 @@ def test_never_loaded_save_of_an_existing_record_becomes_an_update(raw: Any,
 
 
 def test_never_loaded_save_of_an_existing_versioned_record(raw: Any, sent: list[str]) -> None:
+    """As PynamoDB: a new versioned object (no version) must not overwrite a stored record; one
+    holding the stored version may (adopted, then one guarded update moving its locks)."""
     create_tables(VAccount)
     signup(VAccount, "ACCT#1", "old@x.io", "ada")
     sent.clear()
-    fresh = VAccount(pk="ACCT#1", email="new@x.io", username="ada")
+    with pytest.raises(ConcurrentModificationError, match="already exists"):
+        VAccount(pk="ACCT#1", email="new@x.io", username="ada").save()
+    assert sent == ["TransactWriteItems"]
+    assert records(raw, VAccount)["ACCT#1"]["version"] == {"N": "1"}
+    sent.clear()
+    fresh = VAccount(pk="ACCT#1", email="new@x.io", username="ada", version=1)
     fresh.save()
     assert sent == ["TransactWriteItems", "TransactWriteItems"]
     assert records(raw, VAccount)["ACCT#1"]["version"] == {"N": "2"}

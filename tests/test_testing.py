@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
+import local_server_helpers
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
+from local_server_helpers import client
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
 
@@ -38,25 +38,8 @@ ROUNDS = 10
 FILL = 1000
 
 
-def client(endpoint: str, *, pool: int = 10) -> Any:
-    """A boto3 DynamoDB client for ``endpoint`` that never retries (so no error is hidden)."""
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(max_pool_connections=pool, retries={"total_max_attempts": 1}),
-    )
-
-
 def create_table(ddb: Any, name: str = TABLE) -> None:
-    ddb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    local_server_helpers.create_table(ddb, name)
 
 
 def port_of(endpoint: str) -> int:

@@ -32,8 +32,12 @@ def load_models(module_path: str) -> list[type[Model]]:
         sys.path.insert(0, str(Path.cwd()))
     try:
         module = importlib.import_module(module_path)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_path!r}: {exc}") from exc
+    except Exception as exc:  # the user's module may raise anything while it is imported
+        # One line, exit status 2 (a usage error), never a traceback: for `check`, status 1
+        # means "findings".
+        raise ConfigurationError(
+            f"cannot import {module_path!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     models = [
         value
         for _, value in inspect.getmembers(module, inspect.isclass)

@@ -238,10 +238,19 @@ class Soak:
         return after
 
     def op_create(self, rnd: random.Random, account: int) -> None:
-        """A never-loaded save: a create, or an update of the record if it exists."""
+        """A never-loaded save: a create, or an update of the record if it exists (refused for
+        the versioned model, as PynamoDB refuses it)."""
         obj = model_for(account)(pk=pk_for(account), email=self.email(rnd),
                                  handle=self.handle(rnd), note=rnd.choice(NOTES))
         with self.hold(account):
+            if self.expected[account] is not None and model_for(account) is SoakVersioned:
+                # PynamoDB's first-save guard (attribute_not_exists(version)): a new object of
+                # a versioned model never overwrites, nor adopts, a stored record.
+                error = self.attempt("create", (account,), {}, obj.save,
+                                     (ConcurrentModificationError,))
+                if error is None:
+                    self.fail(f"create {account}: a new versioned object overwrote the record")
+                return
             intended = self.bumped(self.expected[account], state_of(obj), account)
             self.attempt("create", (account,), {account: intended}, obj.save,
                          (UniqueViolation,))

@@ -1,0 +1,1 @@
+"""PynamoDB's own test suite, run against ``dynaunique.Model``: see conformance/README.md."""

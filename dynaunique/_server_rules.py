@@ -1,0 +1,404 @@
+"""DynamoDB's rules that moto does not enforce, checked in front of it by the local server.
+
+:class:`DynamoRules` is a WSGI middleware the local server (:mod:`dynaunique.testing`) puts between
+its request lock and moto. For the operations that need it, it reads the JSON request and:
+
+- refuses what DynamoDB refuses: more than 100 actions or 4 MB in a ``TransactWriteItems``, more
+  than 25 requests in a ``BatchWriteItem``, an item over 400 KB counted as DynamoDB counts it
+  (:func:`item_size`), each with a ``ValidationException``;
+- honours ``ClientRequestToken`` on ``TransactWriteItems``: a token that succeeded is remembered
+  for a window (10 minutes, as DynamoDB); the same token with the same ``TransactItems`` gets the
+  first answer again without applying anything, with other ``TransactItems`` an
+  ``IdempotentParameterMismatchException``. A cancelled or failed request does not consume its
+  token, so a retry after ``TransactionConflict`` is applied normally;
+- cancels a chosen fraction of ``TransactWriteItems`` with ``TransactionConflict``, deterministic
+  for a seed, when a test asks through the control endpoint.
+
+Control endpoint (JSON in, JSON state out): ``POST /dynaunique-api/conflicts``
+``{"fraction": 0.3, "seed": 7}``, ``POST /dynaunique-api/token-window`` ``{"seconds": 600}``,
+``GET /dynaunique-api/state``. ``POST /moto-api/reset`` also resets all of it. Imports only the
+standard library; it runs inside the server process, behind the server's one request lock, so
+its state needs no lock of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import json
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+__all__ = [
+    "CONTROL_PREFIX",
+    "MAX_BATCH_WRITE_REQUESTS",
+    "MAX_ITEM_BYTES",
+    "MAX_TRANSACTION_ACTIONS",
+    "MAX_TRANSACTION_BYTES",
+    "TOKEN_WINDOW_SECONDS",
+    "DynamoRules",
+    "attribute_value_size",
+    "drain",
+    "item_size",
+]
+
+MAX_TRANSACTION_ACTIONS = 100
+MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
+MAX_BATCH_WRITE_REQUESTS = 25
+MAX_ITEM_BYTES = 400 * 1024
+TOKEN_WINDOW_SECONDS = 600.0
+CONTROL_PREFIX = "/dynaunique-api/"
+
+_TARGET_PREFIX = "DynamoDB_20120810."
+_ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
+_JSON = "application/x-amz-json-1.0"
+# Fields of a TransactWriteItems request that may differ between a call and its resend: they
+# change what the answer reports, not what is written.
+_NOT_COMPARED = frozenset(
+    {"ClientRequestToken", "ReturnConsumedCapacity", "ReturnItemCollectionMetrics"}
+)
+
+
+# --- sizes, as DynamoDB counts them --------------------------------------------------------------
+
+
+def _number_size(text: str) -> int:
+    """1 byte per two significant digits, plus 1 (leading and trailing zeroes do not count)."""
+    mantissa = text.strip().lstrip("+-").lower().split("e")[0].replace(".", "")
+    digits = mantissa.strip("0") or "0"
+    return (len(digits) + 1) // 2 + 1
+
+
+def _binary_size(encoded: str | bytes) -> int:
+    if isinstance(encoded, bytes):  # already decoded (moto's own items)
+        return len(encoded)
+    try:
+        return len(base64.b64decode(encoded, validate=True))
+    except (binascii.Error, ValueError):
+        return len(encoded.encode("utf-8"))
+
+
+def attribute_value_size(value: dict[str, Any]) -> int:
+    """The size DynamoDB counts for one attribute value in wire format, e.g. ``{"S": "abc"}``.
+
+    Strings count their UTF-8 bytes, binaries their raw bytes, numbers 1 byte per two significant
+    digits plus 1, booleans and nulls 1 byte, sets the sum of their elements, and lists and maps
+    3 bytes plus 1 byte per element plus the elements (a map's keys count as names).
+    """
+    (kind, content), = value.items()
+    if kind == "S":
+        return len(content.encode("utf-8"))
+    if kind == "N":
+        return _number_size(content)
+    if kind == "B":
+        return _binary_size(content)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(element.encode("utf-8")) for element in content)
+    if kind == "NS":
+        return sum(_number_size(element) for element in content)
+    if kind == "BS":
+        return sum(_binary_size(element) for element in content)
+    if kind == "L":
+        return 3 + sum(1 + attribute_value_size(element) for element in content)
+    if kind == "M":
+        return 3 + sum(1 + item_size_entry(name, element) for name, element in content.items())
+    raise ValueError(f"unknown attribute value type {kind!r}")
+
+
+def item_size_entry(name: str, value: dict[str, Any]) -> int:
+    """One attribute's share of an item's size: its name's UTF-8 bytes plus its value's size."""
+    return len(name.encode("utf-8")) + attribute_value_size(value)
+
+
+def item_size(item: dict[str, dict[str, Any]]) -> int:
+    """An item's size as DynamoDB counts it against the 400 KB limit (wire format in)."""
+    return sum(item_size_entry(name, value) for name, value in item.items())
+
+
+# --- the checks ----------------------------------------------------------------------------------
+
+
+class _Refusal(Exception):
+    """A request DynamoDB would refuse; becomes an HTTP 400 with this code and message."""
+
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def _validation(message: str) -> _Refusal:
+    return _Refusal("ValidationException", message)
+
+
+def _check_item(item: dict[str, Any]) -> int:
+    size = item_size(item)
+    if size > MAX_ITEM_BYTES:
+        raise _validation("Item size has exceeded the maximum allowed size")
+    return size
+
+
+def _check_transaction(request: dict[str, Any]) -> None:
+    actions = request.get("TransactItems") or []
+    if len(actions) > MAX_TRANSACTION_ACTIONS:
+        raise _validation(
+            f"1 validation error detected: Value at 'transactItems' failed to satisfy "
+            f"constraint: Member must have length less than or equal to {MAX_TRANSACTION_ACTIONS}"
+        )
+    total = 0
+    for action in actions:
+        for kind, operation in action.items():
+            if kind == "Put":
+                total += _check_item(operation.get("Item") or {})
+            else:
+                total += item_size(operation.get("Key") or {})
+    if total > MAX_TRANSACTION_BYTES:
+        raise _validation("Transaction request cannot be larger than 4 MB")
+
+
+def _check_batch_write(request: dict[str, Any]) -> None:
+    tables = request.get("RequestItems") or {}
+    for requests in tables.values():
+        if len(requests) > MAX_BATCH_WRITE_REQUESTS:
+            raise _validation(
+                "1 validation error detected: Value at 'requestItems' failed to satisfy "
+                "constraint: Map value must satisfy constraint: [Member must have length less "
+                f"than or equal to {MAX_BATCH_WRITE_REQUESTS}, Member must have length greater "
+                "than or equal to 1]"
+            )
+    if sum(len(requests) for requests in tables.values()) > MAX_BATCH_WRITE_REQUESTS:
+        raise _validation("Too many items requested for the BatchWriteItem call")
+    for requests in tables.values():
+        for write in requests:
+            put = write.get("PutRequest")
+            if put is not None:
+                _check_item(put.get("Item") or {})
+
+
+def _check_put(request: dict[str, Any]) -> None:
+    _check_item(request.get("Item") or {})
+
+
+_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "TransactWriteItems": _check_transaction,
+    "BatchWriteItem": _check_batch_write,
+    "PutItem": _check_put,
+}
+
+
+# --- the middleware ------------------------------------------------------------------------------
+
+
+class _Answer:
+    """A finished response: status line, headers and body, replayable."""
+
+    def __init__(self, status: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @classmethod
+    def json(cls, status: str, payload: dict[str, Any]) -> _Answer:
+        body = json.dumps(payload).encode("utf-8")
+        headers = [("Content-Type", _JSON), ("Content-Length", str(len(body)))]
+        return cls(status, headers, body)
+
+    @classmethod
+    def refusal(cls, refusal: _Refusal) -> _Answer:
+        payload = {"__type": _ERROR_PREFIX + refusal.code, "message": refusal.message}
+        payload.update(refusal.extra)
+        return cls.json("400 Bad Request", payload)
+
+    def send(self, start_response: StartResponse) -> list[bytes]:
+        start_response(self.status, list(self.headers))
+        return [self.body]
+
+
+class DynamoRules:
+    """WSGI middleware enforcing DynamoDB's limits, token idempotency and injected conflicts.
+
+    Args:
+        app: the WSGI application behind it (moto's dispatcher).
+        token_window: seconds a successful ``ClientRequestToken`` is remembered.
+        clock: monotonic seconds; injectable so tests need not wait out a window.
+        about: facts about the server reported as they are by ``GET /dynaunique-api/state``.
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        *,
+        token_window: float = TOKEN_WINDOW_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        about: dict[str, Any] | None = None,
+    ) -> None:
+        self._app = app
+        self._about = dict(about or {})
+        self._clock = clock
+        self._default_window = token_window
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every token; stop injecting conflicts; restore the default token window."""
+        self.token_window = self._default_window
+        # token -> (digest of the compared request fields, when it succeeded, the answer)
+        self._tokens: dict[str, tuple[str, float, _Answer]] = {}
+        self.conflict_fraction = 0.0
+        self.conflict_seed: int | None = None
+        self._random = random.Random(0)
+        self.conflicts_injected = 0
+
+    def set_conflicts(self, fraction: float, seed: int | None) -> None:
+        """Cancel ``fraction`` (0 to 1) of later transactions with ``TransactionConflict``."""
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"fraction must be between 0 and 1, not {fraction!r}")
+        self.conflict_fraction = fraction
+        self.conflict_seed = seed
+        self._random = random.Random(seed)
+
+    def state(self) -> dict[str, Any]:
+        """What the control endpoint reports."""
+        return {
+            **self._about,
+            "conflicts": {"fraction": self.conflict_fraction, "seed": self.conflict_seed},
+            "token_window": self.token_window,
+            "tokens": len(self._tokens),
+            "conflicts_injected": self.conflicts_injected,
+        }
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path.startswith(CONTROL_PREFIX):
+            return self._control(path[len(CONTROL_PREFIX):], environ).send(start_response)
+        if path == "/moto-api/reset":
+            self.reset()
+            return self._app(environ, start_response)
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        operation = target[len(_TARGET_PREFIX):] if target.startswith(_TARGET_PREFIX) else ""
+        check = _CHECKS.get(operation)
+        if check is None:
+            return self._app(environ, start_response)
+        body = _read_body(environ)
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:  # moto answers malformed JSON its own way
+            return self._app(environ, start_response)
+        try:
+            check(request)
+        except _Refusal as refusal:
+            return _Answer.refusal(refusal).send(start_response)
+        except (AttributeError, TypeError, ValueError):  # malformed: moto answers it its own way
+            return self._app(environ, start_response)
+        if operation != "TransactWriteItems":
+            return self._app(environ, start_response)
+        try:
+            return self._transact(request, environ).send(start_response)
+        except _Refusal as refusal:
+            return _Answer.refusal(refusal).send(start_response)
+
+    def _transact(self, request: dict[str, Any], environ: WSGIEnvironment) -> _Answer:
+        token = request.get("ClientRequestToken")
+        now = self._clock()
+        self._tokens = {
+            t: entry for t, entry in self._tokens.items() if now - entry[1] < self.token_window
+        }
+        compared = {k: v for k, v in request.items() if k not in _NOT_COMPARED}
+        digest = hashlib.sha256(json.dumps(compared, sort_keys=True).encode("utf-8")).hexdigest()
+        if token is not None and token in self._tokens:
+            first_digest, _, first_answer = self._tokens[token]
+            if first_digest != digest:
+                raise _Refusal(
+                    "IdempotentParameterMismatchException",
+                    "Request parameters do not match the original request for this "
+                    "ClientRequestToken",
+                )
+            return first_answer
+        if self.conflict_fraction and self._random.random() < self.conflict_fraction:
+            self.conflicts_injected += 1
+            raise self._conflict(len(request.get("TransactItems") or []))
+        answer = _call(self._app, environ)
+        if token is not None and answer.status.startswith("200"):
+            self._tokens[token] = (digest, now, answer)
+        return answer
+
+    def _conflict(self, actions: int) -> _Refusal:
+        """A cancellation as DynamoDB sends it when another transaction holds one of the items."""
+        slot = self._random.randrange(actions) if actions else 0
+        reasons: list[dict[str, str]] = [{"Code": "None"} for _ in range(actions)]
+        codes = ["None"] * actions
+        if actions:
+            reasons[slot] = {
+                "Code": "TransactionConflict",
+                "Message": "Transaction is ongoing for the item",
+            }
+            codes[slot] = "TransactionConflict"
+        message = (
+            "Transaction cancelled, please refer cancellation reasons for specific reasons "
+            f"[{', '.join(codes)}]"
+        )
+        return _Refusal(
+            "TransactionCanceledException", message, CancellationReasons=reasons, Message=message
+        )
+
+    def _control(self, command: str, environ: WSGIEnvironment) -> _Answer:
+        method = environ.get("REQUEST_METHOD", "GET")
+        try:
+            payload = json.loads(_read_body(environ) or b"{}") if method == "POST" else {}
+            if method == "POST" and command == "conflicts":
+                seed = payload.get("seed")
+                self.set_conflicts(float(payload.get("fraction", 0.0)),
+                                   None if seed is None else int(seed))
+            elif method == "POST" and command == "token-window":
+                seconds = float(payload["seconds"])
+                if seconds < 0:
+                    raise ValueError(f"seconds must not be negative, not {seconds!r}")
+                self.token_window = seconds
+            elif not (method == "GET" and command == "state"):
+                return _Answer.json("404 Not Found", {"error": f"no {method} {command!r}"})
+        except (ValueError, KeyError, TypeError) as exc:
+            return _Answer.json("400 Bad Request", {"error": str(exc)})
+        return _Answer.json("200 OK", self.state())
+
+
+def _read_body(environ: WSGIEnvironment) -> bytes:
+    """Read the request body and put it back, so the application behind can read it too."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    return body
+
+
+def _call(app: WSGIApplication, environ: WSGIEnvironment) -> _Answer:
+    """Run ``app`` to completion and keep its whole response."""
+    captured: list[Any] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        captured[:] = [status, headers]
+        return lambda data: None
+
+    body = drain(app(environ, start_response))
+    return _Answer(captured[0], list(captured[1]), body)
+
+
+def drain(result: Iterable[bytes]) -> bytes:
+    """Consume a WSGI response iterable whole (lazy work included) and close it."""
+    try:
+        return b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
