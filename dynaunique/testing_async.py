@@ -11,7 +11,8 @@ extra installs)::
         create_tables(Account)
         await Account(pk="A", email="ada@x.io").asave()
 
-or from pytest-asyncio (``asyncio_mode = "auto"``, or mark the test ``@pytest.mark.asyncio``).
+or from pytest-asyncio in its ``auto`` mode (its strict mode runs only fixtures declared with
+``@pytest_asyncio.fixture``).
 Importing this module does not import the async client; the fixture does, when it runs.
 """
 
