@@ -9,8 +9,10 @@ attributes from here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pynamodb import attributes as _pa
 from pynamodb.attributes import (
@@ -48,8 +50,16 @@ __all__ = [
 ]
 
 
-class UniqueOptions:
-    """Mixin that lets a scalar attribute declare a one-field unique constraint."""
+_T = TypeVar("_T")
+
+
+class UniqueOptions(_pa.Attribute[_T]):
+    """Mixin that lets a scalar attribute declare a one-field unique constraint.
+
+    Its constructor spells out PynamoDB's parameters (``hash_key`` … ``attr_name``, same order,
+    same types) before the unique options, rather than passing ``**kwargs`` through, so that a
+    type checker still catches ``UnicodeAttribute(nul=True)`` or ``default=5`` on a string.
+    """
 
     #: Whether this attribute's value must be unique.
     unique: bool
@@ -62,21 +72,27 @@ class UniqueOptions:
 
     def __init__(
         self,
-        *args: Any,
+        hash_key: bool = False,
+        range_key: bool = False,
+        null: bool | None = None,
+        default: _T | Callable[..., _T] | None = None,
+        default_for_new: Any | Callable[..., _T] | None = None,
+        attr_name: str | None = None,
+        *,
         unique: bool = False,
         normalize: Normalizer | None = None,
         lock_name: str | None = None,
         hashed: bool = False,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(hash_key=hash_key, range_key=range_key, null=null, default=default,
+                         default_for_new=default_for_new, attr_name=attr_name)
         if not unique and (normalize is not None or lock_name is not None or hashed):
             raise ConfigurationError(
                 "normalize=, lock_name= and hashed= only apply together with unique=True"
             )
         if normalize is not None and not callable(normalize):
             raise ConfigurationError(f"normalize= must be callable, got {normalize!r}")
-        if unique and (kwargs.get("hash_key") or kwargs.get("range_key")):
+        if unique and (hash_key or range_key):
             raise ConfigurationError(
                 "a key attribute is already unique: DynamoDB enforces it; drop unique=True"
             )
@@ -86,11 +102,11 @@ class UniqueOptions:
         self.hashed = bool(hashed)
 
 
-class UnicodeAttribute(UniqueOptions, _pa.UnicodeAttribute):
+class UnicodeAttribute(UniqueOptions[str], _pa.UnicodeAttribute):
     """A string attribute (PynamoDB's ``UnicodeAttribute``) that may be unique."""
 
 
-class NumberAttribute(UniqueOptions, _pa.NumberAttribute):
+class NumberAttribute(UniqueOptions[float], _pa.NumberAttribute):
     """A number attribute that may be unique; ``1``, ``1.0`` and ``Decimal("1.00")`` are the
     same value. Besides PynamoDB's ``int`` and ``float`` it stores a finite ``Decimal`` exactly
     (PynamoDB's JSON encoding refuses it); it still loads numbers as PynamoDB does."""
@@ -104,30 +120,57 @@ class NumberAttribute(UniqueOptions, _pa.NumberAttribute):
         return super().serialize(value)  # type: ignore[no-untyped-call]
 
 
-class BinaryAttribute(UniqueOptions, _pa.BinaryAttribute):
-    """A binary attribute that may be unique."""
+# PynamoDB's BinaryAttribute comes first in this one: its constructor takes the required
+# keyword ``legacy_encoding`` and hands everything else on, so UniqueOptions receives only what
+# it declares. The signature is spelled out again for the type checker, because PynamoDB's own
+# is ``(*args: Any, legacy_encoding: bool, **kwargs: Any)`` and would accept any typo.
+class BinaryAttribute(_pa.BinaryAttribute, UniqueOptions[bytes]):
+    """A binary attribute that may be unique (``legacy_encoding=`` is required, as in PynamoDB)."""
+
+    def __init__(
+        self,
+        hash_key: bool = False,
+        range_key: bool = False,
+        null: bool | None = None,
+        default: bytes | Callable[..., bytes] | None = None,
+        default_for_new: Any | Callable[..., bytes] | None = None,
+        attr_name: str | None = None,
+        *,
+        legacy_encoding: bool,
+        unique: bool = False,
+        normalize: Normalizer | None = None,
+        lock_name: str | None = None,
+        hashed: bool = False,
+    ) -> None:
+        super().__init__(hash_key, range_key, null, default, default_for_new, attr_name,
+                         legacy_encoding=legacy_encoding, unique=unique, normalize=normalize,
+                         lock_name=lock_name, hashed=hashed)
 
 
-class BooleanAttribute(UniqueOptions, _pa.BooleanAttribute):
+class BooleanAttribute(UniqueOptions[bool], _pa.BooleanAttribute):
     """A boolean attribute (unique only makes sense in composite constraints)."""
 
 
-class UTCDateTimeAttribute(UniqueOptions, _pa.UTCDateTimeAttribute):
+class UTCDateTimeAttribute(UniqueOptions[datetime], _pa.UTCDateTimeAttribute):
     """A UTC datetime attribute that may be unique (compared in its stored string form)."""
 
 
 class _NeverUnique:
     """Mixin for attributes a lock cannot protect: ``unique=`` is a clear ConfigurationError."""
 
-    def __init__(self, *args: Any, unique: bool = False, normalize: Normalizer | None = None,
-                 lock_name: str | None = None, hashed: bool = False, **kwargs: Any) -> None:
-        if unique or normalize is not None or lock_name is not None or hashed:
-            raise ConfigurationError(
-                f"{type(self).__name__} cannot be unique: a lock protects one scalar value "
-                "(string, number, binary, boolean, datetime); declare a UniqueConstraint over "
-                "scalar fields instead"
-            )
-        super().__init__(*args, **kwargs)
+    # Hidden from type checkers, which see PynamoDB's own typed constructor instead: there a
+    # typo is an error, and so is ``unique=`` (which this constructor refuses at run time).
+    if not TYPE_CHECKING:
+
+        def __init__(self, *args: Any, unique: bool = False, normalize: Normalizer | None = None,
+                     lock_name: str | None = None, hashed: bool = False, **kwargs: Any) -> None:
+            if unique or normalize is not None or lock_name is not None or hashed:
+                raise ConfigurationError(
+                    f"{type(self).__name__} cannot be unique: a lock protects one scalar value "
+                    "(string, number, binary, boolean, datetime); declare a UniqueConstraint "
+                    "over scalar fields instead"
+                )
+            super().__init__(*args, **kwargs)
 
 
 class UnicodeSetAttribute(_NeverUnique, _pa.UnicodeSetAttribute):

@@ -95,11 +95,16 @@ UNREADABLE = "unreadable"
 #: Every finding kind, in the order reports list them.
 KINDS = (DUPLICATE, MISSING, FOREIGN_OWNER, ORPHAN, UNKNOWN_CONSTRAINT, UNREADABLE)
 
-#: What a repair did with one action.
+# What a repair did with one action (RepairOutcome.status):
+#: The action's write was applied.
 FIXED = "fixed"
+#: A re-check found the drift already gone; nothing was written.
 ALREADY_FIXED = "already_fixed"
+#: A re-check found the key drifted into something no repair fixes (e.g. a duplicate).
 NOT_FIXED = "not_fixed"
+#: The records kept changing under the action's guards; given up, nothing was written.
 SKIPPED = "skipped"
+#: The write raised a dynaunique error other than a conflict; the outcome's detail carries it.
 FAILED = "failed"
 
 _READ_POLICY = RetryPolicy(max_conflict_retries=8, base_delay=0.02, max_delay=2.0)

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+#: The type of a normalizer: one value in, one value out.
 Normalizer = Callable[[Any], Any]
 
 
