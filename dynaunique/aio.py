@@ -21,6 +21,7 @@ Close them with ``await dynaunique.aio.close()`` before the loop ends, or use
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -37,6 +38,7 @@ from botocore.httpchecksum import apply_request_checksum, resolve_checksum_conte
 from pynamodb.connection import Connection
 
 from dynaunique.connection import Sleep, Steps
+from dynaunique.errors import OutcomeUnknownError
 
 __all__ = ["arun", "close", "session"]
 
@@ -64,6 +66,14 @@ async def arun(steps: Steps[_T]) -> _T:
                 continue
             try:
                 response = await dispatch(step.connection, step.operation, step.params)
+            except asyncio.CancelledError:
+                # The request may have landed: the logic records that as it does after a lost
+                # answer (a repeat of the call then recognises its own write), and the task
+                # still ends cancelled.
+                with contextlib.suppress(Exception):
+                    steps.throw(OutcomeUnknownError(
+                        f"the task was cancelled while {step.operation} was in flight"))
+                raise
             except Exception as exc:  # handed to the logic, which decides
                 step = steps.throw(exc)
             else:

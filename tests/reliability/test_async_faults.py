@@ -9,6 +9,7 @@ connection).
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
@@ -139,3 +140,31 @@ async def test_an_unreachable_server_is_unreachable_error_and_nothing_applied(
     monkeypatch.undo()
     assert_states(aio_dynamodb, FaultVersioned,
                   {"A": state_of(FaultVersioned, 1, email="ada@x.io", handle="ada", note="n")})
+
+
+async def test_a_write_cancelled_in_flight_is_recognised_by_its_repeat(
+        endpoints: tuple[FaultProxy, str], aio_dynamodb: str) -> None:
+    """A task cancelled after its write landed but before the answer: repeating the same call
+    finds its own write in place and is done (as after OutcomeUnknownError). Without the
+    cancellation being recorded, the repeat would be a ConcurrentModificationError."""
+    proxy, direct = endpoints
+    case = prepare(proxy, FaultVersioned, "move_unique")
+    obj = case.saved[0]
+    obj.email, obj.handle = "ada@analytical.engine", "countess"
+    proxy.inject(Fault.DELAY_AFTER, delay=HOLD)
+
+    task = asyncio.create_task(obj.asave())
+    while not proxy.records():  # the write reached the server and was applied
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    proxy.wait_idle()
+    assert_states(direct, FaultVersioned, case.after)
+
+    proxy.clear()
+    await obj.asave()  # the same call again: refused, and the refusal shows its own write
+    assert [w.status for w in proxy.writes()] == [400]
+    assert_states(direct, FaultVersioned, case.after)
+    assert_snapshots(direct, case)
+    assert_clean([FaultVersioned], direct)
