@@ -518,3 +518,103 @@ def test_items_an_is_record_hook_turns_away_are_not_checked(
     for model in fm.MODELS:
         monkeypatch.setattr(model.Meta, "is_record", is_record, raising=False)
     assert audit.check(fm.MODELS).clean
+
+
+# --- paging, counting, reading one item ----------------------------------------------------------
+
+
+def test_lock_page_walks_every_lock_once_in_pages_of_at_most_limit(raw: Any) -> None:
+    for i in range(23):
+        Account(pk=f"ACCT#{i:02}", email=f"{i:02}@x.io", username=f"u{i:02}").save()
+    Team(pk="TEAM#1", team_name="Red").save()
+    seen: list[str] = []
+    sizes: list[int] = []
+    cursor = None
+    while True:
+        page = audit.lock_page(fm.MODELS, cursor=cursor, limit=10)
+        sizes.append(len(page.locks))
+        seen.extend(lock.key for lock in page.locks)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    everything = [lock.key for lock in audit.list_locks(fm.MODELS).locks]
+    assert sorted(seen) == everything  # no lock skipped, none shown twice
+    assert len(everything) == 47
+    assert sizes == [10, 10, 10, 10, 7]
+
+
+def test_lock_page_filters_and_normalizes_like_list_locks(raw: Any) -> None:
+    for i in range(30):
+        Account(pk=f"ACCT#{i:02}", email=f"user{i:02}@x.io").save()
+    Account(pk="ACCT#ADA", email="Ada@X.io").save()
+    page = audit.lock_page(fm.MODELS, constraint="email", value_prefix="ADA", limit=5)
+    assert [lock.key for lock in page.locks] == ["UNIQ#EMAIL#ada@x.io"]
+    assert page.next_cursor is None
+    # Sparse matches: each Scan request evaluates twice as many items as the one before.
+    assert page.cost.count("Scan") == 4  # 5 + 10 + 20 + 40 evaluated >= 62 items
+    with pytest.raises(audit.AuditError, match="hashed"):
+        audit.lock_page(fm.MODELS, constraint="PHONE", value_prefix="+1")
+
+
+def test_lock_page_sizes_its_request_from_the_density_the_cursor_carries(raw: Any) -> None:
+    for i in range(30):
+        Account(pk=f"ACCT#{i:02}", email=f"{i:02}@x.io", username=f"u{i:02}").save()
+    scans: list[int] = []
+    cursor = None
+    while True:
+        page = audit.lock_page(fm.MODELS, cursor=cursor, limit=10)
+        scans.append(page.cost.count("Scan"))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    # The first page learns how many items hold one lock (records come first in key order);
+    # every later page fills with one Scan request.
+    assert len(scans) == 6 and scans[0] > 1
+    assert scans[1:] == [1, 1, 1, 1, 1]
+
+
+def test_lock_page_stops_after_max_requests_with_a_cursor(raw: Any) -> None:
+    for i in range(12):
+        Account(pk=f"ACCT#{i:02}", email=f"{i:02}@x.io").save()
+    page = audit.lock_page(fm.MODELS, constraint="TEAM_NAME", limit=2, max_requests=2)
+    assert (page.locks, page.cost.count("Scan")) == ((), 2)
+    assert page.next_cursor is not None
+    rest = audit.lock_page(fm.MODELS, constraint="TEAM_NAME", limit=2, cursor=page.next_cursor)
+    assert (rest.locks, rest.next_cursor) == ((), None)
+    # A time budget: no second request once it is spent.
+    timed = audit.lock_page(fm.MODELS, constraint="TEAM_NAME", limit=2, max_seconds=0.0)
+    assert (timed.locks, timed.cost.count("Scan")) == ((), 1)
+    assert timed.next_cursor is not None
+
+
+def test_lock_page_refuses_a_cursor_it_did_not_make(raw: Any) -> None:
+    with pytest.raises(audit.AuditError, match="not a page cursor"):
+        audit.lock_page(fm.MODELS, cursor="bm90IGpzb24=")
+
+
+def test_count_locks_counts_each_lock_name_with_one_projected_scan(raw: Any) -> None:
+    fm.seed_drift(raw)
+    with requests_sent() as sent:
+        counts = audit.count_locks(fm.MODELS)
+    assert counts.counts == ((fm.TABLE, "EMAIL", 6), (fm.TABLE, "HANDLE", 1),
+                             (fm.TABLE, "OLDNAME", 1), (fm.TABLE, "PHONE", 2),
+                             (fm.TABLE, "TEAM_NAME", 1), (fm.TABLE, "TENANT_SLUG", 1))
+    assert (counts.of(fm.TABLE, "EMAIL"), counts.of(fm.TABLE, "NOPE")) == (6, 0)
+    assert [op for op, _ in sent] == ["Scan"]
+    assert sent[0][1]["ProjectionExpression"] == "#h, #r"
+
+
+def test_read_lock_and_read_record_hide_hashed_values(raw: Any) -> None:
+    Account(pk="ACCT#1", email="ada@x.io", phone="+15551234").save()
+    lock = audit.read_lock(fm.MODELS, "UNIQ#EMAIL#ada@x.io")
+    assert lock is not None and lock.owner_label == "ACCT#1 / PROFILE"
+    assert audit.read_lock(fm.MODELS, "UNIQ#EMAIL#bob@x.io") is None
+    assert audit.read_lock(fm.MODELS, "ACCT#1") is None  # not a lock key
+    record = audit.read_record(fm.MODELS, fm.account_key("ACCT#1"))
+    assert record is not None
+    assert record.ref == audit.RecordRef(fm.TABLE, fm.account_key("ACCT#1"), "AuditAccount")
+    assert dict(record.attributes)["phone"] == audit.HIDDEN
+    assert dict(record.attributes)["email"] == "ada@x.io"
+    assert record.hidden == ("phone",)
+    assert "+15551234" not in json.dumps(record.to_dict())
+    assert audit.read_record(fm.MODELS, fm.account_key("ACCT#2")) is None

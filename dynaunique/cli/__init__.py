@@ -1,7 +1,7 @@
 """The ``dynaunique`` command: parse, delegate to the library, print. Nothing else.
 
-Each group of commands lives in its own module (``demo``, ``locks``, ``migrations``) and only
-parses options, calls the Python API and prints its report objects with rich.
+Each group of commands lives in its own module (``demo``, ``locks``, ``migrations``, ``ui``) and
+only parses options, calls the Python API and prints its report objects (or serves a page).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from dynaunique.cli import demo, locks, migrations
+    from dynaunique.cli import demo, locks, migrations, ui
 
-    for module in (demo, locks, migrations):
+    for module in (demo, locks, migrations, ui):
         for command in module.COMMANDS:
             cli.add_command(command)
 

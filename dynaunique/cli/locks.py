@@ -24,14 +24,7 @@ from dynaunique.errors import DynauniqueError
 from dynaunique.model import Model
 from dynaunique.transaction import to_json
 
-_KIND_LABELS = {
-    audit.DUPLICATE: "duplicate",
-    audit.MISSING: "missing lock",
-    audit.FOREIGN_OWNER: "foreign owner",
-    audit.ORPHAN: "orphan lock",
-    audit.UNKNOWN_CONSTRAINT: "unknown constraint",
-    audit.UNREADABLE: "unreadable record",
-}
+_KIND_LABELS = audit.KIND_LABELS
 _STATUS_STYLES = {audit.FIXED: "green", audit.ALREADY_FIXED: "green", audit.NOT_FIXED: "red",
                   audit.SKIPPED: "yellow", audit.FAILED: "red"}
 

@@ -326,3 +326,65 @@ def raw_item(endpoint: str, table: str, key: Mapping[str, Any]) -> Raw | None:
     item = raw_client(endpoint).get_item(TableName=table, Key=dict(key),
                                          ConsistentRead=True).get("Item")
     return dict(item) if item is not None else None
+
+
+def probe_held_values(models: Sequence[type[Model]], endpoint: str, *,
+                      model_of: ModelOf | None = None) -> list[str]:
+    """Try to take every value a live record holds with a fresh record: each try must raise
+    ``UniqueViolation``. Returns one line per value a fresh record could take (a duplicate
+    now exists: the probe record is left in place so that :func:`check` reports it too) or that
+    failed otherwise.
+
+    :func:`check` proves that each held value has a lock owned by its holder; this proves the
+    lock actually stops a writer, through the library's own write path. A probe record has a
+    fresh hash key (``PROBE#<n>``), the holder's range key, and only the constraint's fields.
+    """
+    from dynaunique import UniqueViolation
+
+    problems: list[str] = []
+    probes = 0
+    for table, table_models in _by_table(models):
+        pick = model_of if model_of is not None else _default_model_of(table_models)
+        hash_attr, _ = _info(table_models[0]).key_attributes
+        for raw in scan_table(endpoint, table):
+            hash_value = raw[hash_attr].get("S")
+            if isinstance(hash_value, str) and hash_value.startswith(RESERVED_PREFIX):
+                continue
+            model = pick(raw)
+            if model is None:
+                continue
+            info = _info(model)
+            record = model.from_raw_data(copy.deepcopy(raw))
+            for bound in info.constraints:
+                fields = bound.constraint.fields
+                values = {f: getattr(record, f) for f in fields}
+                if any(v is None for v in values.values()):
+                    continue  # None is never locked
+                probes += 1
+                keys: dict[str, Any] = {info.hash_field: f"PROBE#{probes}"}
+                if info.range_field is not None:
+                    keys[info.range_field] = getattr(record, info.range_field)
+                fresh = model(**keys, **values)
+                try:
+                    fresh.save()
+                except UniqueViolation:
+                    continue
+                except Exception as exc:
+                    problems.append(f"taking {values} (held by {_plain(_record_key(info, raw))}) "
+                                    f"raised {type(exc).__name__}: {exc}, not UniqueViolation")
+                    continue
+                problems.append(f"a fresh record took {values}, held by "
+                                f"{_plain(_record_key(info, raw))}: a duplicate")
+    return problems
+
+
+def assert_sound(models: Sequence[type[Model]], endpoint: str, *,
+                 model_of: ModelOf | None = None) -> Report:
+    """:func:`assert_clean`, then :func:`probe_held_values`: every held value has exactly one
+    lock owned by its holder, no lock lacks a holder, and a fresh record cannot take any held
+    value."""
+    report = assert_clean(models, endpoint, model_of=model_of)
+    problems = probe_held_values(models, endpoint, model_of=model_of)
+    assert not problems, "\n".join(problems) + "\n" + str(check(models, endpoint,
+                                                                 model_of=model_of))
+    return report

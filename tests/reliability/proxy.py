@@ -14,6 +14,15 @@ applied) and, when a queued :class:`Rule` matches its operation, one fault is in
 A rule may carry ``on_applied``, a callable run after the server answered and before the
 response is dropped or delayed: another client's write slipped in between an applied write and
 its resend. The proxy binds 127.0.0.1 only and forwards to one upstream URL.
+
+**Interleavings.** ``with proxy.intercept(adversary, before=k) as call: obj.save()`` runs
+``adversary`` — another writer, typically dynaunique's own API on the same model classes —
+*before forwarding* the k-th request of the call under test (or the first request ``when``
+matches), then forwards that request: the adversary acts in the gap between two requests of one
+call. While the adversary runs, every request that reaches the proxy is its own and passes
+straight through (no fault, no count): a re-entrancy flag, so the harness is for one client
+thread at a time. ``call.requests`` lists the call's own requests (operation and body), so a test
+can assert how many a call sent and what each carried.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import random
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -60,6 +69,9 @@ class Rule:
     on_applied: Callable[[], None] | None = None
     #: The probability that a matching request gets the fault (and uses up one of ``times``).
     chance: float = 1.0
+    #: Only requests this picks (operation, parsed body) match; None: every one of
+    #: ``operations``.
+    when: Callable[[str, dict[str, Any]], bool] | None = None
 
 
 @attrs.frozen
@@ -72,12 +84,51 @@ class Recorded:
     fault: Fault | None
     #: The upstream's HTTP status, or None when the request was never forwarded.
     status: int | None
+    #: Sent by an interleaved adversary (``FaultProxy.intercept``), not by the call under test.
+    adversary: bool = False
 
     @property
     def token(self) -> str | None:
         """The request's ``ClientRequestToken`` (TransactWriteItems only)."""
         token = self.body.get("ClientRequestToken")
         return token if isinstance(token, str) else None
+
+
+#: Picks the request of the call under test to run the adversary before: (operation, body, its
+#: 1-based index in the call).
+RequestMatch = Callable[[str, dict[str, Any], int], bool]
+
+
+@attrs.define
+class Interception:
+    """One call under test (see :meth:`FaultProxy.intercept`): its requests, and the adversary
+    run in one of its gaps."""
+
+    adversary: Callable[[], None] | None = None
+    before: int | None = None
+    when: RequestMatch | None = None
+    #: The requests of the call under test, oldest first (the adversary's are not here).
+    requests: list[Recorded] = attrs.field(factory=list)
+    #: The requests the adversary sent, oldest first.
+    adversary_requests: list[Recorded] = attrs.field(factory=list)
+    #: The 1-based index of the call's request the adversary ran before (None: it did not run).
+    fired_before: int | None = None
+    #: What the adversary raised, if anything (the call's request is forwarded regardless).
+    adversary_error: BaseException | None = None
+    _arrived: int = 0
+
+    @property
+    def fired(self) -> bool:
+        """Whether the adversary ran."""
+        return self.fired_before is not None
+
+    def operations(self) -> list[str]:
+        """The operations of the call's requests, in order."""
+        return [r.operation for r in self.requests]
+
+    def writes(self) -> list[Recorded]:
+        """The call's write requests."""
+        return [r for r in self.requests if r.operation in WRITE_OPERATIONS]
 
 
 class FaultProxy:
@@ -100,6 +151,9 @@ class FaultProxy:
         self.injected: dict[Fault, int] = dict.fromkeys(Fault, 0)
         #: Exceptions raised by ``on_applied`` hooks (a test should assert this stays empty).
         self.hook_errors: list[BaseException] = []
+        self._interception: Interception | None = None
+        # Set while an adversary runs: every request then is the adversary's own.
+        self._attacking = False
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -145,16 +199,44 @@ class FaultProxy:
 
     def inject(self, fault: Fault, *, times: int = 1,
                operations: Iterable[str] = WRITE_OPERATIONS, delay: float = 0.0,
-               on_applied: Callable[[], None] | None = None, chance: float = 1.0) -> Rule:
+               on_applied: Callable[[], None] | None = None, chance: float = 1.0,
+               when: Callable[[str, dict[str, Any]], bool] | None = None) -> Rule:
         """Queue a rule; rules are consumed in order, each request consuming at most one.
 
         With ``chance`` below 1 each matching request gets the fault with that probability (a
-        lossy network: ``inject(Fault.DROP_AFTER, times=10**9, chance=0.02)``).
+        lossy network: ``inject(Fault.DROP_AFTER, times=10**9, chance=0.02)``). ``when`` narrows
+        the rule to the requests it picks by operation and parsed body.
         """
-        rule = Rule(fault, times, frozenset(operations), delay, on_applied, chance)
+        rule = Rule(fault, times, frozenset(operations), delay, on_applied, chance, when)
         with self._lock:
             self._rules.append(rule)
         return rule
+
+    @contextlib.contextmanager
+    def intercept(self, adversary: Callable[[], None] | None = None, *,
+                  before: int | None = None,
+                  when: RequestMatch | None = None) -> Iterator[Interception]:
+        """Record the requests of the call made inside the block; run ``adversary`` before
+        forwarding its ``before``-th request (1-based), or the first one ``when`` matches.
+
+        The adversary runs at most once, in the proxy's handler thread, while the call waits
+        for its answer; its own requests pass straight through. With no adversary the block
+        only records (how many requests does this call send, and what do they carry?).
+        """
+        if adversary is not None and before is None and when is None:
+            raise ValueError("say which request to run the adversary before: before= or when=")
+        if before is not None and before < 1:
+            raise ValueError("requests are counted from 1")
+        call = Interception(adversary, before, when)
+        with self._lock:
+            if self._interception is not None:
+                raise RuntimeError("one interception at a time")
+            self._interception = call
+        try:
+            yield call
+        finally:
+            with self._lock:
+                self._interception = None
 
     def clear(self) -> None:
         """Forget queued rules and recorded requests."""
@@ -190,11 +272,43 @@ class FaultProxy:
 
     # --- used by the handler -------------------------------------------------------------------
 
-    def _begin(self, operation: str) -> Rule | None:
+    def _arrive(self, operation: str, body: dict[str, Any]) -> tuple[bool, int | None]:
+        """Classify one arriving request: (the adversary's own?, its index in the call)."""
+        with self._lock:
+            if self._attacking:
+                return True, None
+            call = self._interception
+            if call is None:
+                return False, None
+            call._arrived += 1
+            index = call._arrived
+            due = call.adversary is not None and call.fired_before is None and (
+                (call.before is not None and index == call.before)
+                or (call.when is not None and call.when(operation, body, index)))
+            if due:
+                call.fired_before = index
+                self._attacking = True
+        if due:
+            assert call.adversary is not None
+            try:
+                call.adversary()
+            except Exception as exc:  # the test reads it from the interception
+                call.adversary_error = exc
+            finally:
+                with self._lock:
+                    self._attacking = False
+        return False, index
+
+    def _begin(self, operation: str, adversary: bool = False,
+               body: dict[str, Any] | None = None) -> Rule | None:
         with self._lock:
             self._in_flight += 1
+            if adversary:
+                return None  # the adversary's requests pass straight through
             for rule in self._rules:
                 if rule.times > 0 and operation in rule.operations:
+                    if rule.when is not None and not rule.when(operation, body or {}):
+                        continue
                     if rule.chance < 1.0 and self._random.random() >= rule.chance:
                         continue
                     rule.times -= 1
@@ -203,11 +317,17 @@ class FaultProxy:
             return None
 
     def _record(self, operation: str, body: dict[str, Any], rule: Rule | None,
-                status: int | None) -> None:
+                status: int | None, adversary: bool = False, in_call: bool = False) -> None:
         # Recorded before the client hears anything, so a test that has its answer sees it.
         with self._lock:
-            self._records.append(Recorded(len(self._records), operation, body,
-                                          rule.fault if rule is not None else None, status))
+            recorded = Recorded(len(self._records), operation, body,
+                                rule.fault if rule is not None else None, status, adversary)
+            self._records.append(recorded)
+            call = self._interception
+            if call is not None and adversary:
+                call.adversary_requests.append(recorded)
+            elif call is not None and in_call:
+                call.requests.append(recorded)
 
     def _hook_failed(self, exc: BaseException) -> None:
         with self._lock:
@@ -251,11 +371,13 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             parsed = {}
         proxy = self.owner
-        rule = proxy._begin(operation)
+        adversary, index = proxy._arrive(operation, parsed)
+        in_call = index is not None
+        rule = proxy._begin(operation, adversary, parsed)
         try:
             fault = rule.fault if rule is not None else None
             if fault is Fault.DROP_BEFORE:
-                proxy._record(operation, parsed, rule, None)
+                proxy._record(operation, parsed, rule, None, adversary, in_call)
                 self._drop()
                 return
             if fault is Fault.DELAY_BEFORE and rule is not None:
@@ -269,7 +391,7 @@ class _Handler(BaseHTTPRequestHandler):
                     rule.on_applied()
                 except Exception as exc:  # surfaced to the test through hook_errors
                     proxy._hook_failed(exc)
-            proxy._record(operation, parsed, rule, status)
+            proxy._record(operation, parsed, rule, status, adversary, in_call)
             if fault is Fault.DROP_AFTER:
                 self._drop()
                 return

@@ -1,0 +1,35 @@
+"""The ``ui`` command: parse, load the models, hand them to :func:`dynaunique.ui.serve`."""
+
+from __future__ import annotations
+
+import click
+
+from dynaunique.cli._common import endpoint_option, load_models
+
+
+@click.command("ui")
+@click.argument("module")
+@endpoint_option
+@click.option("--port", default=8737, show_default=True, type=click.IntRange(0, 65535),
+              metavar="N", help="Port on 127.0.0.1 (0 picks a free one).")
+@click.option("--allow-repair", is_flag=True,
+              help="Offer repairs on the page (each behind a confirmation); read-only without.")
+def ui_command(module: str, endpoint: str | None, port: int, allow_repair: bool) -> None:
+    """Serve a local page to inspect MODULE's locks: who holds what, what drifted.
+
+    The page answers on 127.0.0.1 only, and only to requests carrying the access token in the
+    URL it prints. Without --endpoint an embedded local server is started, with the models'
+    tables created empty. Needs the ui extra: pip install 'dynaunique[ui]'.
+    """
+    try:
+        from dynaunique import ui
+    except ImportError as exc:
+        raise click.ClickException(f"dynaunique ui needs the ui extra ({exc}): "
+                                   "pip install 'dynaunique[ui]'") from exc
+    models = load_models(module)
+    ui.serve(models, module=module, endpoint=endpoint, port=port, allow_repair=allow_repair,
+             echo=click.echo)
+
+
+#: The click commands this module adds to ``dynaunique``.
+COMMANDS: list[click.Command] = [ui_command]

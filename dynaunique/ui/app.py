@@ -1,0 +1,527 @@
+"""The ASGI application behind ``dynaunique ui``: its routes, its guards, and how it is served.
+
+Every request passes :class:`_Guard` first: the Host header must be ``127.0.0.1`` or
+``localhost`` (a page on another site cannot reach the server through DNS rebinding), and the
+request must carry the access token — once in the URL (``?token=``, as printed at start, which
+then moves into an HttpOnly, SameSite=Strict cookie), in that cookie, or as ``Authorization:
+token <token>``. Anything else is answered 403. Every POST must also carry the CSRF token the
+pages embed in their forms. Repairs (POST ``/repair/...``) are refused with 403 unless the app
+was created with ``allow_repair``, whatever the request carries.
+
+The handlers only call :mod:`dynaunique.audit` (in a worker thread: boto3 blocks) and render
+:mod:`dynaunique.ui.views` through :mod:`dynaunique.ui.templates`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import itertools
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import attrs
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from dynaunique import audit
+from dynaunique.errors import DynauniqueError
+from dynaunique.locks import split_lock_key, untyped
+from dynaunique.model import Model
+from dynaunique.ui import templates, views
+
+#: The only address the server binds.
+HOST = "127.0.0.1"
+#: Host header names a request may use (any port): anything else is a page of another site.
+_ALLOWED_HOSTS = frozenset({"127.0.0.1", "localhost"})
+#: A lock page sends no further Scan request that would likely end after this many seconds
+#: (a sparse filter would otherwise read up to 10 requests): the page answers, with a cursor.
+PAGE_SECONDS = 0.8
+#: How many check reports the app keeps for their pages and repairs.
+_KEPT_RUNS = 20
+_SECURITY_HEADERS = [
+    (b"content-security-policy",
+     b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+     b"frame-ancestors 'none'; base-uri 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    # The URL may carry the token: never send it along to another site.
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+]
+
+
+def _token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+@attrs.frozen
+class UIConfig:
+    """What one page serves, and the secrets that guard it."""
+
+    models: tuple[type[Model], ...]
+    #: The access token every request must carry (printed in the start URL).
+    token: str = attrs.field(factory=_token, repr=False)
+    #: The token every POST form carries.
+    csrf: str = attrs.field(factory=_token, repr=False)
+    #: Whether repair controls exist and repair POSTs are accepted.
+    allow_repair: bool = False
+    #: For the page header: the models' module and the endpoint.
+    module: str = ""
+    endpoint: str = ""
+
+
+@attrs.frozen
+class _Run:
+    """One check run: its report and the repair plan made from it (pure: nothing sent)."""
+
+    id: str
+    started: str
+    report: audit.AuditReport
+    plan: audit.RepairPlan
+
+
+class _Runs:
+    """The last check runs, by id; shared by the worker threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Run] = {}
+        self._ids = itertools.count(1)
+
+    def add(self, report: audit.AuditReport, plan: audit.RepairPlan) -> _Run:
+        with self._lock:
+            started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+            run = _Run(str(next(self._ids)), started, report, plan)
+            self._runs[run.id] = run
+            while len(self._runs) > _KEPT_RUNS:
+                del self._runs[next(iter(self._runs))]
+            return run
+
+    def get(self, run_id: str) -> _Run | None:
+        with self._lock:
+            return self._runs.get(run_id)
+
+    def recent(self) -> list[_Run]:
+        with self._lock:
+            return list(reversed(self._runs.values()))
+
+
+class _Refused(Exception):
+    """A request the page turns down, with the status and the reason it shows."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _same(given: str | None, expected: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+class _Guard:
+    """ASGI middleware: local Host only, the access token on every request, security headers."""
+
+    def __init__(self, app: ASGIApp, config: UIConfig, env: Any) -> None:
+        self.app = app
+        self.config = config
+        self.env = env
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = [*message.get("headers", []), *_SECURITY_HEADERS]
+            await send(message)
+
+        request = Request(scope)
+        response = self._refusal(request)
+        if response is None:
+            await self.app(scope, receive, send_with_headers)
+        else:
+            await response(scope, receive, send_with_headers)
+
+    def _cookie(self, request: Request) -> str:
+        # Cookies ignore ports: two pages on one machine must not overwrite each other's.
+        port = request.url.port or (scope_port(request.scope))
+        return f"dynaunique_ui_{port}"
+
+    def _refusal(self, request: Request) -> Response | None:
+        host = request.headers.get("host", "")
+        name = host[1:].partition("]")[0] if host.startswith("[") else host.rpartition(":")[0]
+        if (name or host) not in _ALLOWED_HOSTS:
+            return self._denied("this page answers only on 127.0.0.1 or localhost")
+        given = request.query_params.get("token")
+        if given is not None:
+            if not _same(given, self.config.token):
+                return self._denied("wrong access token: open the URL dynaunique ui printed")
+            # Move the token from the URL into a cookie, so it leaves the address bar.
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            response = RedirectResponse(target, status_code=303)
+            response.set_cookie(self._cookie(request), self.config.token, httponly=True,
+                                samesite="strict", path="/")
+            return response
+        authorization = request.headers.get("authorization", "")
+        header = authorization[6:] if authorization.lower().startswith("token ") else None
+        if not (_same(request.cookies.get(self._cookie(request)), self.config.token)
+                or _same(header, self.config.token)):
+            return self._denied("missing or wrong access token: open the URL dynaunique ui "
+                                "printed (it ends in ?token=...)")
+        return None
+
+    def _denied(self, reason: str) -> Response:
+        return HTMLResponse(self.env.get_template("denied").render(reason=reason),
+                            status_code=403)
+
+
+def scope_port(scope: Scope) -> int:
+    """The port the server answered on (0 when the scope does not say)."""
+    server = scope.get("server")
+    return int(server[1]) if server and server[1] is not None else 0
+
+
+# --- small helpers for the pages ----------------------------------------------------------------
+
+
+def _href(path: str, **params: Any) -> str:
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return f"{path}?{query}" if query else path
+
+
+def _when(epoch: int | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _created(text: str | None) -> str:
+    return text.replace("T", " ")[:19] + "Z" if text else "-"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return " / ".join(str(v) for v in value)
+    return str(value)
+
+
+def _first(form: dict[str, list[str]], name: str) -> str | None:
+    values = form.get(name)
+    return values[0] if values else None
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class _Pages:
+    """The route handlers of one app: they share its config, templates and check runs."""
+
+    def __init__(self, config: UIConfig, env: Any) -> None:
+        self.config = config
+        self.models = list(config.models)
+        self.env = env
+        self.runs = _Runs()
+
+    # --- plumbing ---
+
+    def render(self, name: str, section: str, status: int = 200, **context: Any) -> Response:
+        page = self.env.get_template(name).render(
+            section=section, module=self.config.module, endpoint=self.config.endpoint,
+            allow_repair=self.config.allow_repair, csrf=self.config.csrf, href=_href,
+            keyp=views.key_param, when=_when, created=_created, shown=_shown, **context)
+        return HTMLResponse(page, status_code=status)
+
+    async def form(self, request: Request) -> dict[str, list[str]]:
+        """The urlencoded body of a POST, after checking its CSRF token and Origin."""
+        origin = request.headers.get("origin")
+        if origin is not None and origin != "null":
+            name = origin.split("://", 1)[-1].rsplit(":", 1)[0]
+            if name not in _ALLOWED_HOSTS:
+                raise _Refused(403, "a page of another site may not send this form")
+        body = parse_qs((await request.body()).decode("utf-8", "replace"),
+                        keep_blank_values=True)
+        if not _same(_first(body, "csrf"), self.config.csrf):
+            raise _Refused(403, "missing or wrong CSRF token: reload the page and try again")
+        return body
+
+    def guarded(self, handler: Handler, section: str) -> Handler:
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except _Refused as exc:
+                return self.render("error", section, exc.status, error=exc.reason)
+            except DynauniqueError as exc:
+                return self.render("error", section, 400, error=str(exc))
+        return run
+
+    # --- models ---
+
+    async def models_page(self, request: Request) -> Response:
+        rows = views.constraint_rows(self.models)
+        tables: dict[str, list[views.ConstraintRow]] = {}
+        for row in rows:
+            tables.setdefault(row.table, []).append(row)
+        counts = None
+        undeclared: dict[str, list[str]] = {}
+        if request.query_params.get("count"):
+            counts = await run_in_threadpool(audit.count_locks, self.models)
+            declared = {(row.table, row.name) for row in rows}
+            for table, name, _ in counts.counts:
+                if (table, name) not in declared:
+                    undeclared.setdefault(table, []).append(name)
+        return self.render("models", "/models", tables=sorted(tables.items()), counts=counts,
+                           undeclared=undeclared)
+
+    # --- locks ---
+
+    async def locks_page(self, request: Request) -> Response:
+        params = request.query_params
+        constraint = params.get("constraint") or None
+        model = params.get("model") or None
+        cursor = params.get("cursor") or None
+        try:
+            limit = min(max(int(params.get("limit") or 50), 1), 500)
+        except ValueError:
+            limit = 50
+        row = views.constraint_named(self.models, constraint) if constraint else None
+        prefix = params.get("prefix") or None
+        context: dict[str, Any] = dict(
+            names=views.lock_names(self.models), model_names=[m.__name__ for m in self.models],
+            constraint=constraint or "", model=model or "", limit=limit, cursor=cursor, row=row,
+            prefix="" if row is not None and row.hashed else (prefix or ""))
+        if row is not None and row.hashed and prefix is not None:
+            # Never echoed: a prefix of a hashed value is still part of the value.
+            return self.render("locks", "/locks", 400, page=None, **context,
+                               error=f"{row.name} is hashed: its locks keep only a digest, so "
+                                     "they cannot be listed by value; look one value up below")
+        page = await run_in_threadpool(audit.lock_page, self.models, model=model,
+                                       constraint=constraint, value_prefix=prefix,
+                                       cursor=cursor, limit=limit, max_seconds=PAGE_SECONDS)
+        return self.render("locks", "/locks", page=page, **context)
+
+    async def lookup(self, request: Request) -> Response:
+        form = await self.form(request)
+        name = _first(form, "constraint") or ""
+        row = views.constraint_named(self.models, name)
+        if row is None:
+            raise _Refused(400, f"no loaded model declares a constraint named {name!r}")
+        values = form.get("value", [])
+        try:
+            model = audit.pick_model(self.models, row.name, model=_first(form, "model") or None)
+            value = audit.parse_value(model, row.name, values)
+            lock = await run_in_threadpool(audit.who_holds, model, row.name, value)
+        except DynauniqueError as exc:
+            if row.hashed:  # the message may quote the value: say only that it failed
+                raise _Refused(400, f"that value cannot be looked up as {row.name} "
+                                    f"({type(exc).__name__}); {row.name} is hashed, so the "
+                                    "value is not shown") from exc
+            raise
+        if lock is not None:
+            return RedirectResponse(_href("/lock", table=lock.table, key=lock.key),
+                                    status_code=303)
+        free = (f"that {row.name} value (hashed, not shown)" if row.hashed
+                else f"{row.name} {' / '.join(values)!r}")
+        return self.render("lock", "/locks", lock=None, shown_key=row.name, free_text=free)
+
+    async def lock_page(self, request: Request) -> Response:
+        key = request.query_params.get("key") or ""
+        table = request.query_params.get("table") or None
+        lock = await run_in_threadpool(audit.read_lock, self.models, key, table=table)
+        record = holds = None
+        if lock is not None and lock.owner is not None:
+            record = await run_in_threadpool(audit.read_record, self.models, lock.owner,
+                                             table=lock.table)
+            if record is not None:
+                owner = await self._owner_locks(record)
+                holds = owner is not None and any(e.lock.key == lock.key for e in owner.locks)
+        parsed = split_lock_key(key)
+        free = key
+        if parsed is not None:
+            row = views.constraint_named(self.models, parsed[0])
+            free = f"{parsed[0]} (hashed)" if row is not None and row.hashed else \
+                f"{parsed[0]} {parsed[1]!r}"
+        return self.render("lock", "/locks", lock=lock, record=record, holds=holds,
+                           shown_key=key, free_text=free)
+
+    async def _owner_locks(self, record: audit.StoredRecord) -> audit.OwnerLocks | None:
+        model = next((m for m in self.models if m.__name__ == record.ref.model), None)
+        if model is None or model._du_info is None:
+            return None
+        # By attribute name: a stored owner map need not keep the hash key first.
+        info = model._du_info
+        key = record.ref.key
+        range_value = untyped(key[info.range_attr]) if info.range_attr in key else None
+        try:
+            return await run_in_threadpool(audit.owner_locks, self.models,
+                                           untyped(key[info.hash_attr]), range_value,
+                                           model=record.ref.model)
+        except DynauniqueError:
+            return None  # its locks cannot be computed: the check reports it as unreadable
+
+    async def record_page(self, request: Request) -> Response:
+        table = request.query_params.get("table") or None
+        try:
+            key = views.parse_key_param(request.query_params.get("key") or "")
+        except ValueError as exc:
+            raise _Refused(400, str(exc)) from exc
+        record = await run_in_threadpool(audit.read_record, self.models, key, table=table)
+        owner = await self._owner_locks(record) if record is not None else None
+        label = " / ".join(str(untyped(v)) for v in key.values())
+        return self.render("record", "/locks", record=record, owner=owner or _NO_LOCKS,
+                           label=label)
+
+    # --- check and repair ---
+
+    async def check_page(self, request: Request) -> Response:
+        return self.render("check", "/check", runs=self.runs.recent())
+
+    async def run_check(self, request: Request) -> Response:
+        await self.form(request)
+        report = await run_in_threadpool(audit.check, self.models)
+        run = self.runs.add(report, audit.plan_repair(report))
+        return RedirectResponse(f"/check/{run.id}", status_code=303)
+
+    def _run(self, request: Request) -> _Run:
+        run = self.runs.get(request.path_params["run"])
+        if run is None:
+            raise _Refused(404, "no such check run (the page keeps the last 20): run a check")
+        return run
+
+    async def report_page(self, request: Request) -> Response:
+        run = self._run(request)
+        rows = views.finding_rows(self.models, run.report, run.plan)
+        counts = ", ".join(f"{n} {audit.KIND_LABELS[k]}"
+                           for k, n in run.report.counts().items() if n)
+        return self.render("report", "/check", run=run, rows=rows, counts=counts)
+
+    def _actions(self, request: Request) -> tuple[_Run, str, tuple[audit.RepairAction, ...]]:
+        if not self.config.allow_repair:
+            raise _Refused(403, "repairs are disabled: start dynaunique ui with --allow-repair "
+                                "(or run dynaunique repair)")
+        run = self._run(request)
+        which = request.path_params["which"]
+        if which == "all":
+            return run, which, run.plan.actions
+        if not which.isdigit() or int(which) >= len(run.plan.actions):
+            raise _Refused(404, f"check run {run.id} plans no repair {which!r}")
+        return run, which, (run.plan.actions[int(which)],)
+
+    def _action_row(self, action: audit.RepairAction) -> dict[str, Any]:
+        redactor = views.redactor_for(self.models, action.finding)
+        finding = action.finding
+        return {"kind": action.kind.replace("_", " "), "constraint": finding.constraint,
+                "hashed": finding.hashed, "value": finding.shown_value,
+                "description": redactor.text(action.description),
+                "request": views.request_json(action, redactor)}
+
+    async def confirm_repair(self, request: Request) -> Response:
+        run, which, actions = self._actions(request)
+        return self.render("confirm", "/check", run=run, which=which,
+                           rows=[self._action_row(a) for a in actions])
+
+    async def repair(self, request: Request) -> Response:
+        run, _, actions = self._actions(request)
+        await self.form(request)
+        # The same guarded repair the `repair` command sends, for the chosen actions only.
+        plan = audit.RepairPlan(actions, (), run.plan.models)
+        result = await run_in_threadpool(audit.apply_repair, plan)
+        rows = [{**self._action_row(o.action), "status": o.status.replace("_", " "),
+                 "ok": o.status in (audit.FIXED, audit.ALREADY_FIXED),
+                 "message": views.outcome_message(self.models, o)} for o in result.outcomes]
+        return self.render("result", "/check", rows=rows, cost=result.cost.describe())
+
+    async def style(self, request: Request) -> Response:
+        return Response(templates.STYLE, media_type="text/css")
+
+    async def home(self, request: Request) -> Response:
+        return RedirectResponse("/models", status_code=303)
+
+    def routes(self) -> list[Route]:
+        def route(path: str, handler: Handler, section: str, methods: Sequence[str] = ("GET",)
+                  ) -> Route:
+            return Route(path, self.guarded(handler, section), methods=list(methods))
+
+        return [
+            route("/", self.home, "/models"),
+            route("/style.css", self.style, ""),
+            route("/models", self.models_page, "/models"),
+            route("/locks", self.locks_page, "/locks"),
+            route("/lookup", self.lookup, "/locks", ("POST",)),
+            route("/lock", self.lock_page, "/locks"),
+            route("/record", self.record_page, "/locks"),
+            route("/check", self.check_page, "/check"),
+            route("/check", self.run_check, "/check", ("POST",)),
+            route("/check/{run}", self.report_page, "/check"),
+            route("/repair/{run}/{which}", self.confirm_repair, "/check"),
+            route("/repair/{run}/{which}", self.repair, "/check", ("POST",)),
+        ]
+
+
+_NO_LOCKS = audit.OwnerLocks(None, (), audit.Cost())
+
+
+def create_app(config: UIConfig) -> ASGIApp:
+    """The ASGI app serving ``config.models``: guarded by its tokens, read-only by default."""
+    env = templates.environment()
+    pages = _Pages(config, env)
+    return _Guard(Starlette(routes=pages.routes()), config, env)
+
+
+def serve(models: Sequence[type[Model]], *, module: str = "", endpoint: str | None = None,
+          port: int = 8737, allow_repair: bool = False,
+          echo: Callable[[str], None] = print) -> None:
+    """Serve the page on ``127.0.0.1:port`` until interrupted (Ctrl-C or SIGTERM).
+
+    ``endpoint`` None starts an embedded local DynamoDB-compatible server (the ``local``
+    extra) and creates the models' tables there, empty: nothing is seeded. Otherwise the models
+    are pointed at ``endpoint``. ``echo`` receives the lines to print, the first of which
+    carries the URL with the access token.
+    """
+    import uvicorn  # imported here so that create_app works without a server installed
+
+    from dynaunique.testing import FAKE_AWS_ENV, create_tables, local_dynamodb, use_endpoint
+
+    with contextlib.ExitStack() as stack:
+        embedded = endpoint is None
+        if endpoint is None:
+            for name, value in FAKE_AWS_ENV.items():
+                os.environ.setdefault(name, value)
+            endpoint = stack.enter_context(local_dynamodb())
+            use_endpoint(endpoint, *models)
+            create_tables(*models)
+        else:
+            use_endpoint(endpoint, *models)
+        sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port))
+        # Listening before the URL is printed: a client that reads it can connect at once.
+        sock.listen(128)
+        bound = sock.getsockname()[1]
+        where = f"{endpoint} (embedded, empty)" if embedded else endpoint
+        config = UIConfig(tuple(models), allow_repair=allow_repair, module=module,
+                          endpoint=where)
+        echo(f"dynaunique ui: http://{HOST}:{bound}/?token={config.token}")
+        echo(f"  models of {module or 'the module'} on {where}")
+        if embedded:
+            echo(f"  point your application at {endpoint} to fill it")
+        echo("  repairs enabled: each asks for confirmation" if allow_repair
+             else "  read-only (--allow-repair enables repairs)")
+        echo("  Ctrl-C stops it")
+        server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning",
+                                               access_log=False, lifespan="off"))
+        server.run(sockets=[sock])

@@ -1,0 +1,41 @@
+"""Fixtures of the ui tests: a read-only and a repairing ``dynaunique ui`` on the session's local
+server (one each per module), and the audit tables, created empty before each test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import fixtures_audit_models as fm
+import pytest
+from ui_server import UIServer, running_ui
+
+from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
+
+
+@pytest.fixture(scope="module")
+def read_only(dynaunique_endpoint: str) -> Iterator[UIServer]:
+    """``dynaunique ui fixtures_audit_models --endpoint ...``: no repairs."""
+    with running_ui("--endpoint", dynaunique_endpoint) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def repairing(dynaunique_endpoint: str) -> Iterator[UIServer]:
+    """The same with ``--allow-repair``."""
+    with running_ui("--endpoint", dynaunique_endpoint, "--allow-repair") as server:
+        yield server
+
+
+@pytest.fixture
+def raw(dynaunique_endpoint: str) -> Any:
+    """The audit tables, created empty, and a plain boto3 client to break them with.
+
+    The servers above outlive one test, so the ``dynamodb`` fixture (per test) cannot be used:
+    this resets the same session server.
+    """
+    reset_local_dynamodb(dynaunique_endpoint)
+    use_endpoint(dynaunique_endpoint, *fm.MODELS)
+    create_tables(*fm.MODELS)
+    return boto3.client("dynamodb", endpoint_url=dynaunique_endpoint, region_name="us-east-1")
