@@ -44,7 +44,7 @@ from dynaunique.errors import (
     UnsupportedOperationError,
     for_operation,
 )
-from dynaunique.transaction import execute_steps
+from dynaunique.transaction import execute_steps, same_item
 from dynaunique.unit_of_work import (
     ConditionCheck,
     LockRef,
@@ -279,6 +279,10 @@ def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModi
     # Adopt the record as DynamoDB returned it with the failure (the next request is guarded on
     # exactly that state); without it, read it.
     current = exc.current if exc.current is not None else (yield from op.obj._du_read_steps())
+    if ident in fresh and same_item(current, stored[ident]):
+        # Nothing moved since this flush read it: what failed is the caller's own condition
+        # (or version), which a replan would only fail again.
+        return False
     stored[ident] = dict(current) if current is not None else None
     fresh.add(ident)
     return True

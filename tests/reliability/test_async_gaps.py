@@ -40,7 +40,7 @@ ALL_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem",
 OLD, NEW, THIRD = "a@x.io", "b@x.io", "c@x.io"
 
 
-class GapVersioned(Model):
+class AsyncGapVersioned(Model):
     class Meta:
         table_name = "rel_async_gaps_versioned"
 
@@ -50,7 +50,7 @@ class GapVersioned(Model):
     version = VersionAttribute()
 
 
-class GapPlain(Model):
+class AsyncGapPlain(Model):
     class Meta:
         table_name = "rel_async_gaps_plain"
 
@@ -59,7 +59,7 @@ class GapPlain(Model):
     email = UnicodeAttribute(unique=True, null=True)
 
 
-MODELS: tuple[type[Model], ...] = (GapVersioned, GapPlain)
+MODELS: tuple[type[Model], ...] = (AsyncGapVersioned, AsyncGapPlain)
 
 
 def _load(model: type[Model], pk: str = "R") -> Any:  # Any: the fields are the model's
