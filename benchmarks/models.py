@@ -1,7 +1,7 @@
 """The one model every benchmark writes, and helpers to point it at a server.
 
 Two unique values (k = 2: ``email``, normalized, and ``username``) and one plain field (``name``),
-on a table with a hash and a range key, as in DESIGN.md's example. The hand-written boto3
+on a table with a hash and a range key, as in the README's example. The hand-written boto3
 implementation (``benchmarks/handwritten.py``) writes exactly this layout.
 """
 

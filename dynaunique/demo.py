@@ -1,4 +1,4 @@
-"""The demo's scenario: DESIGN.md's seed story told with real requests, returned as reports.
+"""The demo's scenario: the story of docs/why.md told with real requests, returned as reports.
 
 ``dynaunique demo`` (``dynaunique.cli.demo``) only prints what this module measures. The story:
 ada signs up (the TransactWriteItems request captured on the wire, compared with
@@ -126,7 +126,7 @@ if TYPE_CHECKING:
 
 
 def account_model(table: str, target: Target) -> type[DemoAccount]:
-    """DESIGN.md's ``Account``, bound to ``table`` on ``target``."""
+    """The README's ``Account``, bound to ``table`` on ``target``."""
 
     class Account(Model):
         class Meta:

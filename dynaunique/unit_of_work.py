@@ -2,7 +2,7 @@
 
 A :class:`Plan` is data — the exact record and lock writes a save or delete needs, each with its
 guard — so it can be printed, asserted in a unit test, or handed to ``dynaunique.transaction`` to
-execute. The rules are DESIGN.md's table:
+execute. The rules (docs/how-it-works.md shows each request):
 
 * create: record put (guarded on absence) + one lock put per lock the record holds;
 * update: record put guarded "unchanged since loaded" + new-lock puts + old-lock deletes; with no

@@ -399,12 +399,23 @@ def test_a_never_loaded_save_over_an_existing_key_is_a_guarded_update(
         wire: FaultProxy, model: type[Model]) -> None:
     """The stored item is adopted and the save redone as an update guarded on it: the record
     ends with the new value, the old value's lock is gone, and every request after the first
-    guards the record."""
+    guards the record. A versioned object must hold the stored version to do so (PynamoDB's
+    first-save guard refuses a new object over a stored record)."""
     model(pk="R", email="a", note="stored").save()
+    extra = {"version": 1} if model is GapVersioned else {}
     with wire.intercept() as call:
-        model(pk="R", email="b").save()
+        model(pk="R", email="b", **extra).save()
     assert not unguarded_followups(call.requests, [{"pk": {"S": "R"}}], ("pk",)), (
         call.operations())
     assert model.get("R", consistent_read=True).email == "b"  # type: ignore[attr-defined]
     model(pk="S", email="a").save()  # the old value is free again
     assert_sound([model], wire.url)
+
+
+def test_a_new_versioned_object_over_an_existing_key_is_refused(wire: FaultProxy) -> None:
+    GapVersioned(pk="R", email="a", note="stored").save()
+    with wire.intercept() as call, pytest.raises(ConcurrentModificationError):
+        GapVersioned(pk="R", email="b").save()
+    assert call.operations() == ["TransactWriteItems"]
+    assert GapVersioned.get("R", consistent_read=True).email == "a"
+    assert_sound([GapVersioned], wire.url)

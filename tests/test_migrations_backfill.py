@@ -20,10 +20,10 @@ from dynaunique.locks import lock_key
 from dynaunique.migrations import (
     Counters,
     DuplicatesFound,
-    InjectedCrash,
     MigrationExecutor,
     SilentReporter,
 )
+from dynaunique.migrations.executor import InjectedCrash
 from dynaunique.migrations.recorder import Progress
 
 TABLE = "mig_backfill_accounts"
@@ -229,7 +229,6 @@ def test_concurrent_writers_during_the_backfill_leave_exactly_the_right_locks(
     _backfill_under_live_writers(ws, records=60, page_size=8)
 
 
-@pytest.mark.slow
 def test_thousands_of_records_with_live_writers_end_with_exactly_the_right_locks(
         ws: Workspace) -> None:
     """Issue 5's "done when": thousands of pre-existing records, writers running throughout."""

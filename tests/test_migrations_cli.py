@@ -336,7 +336,7 @@ class Progressing:
 
 
 def test_a_crashed_backfill_resumes_from_the_ledger(ws: Workspace) -> None:
-    from dynaunique.migrations import InjectedCrash
+    from dynaunique.migrations.executor import InjectedCrash
 
     _seed(ws, 40)
     ws.deploy(email=UNIQUE_EMAIL)

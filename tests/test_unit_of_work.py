@@ -1,4 +1,4 @@
-"""dynaunique.unit_of_work: the exact plan and request of every row of DESIGN.md's write table.
+"""dynaunique.unit_of_work: the exact plan and request of every write (docs/how-it-works.md).
 
 Planning does no I/O, so no server is needed: instances are built in memory and ``_du_loaded`` is
 set to a raw item to stand for "loaded from DynamoDB".

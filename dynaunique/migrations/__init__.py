@@ -22,7 +22,6 @@ from __future__ import annotations
 from dynaunique.migrations.executor import (
     Duplicate,
     DuplicatesFound,
-    InjectedCrash,
     MigrateResult,
     MigrationExecutor,
     MigrationStatus,
@@ -50,7 +49,6 @@ __all__ = [
     "Counters",
     "Duplicate",
     "DuplicatesFound",
-    "InjectedCrash",
     "MakeResult",
     "MigrateResult",
     "Migration",

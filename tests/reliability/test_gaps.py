@@ -129,6 +129,14 @@ def _moved(m: type[Model], tag: str) -> tuple[str, str, str, str, str]:
     return key, o, a, b, c
 
 
+def _as_stored(m: type[Model], key: str) -> dict[str, Any]:
+    """A never-loaded object of a versioned model holds the stored version, as PynamoDB needs
+    to write over a stored record (a new one, version unset, is refused after one request)."""
+    if not any(isinstance(a, VersionAttribute) for a in m.get_attributes().values()):
+        return {}
+    return {"version": m.get(key, consistent_read=True).version}  # type: ignore[attr-defined]
+
+
 def never_loaded_delete(m: type[Model], tag: str) -> Setup:
     """R holds a; ``M(pk=R).delete()`` (reads the record to know its locks)."""
     key, o, a, _, c = _moved(m, tag)
@@ -138,7 +146,7 @@ def never_loaded_delete(m: type[Model], tag: str) -> Setup:
 def never_loaded_save(m: type[Model], tag: str) -> Setup:
     """R holds a; ``M(pk=R, email=b).save()`` over the existing key (adopts the stored item)."""
     key, o, a, b, c = _moved(m, tag)
-    fresh = m(pk=key, email=b, note="never-loaded")
+    fresh = m(pk=key, email=b, note="never-loaded", **_as_stored(m, key))
     return Setup(fresh.save, key, old=o, third=c, contested=a, records=(key,),
                  only=(ConcurrentModificationError,))
 
@@ -147,7 +155,7 @@ def update_set_never_loaded(m: type[Model], tag: str) -> Setup:
     """R holds a; ``M(pk=R).update([M.email.set(b)])``."""
     key, o, a, b, c = _moved(m, tag)
     email: Any = m.email  # type: ignore[attr-defined]
-    obj = m(pk=key)
+    obj = m(pk=key, **_as_stored(m, key))
     return Setup(lambda: obj.update(actions=[email.set(b)]), key, old=o, third=c, contested=a,
                  records=(key,))
 
@@ -156,7 +164,7 @@ def update_remove_never_loaded(m: type[Model], tag: str) -> Setup:
     """R holds a; ``M(pk=R).update([M.email.remove()])``."""
     key, o, a, _, c = _moved(m, tag)
     email: Any = m.email  # type: ignore[attr-defined]
-    obj = m(pk=key)
+    obj = m(pk=key, **_as_stored(m, key))
     return Setup(lambda: obj.update(actions=[email.remove()]), key, old=o, third=c,
                  contested=a, records=(key,))
 
@@ -220,7 +228,7 @@ def never_loaded_swap(m: type[Model], tag: str) -> Setup:
     x, y, a, b, c = _pair(m, tag)
     y1 = m.get(y, consistent_read=True)
     y1.email = a  # type: ignore[attr-defined]
-    fresh = m(pk=x, email=b)
+    fresh = m(pk=x, email=b, **_as_stored(m, x))
 
     def swap() -> None:
         with atomic():
