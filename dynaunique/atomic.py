@@ -4,7 +4,9 @@ Inside ``with atomic():`` a ``save()`` or ``delete()`` is recorded, not sent. Le
 plans every object (``dynaunique.unit_of_work``), fuses the writes that meet on one lock item (a
 value moving between records becomes one owner transfer), and sends ONE TransactWriteItems. An
 exception in the block sends nothing. A nested ``atomic()`` joins the outer one. The current unit
-is a context variable, so each thread and each asyncio task has its own.
+is a context variable, so each thread and each asyncio task has its own; ``async with atomic()``
+is the same unit, committed by the async sender (``dynaunique.aio``), and belongs to the task
+that opened it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from pynamodb.expressions.condition import Condition
 
 from dynaunique import flush as _flush
-from dynaunique.errors import DynauniqueError, UnsupportedOperationError, for_operation
+from dynaunique.errors import UnsupportedOperationError
 from dynaunique.flush import Op, OpKind, Unit, current_unit
 from dynaunique.transaction import render_checked, to_json
 from dynaunique.unit_of_work import ConditionCheck, Expression, Plan
@@ -44,6 +46,9 @@ class Atomic:
         # Set once the block has ended: a context copied from inside the block (an asyncio
         # task started there) must then write directly, not into a finished unit.
         self.closed = False
+        # The asyncio task that opened the block (None outside an event loop): only it may
+        # add to the unit (see dynaunique.flush.current_unit).
+        self.task: object | None = None
 
     # --- collecting --------------------------------------------------------------------------
 
@@ -77,7 +82,8 @@ class Atomic:
     # --- the block -------------------------------------------------------------------------------
 
     def __enter__(self) -> Atomic:
-        outer = current_unit()
+        # A block opened in a task that merely sees another task's block is a unit of its own.
+        outer = _flush._own_unit()
         if outer is not None and not self.dry_run:
             # Nested: join the outer unit, with a savepoint as Django's atomic() has: if this
             # block raises, what it added is dropped and the outer unit goes on without it.
@@ -85,32 +91,53 @@ class Atomic:
             self._savepoint = outer.unit.savepoint()
             return outer  # type: ignore[no-any-return]
         # A dry run is always a unit of its own: nothing in it is ever sent.
+        self.task = _flush.running_task()
         self._context = _flush.collecting(self)
         self._context.__enter__()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        if self._leave(exc_type):
+            self.commit()
+
+    async def __aenter__(self) -> Atomic:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._leave(exc_type):
+            await self.acommit()
+
+    def _leave(self, exc_type: type[BaseException] | None) -> bool:
+        """End the block; True when this unit is to be committed now."""
         if self._outer is not None:
             if exc_type is not None and self._savepoint is not None:
                 self._outer.unit.rollback(self._savepoint)
-            return
+            return False
         self._context.__exit__(None, None, None)
         self._context = None
         self.closed = True
-        if exc_type is not None:
-            return  # nothing was sent; nothing to undo
-        self.commit()
+        # After an exception nothing was sent; nothing to undo.
+        return exc_type is None
 
     def commit(self) -> None:
         """Plan and send the unit (called when the block ends): one TransactWriteItems."""
-        if not self.unit.ops and not self.unit.checks:
-            return
-        try:
-            flushed = _flush.flush(self.unit, dry_run=self.dry_run)
-        except DynauniqueError as exc:
-            for_operation(exc, "transact_write")  # also PynamoDB's TransactWriteError
-            raise
+        if self.unit.ops or self.unit.checks:
+            with _flush.as_operation("transact_write"):
+                flushed = _flush.flush(self.unit, dry_run=self.dry_run)
+            self._committed(flushed)
+
+    async def acommit(self) -> None:
+        """:meth:`commit` under asyncio (called when an ``async with`` block ends)."""
+        from dynaunique.aio import arun  # only an async caller needs the async client
+
+        if self.unit.ops or self.unit.checks:
+            with _flush.as_operation("transact_write"):
+                flushed = await arun(_flush.flush_steps(self.unit, dry_run=self.dry_run))
+            self._committed(flushed)
+
+    def _committed(self, flushed: _flush.Flushed) -> None:
         self.plan = flushed.plan
         self.request = render_checked(flushed.plan) if flushed.plan.has_work else None
 
@@ -123,6 +150,9 @@ class Atomic:
 
 def atomic(*, dry_run: bool = False) -> Atomic:
     """A unit of work: ``with atomic() as tx: a.save(); b.delete()`` — one transaction.
+
+    Under asyncio: ``async with atomic() as tx: await a.asave(); await b.adelete()`` — the
+    same unit, committed without blocking the event loop.
 
     With ``dry_run=True`` nothing is sent; ``tx.request`` / ``tx.explain()`` show what would be.
     """

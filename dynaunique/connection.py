@@ -12,6 +12,11 @@ PynamoDB's ``pre_dynamodb_send``/``post_dynamodb_send`` signals fire and a mock 
 table of errors: throttling and conflicts are retried with jittered backoff; a network failure or a
 5xx answer is resent only when the caller says a resend is safe; anything else comes back as
 :class:`Refused` (the botocore error with its whole response) for the caller to map.
+
+The logic does no I/O itself: :func:`send_steps` is a generator that yields each step —
+:class:`Request` "send this", :class:`Sleep` "back off this long" — and receives each answer.
+:func:`run` drives it (and every generator built on it: a flush, a read) synchronously;
+``dynaunique.aio`` drives the very same generators under asyncio. One logic, two senders.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import botocore.exceptions
@@ -193,6 +198,93 @@ def _retryable(response: Mapping[str, Any]) -> bool:
     return code in RETRYABLE
 
 
+@attrs.frozen
+class Request:
+    """A step of a sans-IO exchange: send this request through ``connection``.
+
+    The driver answers with DynamoDB's response (a dict), or throws in the exception the
+    sending raised (botocore's ``ClientError``, ``ConnectionError``…).
+    """
+
+    connection: Connection
+    operation: str
+    params: Mapping[str, Any]
+
+
+@attrs.frozen
+class Sleep:
+    """A step of a sans-IO exchange: wait ``seconds`` (a backoff), then go on."""
+
+    seconds: float
+
+
+#: What a sans-IO generator yields. Its driver performs each step and sends back the result:
+#: :func:`run` here, ``dynaunique.aio.arun`` under asyncio.
+Step = Request | Sleep
+_T = TypeVar("_T")
+Steps = Generator[Step, Any, _T]
+
+
+def run(steps: Steps[_T], *, sleep: Callable[[float], None] = time.sleep) -> _T:
+    """Drive ``steps`` synchronously: each request through its PynamoDB connection."""
+    try:
+        step = next(steps)
+        while True:
+            if isinstance(step, Sleep):
+                sleep(step.seconds)
+                step = steps.send(None)
+                continue
+            try:
+                response = dict(step.connection.dispatch(step.operation, dict(step.params)))
+            except Exception as exc:  # handed to the logic, which decides
+                step = steps.throw(exc)
+            else:
+                step = steps.send(response)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def send_steps(connection: Connection, operation: str, params: Mapping[str, Any], *,
+               policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
+               ambiguous: bool = False) -> Steps[dict[str, Any]]:
+    """The logic of :func:`send`, without I/O: yields each attempt and each backoff."""
+    conflicts = 0
+    network = 0
+    while True:
+        try:
+            return dict((yield Request(connection, operation, dict(params))))
+        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+            # A refused connection never reached the server; anything else may have applied.
+            if not isinstance(exc, (botocore.exceptions.EndpointConnectionError,
+                                    botocore.exceptions.ConnectTimeoutError)):
+                ambiguous = True
+            network += 1
+            _stop_or_resend(operation, policy, network, ambiguous, resend_safe, str(exc), exc)
+            yield Sleep(policy.delay(network))
+        except botocore.exceptions.ClientError as raised:
+            error = _client_error(raised)
+            response = error.response
+            code = response.get("Error", {}).get("Code", "")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if _retryable(response):
+                conflicts += 1
+                if conflicts > policy.max_conflict_retries:
+                    what = ("the transaction kept conflicting with others"
+                            if code == "TransactionCanceledException"
+                            else f"DynamoDB kept refusing {operation}: {code}")
+                    raise DynauniqueError(f"{what} ({conflicts} tries); try again later"
+                                          ) from error
+                yield Sleep(policy.delay(conflicts))
+                continue
+            if code in AMBIGUOUS or (isinstance(status, int) and status >= 500):
+                ambiguous = True
+                network += 1
+                _stop_or_resend(operation, policy, network, ambiguous, resend_safe, code, error)
+                yield Sleep(policy.delay(network))
+                continue
+            raise Refused(error, ambiguous=ambiguous) from error
+
+
 def send(connection: Connection, operation: str, params: Mapping[str, Any], *,
          policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
          sleep: Callable[[float], None] = time.sleep,
@@ -207,41 +299,8 @@ def send(connection: Connection, operation: str, params: Mapping[str, Any], *,
     :raises UnreachableError: DynamoDB was never reached; nothing was applied.
     :raises OutcomeUnknownError: the resends ran out after a failure that may have applied.
     """
-    conflicts = 0
-    network = 0
-    while True:
-        try:
-            return dict(connection.dispatch(operation, dict(params)))
-        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-            # A refused connection never reached the server; anything else may have applied.
-            if not isinstance(exc, (botocore.exceptions.EndpointConnectionError,
-                                    botocore.exceptions.ConnectTimeoutError)):
-                ambiguous = True
-            network += 1
-            _stop_or_resend(operation, policy, network, ambiguous, resend_safe, str(exc), exc)
-            sleep(policy.delay(network))
-        except botocore.exceptions.ClientError as raised:
-            error = _client_error(raised)
-            response = error.response
-            code = response.get("Error", {}).get("Code", "")
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if _retryable(response):
-                conflicts += 1
-                if conflicts > policy.max_conflict_retries:
-                    what = ("the transaction kept conflicting with others"
-                            if code == "TransactionCanceledException"
-                            else f"DynamoDB kept refusing {operation}: {code}")
-                    raise DynauniqueError(f"{what} ({conflicts} tries); try again later"
-                                          ) from error
-                sleep(policy.delay(conflicts))
-                continue
-            if code in AMBIGUOUS or (isinstance(status, int) and status >= 500):
-                ambiguous = True
-                network += 1
-                _stop_or_resend(operation, policy, network, ambiguous, resend_safe, code, error)
-                sleep(policy.delay(network))
-                continue
-            raise Refused(error, ambiguous=ambiguous) from error
+    return run(send_steps(connection, operation, params, policy=policy, resend_safe=resend_safe,
+                          ambiguous=ambiguous), sleep=sleep)
 
 
 def _stop_or_resend(operation: str, policy: RetryPolicy, attempts: int, ambiguous: bool,

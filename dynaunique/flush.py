@@ -17,26 +17,34 @@ when its block ends. The steps, as SQLAlchemy's ``Session.flush``:
 
 No request after the first relies on what an earlier request saw: each is planned from the
 state it guards on, so another writer acting between two requests makes it fail, not err.
+
+:func:`flush_steps` is all of this without I/O: it yields each read and the write and receives
+their answers. :func:`flush` drives it synchronously; ``dynaunique.aio`` drives the same
+generator under asyncio, so both send the same requests and settle them the same way.
 """
 
 from __future__ import annotations
 
 import contextvars
 import enum
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 import attrs
 
-from dynaunique.connection import connection_for, policy_for
+from dynaunique.connection import Steps, connection_for, policy_for, run
 from dynaunique.errors import (
     ConcurrentModificationError,
+    DynauniqueError,
     ForeignLockError,
+    Operation,
     OutcomeUnknownError,
     UnsupportedOperationError,
+    for_operation,
 )
-from dynaunique.transaction import execute, same_item
+from dynaunique.transaction import execute_steps, same_item
 from dynaunique.unit_of_work import (
     ConditionCheck,
     LockRef,
@@ -89,13 +97,14 @@ class Flushable(Protocol):
 
     def _du_loaded_for_key(self) -> dict[str, Any] | None: ...
 
-    def _du_read(self) -> dict[str, Any] | None: ...
+    def _du_read_steps(self) -> Steps[dict[str, Any] | None]: ...
 
     def _du_needs_stored(self, op: Op) -> bool: ...
 
     def _du_plan(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan: ...
 
-    def _du_finish(self, op: Op, record: Write | None, response: Mapping[str, Any]) -> None: ...
+    def _du_finish_steps(self, op: Op, record: Write | None,
+                         response: Mapping[str, Any]) -> Steps[None]: ...
 
     def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool: ...
 
@@ -153,9 +162,54 @@ _current: contextvars.ContextVar[Any] = contextvars.ContextVar("dynaunique_atomi
 
 
 def current_unit() -> Any:
-    """The open ``atomic()`` block this thread or task is inside, if any."""
+    """The open ``atomic()`` block this thread or task is inside, if any.
+
+    A block belongs to the asyncio task that opened it. Another task that sees it (a task
+    started inside the block copies the context: ``asyncio.gather(a.asave(), ...)``,
+    ``asyncio.to_thread``) may not write into it: that would race the block's end. It gets an
+    ``UnsupportedOperationError`` rather than a write outside the transaction it expects.
+    """
+    unit = _own_unit()
+    if unit is None and _current.get() is not None and not _current.get().closed:
+        raise UnsupportedOperationError(
+            "this atomic() block belongs to another asyncio task (or thread); await asave() / "
+            "adelete() in the task that opened it — asyncio.gather() runs each coroutine in a "
+            "task of its own"
+        )
+    return unit
+
+
+def _own_unit() -> Any:
+    """The open ``atomic()`` block of this context if this task opened it, else None."""
     unit = _current.get()
-    return unit if unit is not None and not unit.closed else None
+    if unit is None or unit.closed or unit.task is not running_task():
+        return None
+    return unit
+
+
+def running_task() -> object | None:
+    """The asyncio task running this code (None outside a running event loop)."""
+    # asyncio is not imported here: a program that never imported it runs no event loop.
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
+    try:
+        task: object | None = asyncio.current_task()
+    except RuntimeError:
+        return None
+    return task
+
+
+@contextmanager
+def as_operation(operation: Operation) -> Iterator[None]:
+    """A dynaunique error leaving this block is also PynamoDB's error for ``operation``
+    (``PutError``, ``DeleteError``, ``UpdateError``, ``TransactWriteError``): one place for
+    both senders."""
+    try:
+        yield
+    except DynauniqueError as exc:
+        for_operation(exc, operation)
+        raise
 
 
 @contextmanager
@@ -210,7 +264,8 @@ def _versioned(op: Op) -> bool:
 
 
 def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModificationError,
-            stored: dict[int, dict[str, Any] | None], fresh: set[int], done: set[int]) -> bool:
+            stored: dict[int, dict[str, Any] | None], fresh: set[int],
+            done: set[int]) -> Steps[bool]:
     """A record guard failed: prepare the replan (True), or say the caller must see it (False)."""
     ident = next((i for i, w in records.items() if w is not None and w is exc.write), None)
     if ident is None:
@@ -223,7 +278,7 @@ def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModi
         return False
     # Adopt the record as DynamoDB returned it with the failure (the next request is guarded on
     # exactly that state); without it, read it.
-    current = exc.current if exc.current is not None else op.obj._du_read()
+    current = exc.current if exc.current is not None else (yield from op.obj._du_read_steps())
     if ident in fresh and same_item(current, stored[ident]):
         # Nothing moved since this flush read it: what failed is the caller's own condition
         # (or version), which a replan would only fail again.
@@ -239,6 +294,11 @@ def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
     ``dry_run=True`` plans and returns without sending any write (an object never loaded whose
     plan needs its stored state is still read).
     """
+    return run(flush_steps(unit, dry_run=dry_run))
+
+
+def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
+    """:func:`flush` without I/O: yields its reads and its write, receives their answers."""
     connection, policy = _connection(unit)
     # The stored state each op is planned from; `fresh`: found by this flush, not the caller.
     stored: dict[int, dict[str, Any] | None] = {}
@@ -247,7 +307,7 @@ def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
     for ident, op in unit.ops.items():
         loaded = op.obj._du_loaded_for_key()
         if loaded is None and op.obj._du_needs_stored(op):
-            loaded = op.obj._du_read()
+            loaded = yield from op.obj._du_read_steps()
             fresh.add(ident)
         stored[ident] = loaded
     foreign: set[str] = set()
@@ -270,14 +330,15 @@ def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
             repeats = [w for i, w in records.items()
                        if w is not None and unit.ops[i].obj._du_state.unknown == w]
             try:
-                response = execute(plan, connection, policy=policy, repeats=repeats)
+                response = yield from execute_steps(plan, connection, policy=policy,
+                                                    repeats=repeats)
             except ForeignLockError as exc:
                 # Locks another record holds were never this unit's to delete: leave them.
                 # The next request carries every record guard again.
                 foreign.update(exc.lock_keys)
                 continue
             except ConcurrentModificationError as exc:
-                if not _settle(unit, records, exc, stored, fresh, done):
+                if not (yield from _settle(unit, records, exc, stored, fresh, done)):
                     raise
                 continue
             except OutcomeUnknownError:
@@ -287,7 +348,7 @@ def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
                 raise
         for ident, op in unit.ops.items():
             op.obj._du_state.unknown = None
-            op.obj._du_finish(op, records[ident], response)
+            yield from op.obj._du_finish_steps(op, records[ident], response)
         return Flushed(plan, response, records)
     raise ConcurrentModificationError(
         "the records of this write kept changing while it was retried; try again",

@@ -27,16 +27,24 @@ from pynamodb.models import Model as PynamoModel
 from pynamodb.pagination import ResultIterator
 
 from dynaunique.attributes import UniqueOptions
-from dynaunique.connection import connection_for, policy_for, send
+from dynaunique.connection import Steps, connection_for, policy_for, run, send_steps
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import (
     ConfigurationError,
-    DynauniqueError,
     InvalidValueError,
     UnsupportedOperationError,
-    for_operation,
 )
-from dynaunique.flush import Flushed, InstanceState, Op, OpKind, Unit, current_unit, flush
+from dynaunique.flush import (
+    Flushed,
+    InstanceState,
+    Op,
+    OpKind,
+    Unit,
+    as_operation,
+    current_unit,
+    flush,
+    flush_steps,
+)
 from dynaunique.locks import (
     LOCK_ATTRIBUTES,
     LOCK_SORT_KEY,
@@ -566,8 +574,9 @@ class Model(PynamoModel, metaclass=ModelMeta):
             return self._du_plan_delete(loaded, op.condition, op.add_version_condition)
         return self._du_plan_update(op, loaded)
 
-    def _du_finish(self, op: Op, record: Write | None, response: Mapping[str, Any]) -> None:
-        """After the unit succeeded: this object's new snapshot."""
+    def _du_finish_steps(self, op: Op, record: Write | None,
+                         response: Mapping[str, Any]) -> Steps[None]:
+        """After the unit succeeded: this object's new snapshot (one read when it is unknown)."""
         if op.kind is OpKind.DELETE:
             self._du_loaded = None
             return
@@ -583,7 +592,10 @@ class Model(PynamoModel, metaclass=ModelMeta):
         elif isinstance(record, RecordUpdate) and record.predicted is not None:
             self.deserialize(copy.deepcopy(record.predicted))
         else:
-            self.refresh(consistent_read=True)
+            item = yield from self._du_read_steps()
+            if item is None:
+                raise self.DoesNotExist("This item does not exist in the table.")
+            self.deserialize(item)
 
     def _du_after_save(self, item: Mapping[str, Any], record: Write | None = None) -> None:
         """``item`` was written: it is the new snapshot (and the version the object holds)."""
@@ -600,25 +612,23 @@ class Model(PynamoModel, metaclass=ModelMeta):
             # The locks just written are the new snapshot's: the next save need not rebuild.
             state.old_locks = (loaded, seeded[1], seeded[2])
 
-    def _du_read(self) -> dict[str, Any] | None:
+    def _du_read_steps(self) -> Steps[dict[str, Any] | None]:
         """A strongly consistent read of this object's record (raw item, or None)."""
         info = self._du_info
         assert info is not None
-        response = send(connection_for(self.Meta), "GetItem",
-                        {"TableName": info.table, "Key": self._du_key(), "ConsistentRead": True},
-                        policy=policy_for(self.Meta))
+        response = yield from send_steps(
+            connection_for(self.Meta), "GetItem",
+            {"TableName": info.table, "Key": self._du_key(), "ConsistentRead": True},
+            policy=policy_for(self.Meta))
         item = response.get("Item")
         return dict(item) if item is not None else None
 
     def _du_flush(self, op: Op, dry_run: bool) -> Flushed:
         unit = Unit()
         unit.add(op)
-        try:
+        # Also PynamoDB's PutError/DeleteError/UpdateError, for `except PutError:` code.
+        with as_operation(op.kind.value):
             return flush(unit, dry_run=dry_run)
-        except DynauniqueError as exc:
-            # Also PynamoDB's PutError/DeleteError/UpdateError, for `except PutError:` code.
-            for_operation(exc, op.kind.value)
-            raise
 
     def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool:
         """Whether a never-loaded save that met an existing record may become an update of it.
@@ -634,6 +644,15 @@ class Model(PynamoModel, metaclass=ModelMeta):
         mine = getattr(self, info.version_field)
         stored = current.get(info.version_attr or "")
         return mine is not None and stored is not None and int(stored["N"]) == int(mine)
+
+    async def _du_aflush(self, op: Op) -> Flushed:
+        """:meth:`_du_flush` under asyncio: the same flush, driven by ``dynaunique.aio``."""
+        from dynaunique.aio import arun  # only an async caller needs the async client
+
+        unit = Unit()
+        unit.add(op)
+        with as_operation(op.kind.value):
+            return await arun(flush_steps(unit))
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -663,6 +682,21 @@ class Model(PynamoModel, metaclass=ModelMeta):
                                  dry_run)
         return render_checked(flushed.plan) if dry_run else flushed.response
 
+    async def asave(self, condition: Condition | None = None, *,
+                    add_version_condition: bool = True) -> dict[str, Any]:
+        """:meth:`save` for asyncio: ``await obj.asave()`` — the same plan, request and errors.
+
+        Inside ``async with atomic()`` (or ``with atomic()``) the save is collected, as
+        :meth:`save` is. A model without constraints is saved through the same flush (the
+        request PynamoDB's ``save`` sends).
+        """
+        unit = current_unit()
+        if unit is not None:
+            unit.add_save(self, condition, add_version_condition)
+            return {}
+        op = Op(self, OpKind.SAVE, condition, add_version_condition)
+        return (await self._du_aflush(op)).response
+
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True,
                dry_run: bool = False) -> Any:
         """Delete this record and every lock it holds, in one request.
@@ -684,6 +718,16 @@ class Model(PynamoModel, metaclass=ModelMeta):
         if dry_run:
             return render_checked(flushed.plan) if flushed.plan.has_work else {}
         return flushed.response
+
+    async def adelete(self, condition: Condition | None = None, *,
+                      add_version_condition: bool = True) -> Any:
+        """:meth:`delete` for asyncio: ``await obj.adelete()`` — the same requests and errors."""
+        unit = current_unit()
+        if unit is not None:
+            unit.add_delete(self, condition, add_version_condition)
+            return {}
+        op = Op(self, OpKind.DELETE, condition, add_version_condition)
+        return (await self._du_aflush(op)).response
 
     def _du_constrained(self) -> bool:
         info = self._du_info
@@ -707,6 +751,22 @@ class Model(PynamoModel, metaclass=ModelMeta):
         cannot be known before sending (``add``, arithmetic, ``if_not_exists`` …) on a field a
         lock depends on raises :class:`UnsupportedOperationError`: assign and ``save()`` instead.
         """
+        self._du_check_update(actions)
+        if not dry_run and not self._du_constrained():
+            return super().update(actions, condition, add_version_condition=add_version_condition)
+        flushed = self._du_flush(self._du_update_op(actions, condition, add_version_condition),
+                                 dry_run)
+        return render_checked(flushed.plan) if dry_run else flushed.response
+
+    async def aupdate(self, actions: list[Action], condition: Condition | None = None, *,
+                      add_version_condition: bool = True) -> Any:
+        """:meth:`update` for asyncio: ``await obj.aupdate([Model.n.add(1)])``."""
+        self._du_check_update(actions)
+        op = self._du_update_op(actions, condition, add_version_condition)
+        return (await self._du_aflush(op)).response
+
+    @staticmethod
+    def _du_check_update(actions: list[Action]) -> None:
         if current_unit() is not None:
             raise UnsupportedOperationError(
                 "update(actions) inside atomic() is not supported: assign the new values and "
@@ -714,15 +774,14 @@ class Model(PynamoModel, metaclass=ModelMeta):
             )
         if not isinstance(actions, list) or not actions:
             raise TypeError("the value of `actions` is expected to be a non-empty list")
-        if not dry_run and not self._du_constrained():
-            return super().update(actions, condition, add_version_condition=add_version_condition)
+
+    def _du_update_op(self, actions: list[Action], condition: Condition | None,
+                      add_version_condition: bool) -> Op:
         actions = list(actions)
         version_condition = self._handle_version_attribute(actions=actions)
         if add_version_condition and version_condition is not None:
             condition = version_condition if condition is None else condition & version_condition
-        op = Op(self, OpKind.UPDATE, condition, add_version_condition, actions)
-        flushed = self._du_flush(op, dry_run)
-        return render_checked(flushed.plan) if dry_run else flushed.response
+        return Op(self, OpKind.UPDATE, condition, add_version_condition, actions)
 
     def _du_plan_update(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan:
         info = self._du_info
@@ -823,6 +882,19 @@ class Model(PynamoModel, metaclass=ModelMeta):
 
         :raises Model.DoesNotExist: no record holds the value.
         """
+        return run(cls._du_get_by_unique_steps(field_or_name, value, values))
+
+    @classmethod
+    async def aget_by_unique(cls: type[_M], field_or_name: str | None = None, value: Any = None,
+                             **values: Any) -> _M:
+        """:meth:`get_by_unique` for asyncio: the same two reads, the same errors."""
+        from dynaunique.aio import arun
+
+        return await arun(cls._du_get_by_unique_steps(field_or_name, value, values))
+
+    @classmethod
+    def _du_get_by_unique_steps(cls: type[_M], field_or_name: str | None, value: Any,
+                                values: Mapping[str, Any]) -> Steps[_M]:
         info = cls._du_info
         if info is None or not info.constraints:
             raise ConfigurationError(f"{cls.__name__} declares no unique constraint")
@@ -837,18 +909,19 @@ class Model(PynamoModel, metaclass=ModelMeta):
         key = lock_key(constraint.name, lockable,
                        secret=info.secret() if constraint.hashed else None)
         connection, policy = connection_for(cls.Meta), policy_for(cls.Meta)
-        lock = send(connection, "GetItem",
-                    {"TableName": info.table, "Key": lock_primary_key(info.key_attributes, key),
-                     "ConsistentRead": True}, policy=policy).get("Item")
+        lock = (yield from send_steps(
+            connection, "GetItem",
+            {"TableName": info.table, "Key": lock_primary_key(info.key_attributes, key),
+             "ConsistentRead": True}, policy=policy)).get("Item")
         shown = constraint.display_value(tuple(raw))
         if lock is None or OWNER_ATTR not in lock or not cls._du_family_holds(lock):
             # A lock name two models share explicitly: the other model's record is not a cls.
             raise cls.DoesNotExist(f"no {cls.__name__} holds {', '.join(constraint.fields)} "
                                    f"{shown!r}")
         owner = lock[OWNER_ATTR]["M"]
-        item = send(connection, "GetItem",
-                    {"TableName": info.table, "Key": owner, "ConsistentRead": True},
-                    policy=policy).get("Item")
+        item = (yield from send_steps(
+            connection, "GetItem", {"TableName": info.table, "Key": owner, "ConsistentRead": True},
+            policy=policy)).get("Item")
         if item is None:
             raise cls.DoesNotExist(
                 f"the lock on {shown!r} names {untyped({'M': owner})}, which does not exist (an "
@@ -1028,6 +1101,36 @@ class Model(PynamoModel, metaclass=ModelMeta):
         if attributes_to_get is not None:
             instance._du_loaded = None
         return instance
+
+    @classmethod
+    async def aget(cls: type[_M], hash_key: Any, range_key: Any = None,
+                   consistent_read: bool = False) -> _M:
+        """:meth:`get` for asyncio: the loaded object, its snapshot set (ready to change and
+        ``asave()``). ``await Account.aget("ACCT#1", consistent_read=True)``.
+
+        :raises Model.DoesNotExist: no such record.
+        """
+        from dynaunique.aio import arun
+
+        return await arun(cls._du_get_steps(hash_key, range_key, consistent_read))
+
+    @classmethod
+    def _du_get_steps(cls: type[_M], hash_key: Any, range_key: Any,
+                      consistent_read: bool) -> Steps[_M]:
+        cls._du_check_key(hash_key)
+        info = cls._du_info
+        if info is None:
+            raise ConfigurationError(f"{cls.__name__} has no Meta.table_name")
+        params: dict[str, Any] = {"TableName": info.table,
+                                  "Key": cls._du_key_of(hash_key, range_key)}
+        if consistent_read:
+            params["ConsistentRead"] = True
+        response = yield from send_steps(connection_for(cls.Meta), "GetItem", params,
+                                         policy=policy_for(cls.Meta))
+        item = response.get("Item")
+        if not item:
+            raise cls.DoesNotExist()
+        return cls.from_raw_data(item)
 
     @classmethod
     def batch_get(cls: type[_M], items: Iterable[Any],

@@ -639,6 +639,8 @@ if _HAVE_PYTEST:
         reset_local_dynamodb(dynaunique_endpoint)
         return dynaunique_endpoint
 
+    from dynaunique.testing_async import aio_dynamodb  # noqa: F401 - async fixtures
+
 
 if __name__ == "__main__":
     sys.exit(_serve_main())

@@ -8,6 +8,8 @@ per call, reused by every resend. A failed condition is never retried here and n
 sent after it: the refusal becomes one dynaunique error, except that after an ambiguous failure
 (or when repeating a call whose outcome was unknown) a record slot that already holds exactly
 this call's write proves the earlier attempt landed, whole — that is success.
+``execute_steps`` is that logic without I/O, which ``execute`` drives synchronously and
+``dynaunique.aio`` under asyncio.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from pynamodb.connection import Connection
 
-from dynaunique.connection import DEFAULT_POLICY, Refused, RetryPolicy, send
+from dynaunique.connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, run, send_steps
 from dynaunique.errors import (
     ConcurrentModificationError,
     ConditionCheckFailedError,
@@ -426,15 +428,10 @@ def _refusal(refused: Refused) -> DynauniqueError:
     return DynauniqueError(f"DynamoDB refused the request: {code}: {message}")
 
 
-def execute(plan: Plan, connection: Connection, *, policy: RetryPolicy = DEFAULT_POLICY,
-            sleep: Callable[[float], None] = time.sleep,
-            repeats: Collection[Write] = ()) -> dict[str, Any]:
-    """Send ``plan`` as one request and return DynamoDB's response; raise the mapped error.
-
-    Nothing but resends of this very request (same body, same token) is ever sent. ``repeats``:
-    record writes that repeat a call whose outcome was unknown (``OutcomeUnknownError``); like a
-    resend after an ambiguous failure, finding such a record already in place is success.
-    """
+def execute_steps(plan: Plan, connection: Connection, *,
+                  policy: RetryPolicy = DEFAULT_POLICY,
+                  repeats: Collection[Write] = ()) -> Steps[dict[str, Any]]:
+    """The logic of :func:`execute`, without I/O (see ``dynaunique.connection.Steps``)."""
     request = render(plan)
     if plan.is_transaction:
         encoded = encode(request)
@@ -445,8 +442,8 @@ def execute(plan: Plan, connection: Connection, *, policy: RetryPolicy = DEFAULT
         params = dict(request)
         operation = params.pop("Operation")
     try:
-        return send(connection, operation, params, policy=policy,
-                    resend_safe=_resend_is_safe(plan), sleep=sleep)
+        return (yield from send_steps(connection, operation, params, policy=policy,
+                                      resend_safe=_resend_is_safe(plan)))
     except Refused as refused:
         failures = _failures(plan, refused.response)
         if failures is None:
@@ -456,3 +453,15 @@ def execute(plan: Plan, connection: Connection, *, policy: RetryPolicy = DEFAULT
         if repeats and _earlier_attempt_applied(failures, lambda write: write in repeats):
             return {}
         raise _error_for(failures) from refused.error
+
+
+def execute(plan: Plan, connection: Connection, *, policy: RetryPolicy = DEFAULT_POLICY,
+            sleep: Callable[[float], None] = time.sleep,
+            repeats: Collection[Write] = ()) -> dict[str, Any]:
+    """Send ``plan`` as one request and return DynamoDB's response; raise the mapped error.
+
+    Nothing but resends of this very request (same body, same token) is ever sent. ``repeats``:
+    record writes that repeat a call whose outcome was unknown (``OutcomeUnknownError``); like a
+    resend after an ambiguous failure, finding such a record already in place is success.
+    """
+    return run(execute_steps(plan, connection, policy=policy, repeats=repeats), sleep=sleep)

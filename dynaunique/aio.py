@@ -1,0 +1,246 @@
+"""The asyncio sender: drives the library's sans-IO steps over an async HTTP client.
+
+``await arun(steps)`` performs the steps of any of dynaunique's generators (a flush, a read,
+``get_by_unique``) — the same generators :func:`dynaunique.connection.run` drives synchronously
+— so the async path plans, sends, retries and settles exactly as the sync one does.
+
+Each request is built, signed and parsed by the very botocore client of the model's PynamoDB
+connection (:func:`dynaunique.connection.connection_for`): the same region (unset: botocore's
+region chain), host, credentials, timeouts and ``extra_headers`` as the sync path, the same
+botocore event hooks (a ``before-send`` handler that answers — ``moto``'s ``mock_aws``, botocore's
+``Stubber`` — answers here too), the same error classes; PynamoDB's
+``pre_dynamodb_send``/``post_dynamodb_send`` signals fire for every request. Only the HTTP
+exchange itself goes over :mod:`httpx` (``pip install 'dynaunique[async]'``); the sync API never
+imports this module. Why this and not aiobotocore: docs/decisions.md.
+
+One ``httpx.AsyncClient`` per event loop (and per connection settings), created on first use.
+Close them with ``await dynaunique.aio.close()`` before the loop ends, or use
+``async with dynaunique.aio.session():`` around the code that writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import botocore.exceptions
+import httpx
+from botocore.awsrequest import AWSResponse, HeadersDict
+from botocore.compress import maybe_compress_request
+from botocore.endpoint import convert_to_response_dict
+from botocore.hooks import first_non_none_response
+from botocore.httpchecksum import apply_request_checksum, resolve_checksum_context
+from pynamodb.connection import Connection
+
+from dynaunique.connection import Sleep, Steps
+from dynaunique.errors import OutcomeUnknownError
+
+__all__ = ["arun", "close", "session"]
+
+_T = TypeVar("_T")
+
+# event loop → connection → its HTTP client. Weak on the loop: a loop that is gone takes its
+# clients' entry with it.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                    dict[int, httpx.AsyncClient]] = weakref.WeakKeyDictionary()
+
+#: Operations PynamoDB's ``dispatch`` does not add ``ReturnConsumedCapacity`` to.
+_TABLE_OPERATIONS = frozenset({"DescribeTable", "ListTables", "UpdateTable", "UpdateTimeToLive",
+                               "DeleteTable", "CreateTable"})
+
+
+async def arun(steps: Steps[_T]) -> _T:
+    """Drive ``steps`` under asyncio: each request over this loop's HTTP client, each backoff
+    as ``asyncio.sleep``. The async twin of :func:`dynaunique.connection.run`."""
+    try:
+        step = next(steps)
+        while True:
+            if isinstance(step, Sleep):
+                await asyncio.sleep(step.seconds)
+                step = steps.send(None)
+                continue
+            try:
+                response = await dispatch(step.connection, step.operation, step.params)
+            except asyncio.CancelledError:
+                # The request may have landed: the logic records that as it does after a lost
+                # answer (a repeat of the call then recognises its own write), and the task
+                # still ends cancelled.
+                with contextlib.suppress(Exception):
+                    steps.throw(OutcomeUnknownError(
+                        f"the task was cancelled while {step.operation} was in flight"))
+                raise
+            except Exception as exc:  # handed to the logic, which decides
+                step = steps.throw(exc)
+            else:
+                step = steps.send(response)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        steps.close()
+
+
+async def dispatch(connection: Connection, operation: str,
+                   params: Mapping[str, Any]) -> dict[str, Any]:
+    """One request, as PynamoDB's ``Connection.dispatch`` sends it, over the async client.
+
+    :raises botocore.exceptions.ClientError: DynamoDB answered with an error (the class
+        botocore raises for its code).
+    :raises botocore.exceptions.ConnectionError: the HTTP exchange failed (refused, timed out,
+        cut), in the classes botocore raises for the same failures.
+    """
+    kwargs = dict(params)
+    if operation not in _TABLE_OPERATIONS and "ReturnConsumedCapacity" not in kwargs:
+        kwargs.update(connection.get_consumed_capacity_map("TOTAL"))
+    table_name = kwargs.get("TableName")
+    req_uuid = uuid.uuid4()
+    connection.send_pre_boto_callback(operation, req_uuid, table_name)  # type: ignore[no-untyped-call]
+    # As PynamoDB's dispatch: the post signal only after an answer that is not an error.
+    data = await _make_api_call(connection, operation, kwargs)
+    connection.send_post_boto_callback(operation, req_uuid, table_name)  # type: ignore[no-untyped-call]
+    return data
+
+
+async def _make_api_call(connection: Connection, operation: str,
+                         api_params: dict[str, Any]) -> dict[str, Any]:
+    # botocore's BaseClient._make_api_call, step for step, with the HTTP send awaited.
+    client: Any = connection.client
+    operation_model = client.meta.service_model.operation_model(operation)
+    service_id = client.meta.service_model.service_id.hyphenize()
+    context: dict[str, Any] = {
+        "client_region": client.meta.region_name,
+        "client_config": client.meta.config,
+        "has_streaming_input": operation_model.has_streaming_input,
+        "auth_type": operation_model.resolved_auth_type,
+        "unsigned_payload": operation_model.unsigned_payload,
+        "auth_options": client.meta.service_model.metadata.get("auth"),
+    }
+    api_params = client._emit_api_params(api_params=api_params, operation_model=operation_model,
+                                         context=context)
+    endpoint_url, headers, properties = client._resolve_endpoint_ruleset(
+        operation_model, api_params, context)
+    if properties:
+        context["endpoint_properties"] = properties
+    request_dict = client._convert_to_request_dict(
+        api_params=api_params, operation_model=operation_model, endpoint_url=endpoint_url,
+        context=context, headers=headers)
+    resolve_checksum_context(request_dict, operation_model, api_params)
+    _, event_response = client.meta.events.emit_until_response(
+        f"before-call.{service_id}.{operation}", model=operation_model, params=request_dict,
+        request_signer=client._request_signer, context=context)
+    if event_response is not None:
+        http, parsed = event_response
+    else:
+        maybe_compress_request(client.meta.config, request_dict, operation_model)
+        apply_request_checksum(request_dict)
+        http, parsed = await _make_request(connection, client, operation_model, service_id,
+                                           request_dict)
+    client.meta.events.emit(f"after-call.{service_id}.{operation}", http_response=http,
+                            parsed=parsed, model=operation_model, context=context)
+    if http.status_code >= 300:
+        error = parsed.get("Error", {})
+        code = context.get("error_code_override") or error.get("Code")
+        raise client.exceptions.from_code(code)(parsed, operation)
+    return dict(parsed)
+
+
+class _Body:
+    """The raw body botocore's ``AWSResponse`` reads its ``content`` from."""
+
+    def __init__(self, content: bytes) -> None:
+        self._content = content
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._content
+
+
+async def _make_request(connection: Connection, client: Any, operation_model: Any,
+                        service_id: str, request_dict: dict[str, Any]
+                        ) -> tuple[Any, dict[str, Any]]:
+    # botocore's Endpoint._send_request/_do_get_response, without its retry loop (dynaunique's
+    # own loop decides resends; the sync connection has botocore's retries off too).
+    endpoint = client._endpoint
+    request = endpoint.create_request(request_dict, operation_model)  # signs it
+    responses = endpoint._event_emitter.emit(f"before-send.{service_id}.{operation_model.name}",
+                                             request=request)
+    http_response = first_non_none_response(responses)
+    if http_response is None:
+        http_response = await _send(connection, request)
+    response_dict = convert_to_response_dict(http_response, operation_model)
+    customized: dict[str, Any] = {}
+    endpoint._event_emitter.emit(f"before-parse.{service_id}.{operation_model.name}",
+                                 operation_model=operation_model, response_dict=response_dict,
+                                 customized_response_dict=customized)
+    parser = endpoint._response_parser_factory.create_parser(
+        operation_model.service_model.resolved_protocol)
+    parsed: dict[str, Any] = parser.parse(response_dict, operation_model.output_shape)
+    parsed.update(customized)
+    if http_response.status_code >= 300:
+        endpoint._add_modeled_error_fields(response_dict, parsed, operation_model, parser)
+    return http_response, parsed
+
+
+async def _send(connection: Connection, request: Any) -> AWSResponse:
+    url = request.url
+    try:
+        answer = await http_client(connection).request(
+            request.method, url, headers=dict(request.headers.items()), content=request.body)
+    except (httpx.ConnectError, httpx.PoolTimeout) as exc:
+        # Never sent: DynamoDB cannot have applied it.
+        raise botocore.exceptions.EndpointConnectionError(endpoint_url=url, error=exc) from exc
+    except httpx.ConnectTimeout as exc:
+        raise botocore.exceptions.ConnectTimeoutError(endpoint_url=url, error=exc) from exc
+    except httpx.TimeoutException as exc:
+        raise botocore.exceptions.ReadTimeoutError(endpoint_url=url, error=exc) from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        raise botocore.exceptions.ConnectionClosedError(endpoint_url=url) from exc
+    except httpx.TransportError as exc:
+        raise botocore.exceptions.HTTPClientError(error=exc) from exc
+    return AWSResponse(url, answer.status_code, HeadersDict(answer.headers.items()),
+                       _Body(answer.content))
+
+
+def http_client(connection: Connection) -> httpx.AsyncClient:
+    """This event loop's HTTP client for a connection's settings (made on first use).
+
+    Timeouts are the botocore client's (``Meta.connect_timeout_seconds`` /
+    ``read_timeout_seconds``); ``Meta.max_pool_connections`` connections are kept alive, and
+    more are opened when more requests are in flight, as botocore's own pool does.
+    """
+    loop = asyncio.get_running_loop()
+    clients = _clients.setdefault(loop, {})
+    # Keyed by the connection (one per settings, kept for the process): PynamoDB may replace
+    # its botocore client, whose timeouts are the same.
+    made = clients.get(id(connection))
+    if made is None or made.is_closed:
+        config = connection.client.meta.config
+        made = clients[id(connection)] = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
+            limits=httpx.Limits(max_connections=None,
+                                max_keepalive_connections=config.max_pool_connections),
+        )
+    return made
+
+
+async def close() -> None:
+    """Close this event loop's HTTP clients (they are made again on the next request)."""
+    clients = _clients.pop(asyncio.get_running_loop(), {})
+    for made in clients.values():
+        await made.aclose()
+
+
+@asynccontextmanager
+async def session() -> AsyncIterator[None]:
+    """``async with dynaunique.aio.session(): ...`` — close this loop's clients at the end.
+
+    For an app's lifespan (FastAPI's ``lifespan=``, aiohttp's ``cleanup_ctx``) or a script's
+    ``main()``.
+    """
+    try:
+        yield
+    finally:
+        await close()

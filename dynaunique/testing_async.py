@@ -1,0 +1,36 @@
+"""Async fixtures of the ``dynaunique.testing`` pytest plugin (registered by it).
+
+``aio_dynamodb``: the ``dynamodb`` fixture for an async test — the session's local server, reset
+— that also closes the event loop's dynaunique HTTP clients when the test ends, so no client
+outlives its loop. Use it from anyio's pytest plugin (shipped with anyio, which the ``async``
+extra installs)::
+
+    @pytest.mark.anyio
+    async def test_signup(aio_dynamodb: str) -> None:
+        use_endpoint(aio_dynamodb, Account)
+        create_tables(Account)
+        await Account(pk="A", email="ada@x.io").asave()
+
+or from pytest-asyncio in its ``auto`` mode (its strict mode runs only fixtures declared with
+``@pytest_asyncio.fixture``).
+Importing this module does not import the async client; the fixture does, when it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+__all__ = ["aio_dynamodb"]
+
+
+@pytest.fixture
+async def aio_dynamodb(dynamodb: str) -> AsyncIterator[str]:
+    """The reset local server's endpoint; the test loop's dynaunique clients closed after."""
+    from dynaunique import aio
+
+    try:
+        yield dynamodb
+    finally:
+        await aio.close()

@@ -1,0 +1,81 @@
+"""The sans-IO core: send_steps and flush_steps yield steps and do no I/O themselves.
+
+Driven here by hand, step by step, as both drivers (``connection.run`` and ``aio.arun``) drive
+them: what each step asks for is asserted exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import botocore.exceptions
+import pytest
+
+from dynaunique import Model
+from dynaunique.attributes import UnicodeAttribute
+from dynaunique.connection import Request, RetryPolicy, Sleep, run, send_steps
+from dynaunique.errors import UnreachableError
+from dynaunique.flush import Op, OpKind, Unit, flush_steps
+
+POLICY = RetryPolicy(max_conflict_retries=2, max_network_retries=2, base_delay=0.01)
+CONNECTION: Any = object()  # never used: nothing here sends
+
+
+def test_send_steps_resends_the_very_same_request_after_a_lost_answer() -> None:
+    steps = send_steps(CONNECTION, "PutItem", {"TableName": "t", "Item": {}}, policy=POLICY)
+    first = next(steps)
+    assert first == Request(CONNECTION, "PutItem", {"TableName": "t", "Item": {}})
+    backoff = steps.throw(botocore.exceptions.ConnectionClosedError(endpoint_url="http://x"))
+    assert isinstance(backoff, Sleep) and 0 <= backoff.seconds <= 0.02
+    assert steps.send(None) == first
+    with pytest.raises(StopIteration) as done:
+        steps.send({"ConsumedCapacity": {}})
+    assert done.value.value == {"ConsumedCapacity": {}}
+
+
+def test_send_steps_gives_up_as_unreachable_when_nothing_was_ever_sent() -> None:
+    steps = send_steps(CONNECTION, "GetItem", {"TableName": "t"}, policy=POLICY)
+    next(steps)
+    refused = botocore.exceptions.EndpointConnectionError(endpoint_url="http://x")
+    for _ in range(POLICY.max_network_retries):
+        assert isinstance(steps.throw(refused), Sleep)
+        assert isinstance(steps.send(None), Request)
+    with pytest.raises(UnreachableError):
+        steps.throw(refused)
+
+
+class Stepped(Model):
+    class Meta:
+        table_name = "steps"
+        host = "http://127.0.0.1:9"  # never reached
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(unique=True, null=True)
+
+
+def test_a_flush_asks_for_its_read_then_its_write_and_settles_on_the_answers() -> None:
+    unit = Unit()
+    obj = Stepped(pk="A")
+    unit.add(Op(obj, OpKind.DELETE))
+    steps = flush_steps(unit)
+    read = next(steps)
+    assert isinstance(read, Request) and read.operation == "GetItem"
+    assert read.params == {"TableName": "steps", "Key": {"pk": {"S": "A"}},
+                           "ConsistentRead": True}
+    write = steps.send({"Item": {"pk": {"S": "A"}, "email": {"S": "a@x.io"}}})
+    assert isinstance(write, Request) and write.operation == "TransactWriteItems"
+    assert [next(iter(item)) for item in write.params["TransactItems"]] == ["Delete", "Delete"]
+    with pytest.raises(StopIteration) as done:
+        steps.send({})
+    assert done.value.value.plan.has_work
+
+
+def test_run_drives_steps_with_the_given_sleep() -> None:
+    slept: list[float] = []
+
+    def steps() -> Any:
+        yield Sleep(0.5)
+        return "done"
+
+    assert run(steps(), sleep=slept.append) == "done"
+    assert slept == [0.5]
