@@ -29,6 +29,7 @@ Every operation must also end in success or a dynaunique error; anything else is
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -226,6 +227,46 @@ class LibraryWriter:
             self.model(pk=key).delete()
 
 
+class AsyncWriter(Protocol):
+    """:class:`Writer` under asyncio."""
+
+    async def create(self, key: str, value: str) -> None:
+        """Write ``value`` to ``key`` without loading it first."""
+
+    async def change(self, key: str, value: str | None, pause: float) -> None:
+        """Load ``key``, wait ``pause`` (other tasks run), write ``value``."""
+
+    async def delete(self, key: str, loaded: bool, pause: float) -> None:
+        """Delete ``key``: from a loaded copy, or a never-loaded object."""
+
+
+class AsyncLibraryWriter:
+    """:class:`LibraryWriter` through the async API (``asave``, ``aget``, ``adelete``)."""
+
+    def __init__(self, model: type[Model]) -> None:
+        self.model = model
+
+    async def create(self, key: str, value: str) -> None:
+        """A never-loaded save."""
+        await self.model(pk=key, email=value).asave()
+
+    async def change(self, key: str, value: str | None, pause: float) -> None:
+        """Load (strongly consistent), pause, assign, save."""
+        record = await self.model.aget(key, consistent_read=True)
+        await asyncio.sleep(pause)
+        record.email = value  # type: ignore[attr-defined]
+        await record.asave()
+
+    async def delete(self, key: str, loaded: bool, pause: float) -> None:
+        """A loaded delete (after a pause) or a never-loaded one."""
+        if loaded:
+            record = await self.model.aget(key, consistent_read=True)
+            await asyncio.sleep(pause)
+            await record.adelete()
+        else:
+            await self.model(pk=key).adelete()
+
+
 def holder_of(error: UniqueViolation) -> str | None:
     """The hash key the violation named as holder."""
     owner = error.owner or {}
@@ -255,49 +296,89 @@ class History:
     def value(self, rnd: random.Random) -> str:
         return f"v{rnd.randrange(self.values)}@x"
 
-    def step(self, thread: int, rnd: random.Random, writer: Writer) -> None:
-        """One random operation, recorded."""
+    def choose(self, rnd: random.Random) -> tuple[str, str, str | None, float, bool]:
+        """The next random operation: (op, key, value, pause, loaded)."""
         roll = rnd.random()
         key = self.key(rnd)
         pause = rnd.uniform(0, 0.01) if rnd.random() < 0.5 else 0.0
-        value: str | None
         if roll < 0.4:
-            op, value = "create", self.value(rnd)
-            act: Callable[[], None] = lambda: writer.create(key, value or "")  # noqa: E731
-        elif roll < 0.7:
-            op, value = "change", self.value(rnd)
-            act = lambda: writer.change(key, value, pause)  # noqa: E731
-        elif roll < 0.82:
-            op, value = "clear", None
-            act = lambda: writer.change(key, None, pause)  # noqa: E731
-        else:
-            op, value = "delete", None
-            loaded = rnd.random() < 0.5
-            act = lambda: writer.delete(key, loaded, pause)  # noqa: E731
+            return "create", key, self.value(rnd), pause, False
+        if roll < 0.7:
+            return "change", key, self.value(rnd), pause, False
+        if roll < 0.82:
+            return "clear", key, None, pause, False
+        return "delete", key, None, pause, rnd.random() < 0.5
+
+    def record(self, thread: int, op: str, key: str, value: str | None, invoked: float,
+               error: BaseException | None) -> None:
+        """Record how one operation ended (``error`` None: it succeeded)."""
+        completed = time.monotonic()
         holder: str | None = None
         detail = ""
-        invoked = time.monotonic()
-        try:
-            act()
+        if error is None:
             outcome = "ok"
-        except UniqueViolation as exc:
-            outcome, holder = "unique", holder_of(exc)
-        except ConcurrentModificationError:
+        elif isinstance(error, UniqueViolation):
+            outcome, holder = "unique", holder_of(error)
+        elif isinstance(error, ConcurrentModificationError):
             outcome = "conflict"
-        except OutcomeUnknownError:
+        elif isinstance(error, OutcomeUnknownError):
             outcome = "unknown"
-        except DynauniqueError as exc:
-            outcome, detail = "error", f"{type(exc).__name__}: {exc}"
-        except Exception as exc:
-            if isinstance(exc, self.absent):
-                outcome = "absent"
-            else:
-                outcome = "crash"
-                detail = "".join(traceback.format_exception(exc)).strip()
-        completed = time.monotonic()
+        elif isinstance(error, DynauniqueError):
+            outcome, detail = "error", f"{type(error).__name__}: {error}"
+        elif isinstance(error, self.absent):
+            outcome = "absent"
+        else:
+            outcome = "crash"
+            detail = "".join(traceback.format_exception(error)).strip()
         with self._lock:
             self.events.append(Event(thread, op, key, value, invoked, completed, outcome,
                                      holder, detail))
+
+    def step(self, thread: int, rnd: random.Random, writer: Writer) -> None:
+        """One random operation, recorded."""
+        op, key, value, pause, loaded = self.choose(rnd)
+        invoked = time.monotonic()
+        try:
+            if op == "create":
+                writer.create(key, value or "")
+            elif op in ("change", "clear"):
+                writer.change(key, value, pause)
+            else:
+                writer.delete(key, loaded, pause)
+        except Exception as exc:
+            self.record(thread, op, key, value, invoked, exc)
+        else:
+            self.record(thread, op, key, value, invoked, None)
+
+    async def astep(self, task: int, rnd: random.Random, writer: AsyncWriter) -> None:
+        """One random operation through the async API, recorded (the same choice and record
+        as :meth:`step`)."""
+        op, key, value, pause, loaded = self.choose(rnd)
+        invoked = time.monotonic()
+        try:
+            if op == "create":
+                await writer.create(key, value or "")
+            elif op in ("change", "clear"):
+                await writer.change(key, value, pause)
+            else:
+                await writer.delete(key, loaded, pause)
+        except Exception as exc:
+            self.record(task, op, key, value, invoked, exc)
+        else:
+            self.record(task, op, key, value, invoked, None)
+
+    async def arun(self, ops: int, writer: AsyncWriter) -> float:
+        """Run ``ops`` operations on :attr:`threads` asyncio tasks of one event loop."""
+        counter = iter(range(ops))
+
+        async def worker(index: int) -> None:
+            rnd = random.Random(self.seed * 1000 + index)
+            for _ in counter:
+                await self.astep(index, rnd, writer)
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker(i) for i in range(self.threads)))
+        return time.monotonic() - started
 
     def run(self, ops: int) -> float:
         """Run ``ops`` operations on :attr:`threads` threads; returns the seconds taken."""
