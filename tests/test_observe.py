@@ -150,8 +150,8 @@ def test_a_hashed_violation_shows_the_lock_key_digest_never_the_value(
     assert SECRET_EMAIL not in caught.text
 
 
-def test_a_stale_save_is_refused_with_an_info_event(
-        tables: str, caught: pytest.LogCaptureFixture) -> None:
+def _save_a_stale_copy() -> None:
+    """Save a copy of Member A loaded before another copy was saved: refused."""
     Member(pk="A", email="a@x.io").save()
     stale = Member.get("A", consistent_read=True)
     fresh = Member.get("A", consistent_read=True)
@@ -160,6 +160,11 @@ def test_a_stale_save_is_refused_with_an_info_event(
     stale.visits = 2
     with pytest.raises(ConcurrentModificationError):
         stale.save()
+
+
+def test_a_stale_save_is_refused_with_an_info_event(
+        tables: str, caught: pytest.LogCaptureFixture) -> None:
+    _save_a_stale_copy()
     assert events(caught, "stale_write_refused") == [
         {"event": "stale_write_refused", "model": "Member", "key": {"pk": "A"}}]
     assert levels(caught, "stale_write_refused") == {"INFO"}
@@ -344,14 +349,7 @@ def test_retries_and_round_trips_are_counted_on_the_span(
 
 def test_a_stale_save_span_says_concurrent_modification(
         tables: str, spans: InMemorySpanExporter) -> None:
-    Member(pk="A", email="a@x.io").save()
-    stale = Member.get("A", consistent_read=True)
-    fresh = Member.get("A", consistent_read=True)
-    fresh.visits = 1
-    fresh.save()
-    stale.visits = 2
-    with pytest.raises(ConcurrentModificationError):
-        stale.save()
+    _save_a_stale_copy()
     assert _attrs(ours(spans)[-1])["dynaunique.outcome"] == "concurrent_modification"
 
 
