@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
+from log_events import events, levels
 from migrations_fixtures import Workspace
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -79,17 +80,6 @@ def tables(dynamodb: str) -> str:
 def caught(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.DEBUG, logger="dynaunique")
     return caplog
-
-
-def events(caplog: pytest.LogCaptureFixture, name: str) -> list[dict[str, Any]]:
-    """The ``dynaunique`` fields of the captured records of event ``name``."""
-    return [r.dynaunique for r in caplog.records  # type: ignore[attr-defined]
-            if getattr(r, "dynaunique", {}).get("event") == name]
-
-
-def levels(caplog: pytest.LogCaptureFixture, name: str) -> set[str]:
-    return {r.levelname for r in caplog.records
-            if getattr(r, "dynaunique", {}).get("event") == name}
 
 
 # --- the tracer: one SDK provider for the session (the global one can be set only once) ----------

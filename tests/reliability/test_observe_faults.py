@@ -6,9 +6,9 @@ The other events are in tests/test_observe.py."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import pytest
+from log_events import events, levels
 
 from dynaunique import Model
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
@@ -30,16 +30,6 @@ class Observed(Model):
     sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
     email = UnicodeAttribute(unique=True, null=True)
     version = VersionAttribute()
-
-
-def events(caplog: pytest.LogCaptureFixture, name: str) -> list[dict[str, Any]]:
-    return [r.dynaunique for r in caplog.records  # type: ignore[attr-defined]
-            if getattr(r, "dynaunique", {}).get("event") == name]
-
-
-def levels(caplog: pytest.LogCaptureFixture, name: str) -> set[str]:
-    return {r.levelname for r in caplog.records
-            if getattr(r, "dynaunique", {}).get("event") == name}
 
 
 def test_a_resend_after_a_lost_answer_is_a_warning_with_its_token(
