@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import attrs
@@ -117,15 +117,21 @@ def _attributes(model: str, operation: str, st: WriteStats,
     }
 
 
-@contextmanager
-def traced(model: str, operation: str) -> Iterator[None]:
+_OFF: AbstractContextManager[None] = nullcontext()
+
+
+def traced(model: str, operation: str) -> AbstractContextManager[None]:
     """One span ``dynaunique.<operation>`` around a write, current while it runs (sync or
-    async: the span lives in this context's ``contextvars``). A no-op without OpenTelemetry."""
+    async: the span lives in this context's ``contextvars``). A shared no-op context when
+    tracing is off: no OpenTelemetry, or no tracer provider set yet (the API's default proxy,
+    whose spans record nothing) — then a write pays these two checks only."""
     if _trace is None or isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider):
-        # No OpenTelemetry, or no tracer provider set yet (the API's default proxy, whose spans
-        # record nothing): tracing is off, and a write pays these two checks only.
-        yield
-        return
+        return _OFF
+    return _span(model, operation)
+
+
+@contextmanager
+def _span(model: str, operation: str) -> Iterator[None]:
     tracer = _trace.get_tracer("dynaunique")
     st = WriteStats()
     token = _stats.set(st)
