@@ -501,3 +501,26 @@ def test_without_opentelemetry_writes_work_import_nothing_and_print_nothing(
     assert done.returncode == 0, done.stderr
     assert done.stdout == "otel modules: []\n"
     assert done.stderr == ""
+
+
+@pytest.mark.anyio
+async def test_async_writes_log_the_same_events(aio_dynamodb: str,
+                                                caught: pytest.LogCaptureFixture) -> None:
+    """The events come from the generators both senders drive: asave logs what save logs."""
+    use_endpoint(aio_dynamodb, Member)
+    create_tables(Member)
+    set_conflict_rate(aio_dynamodb, 0.5, seed=7)
+    for i in range(6):
+        await Member(pk=f"M{i}", email=f"m{i}@x.io").asave()
+    set_conflict_rate(aio_dynamodb, 0)
+    with pytest.raises(UniqueViolation):
+        await Member(pk="B", email="m0@x.io").asave()
+    assert events(caught, "unique_violation") == [{
+        "event": "unique_violation", "model": "Member", "constraint": "EMAIL",
+        "fields": ["email"], "hashed": False, "value": "m0@x.io",
+        "lock_key": lock_key("EMAIL", ("m0@x.io",)), "holder": {"pk": "M0"},
+    }]
+    retries = events(caught, "retry")
+    assert retries and {r["reason"] for r in retries} == {"conflict"}
+    assert [r["operation"] for r in events(caught, "request")] == ["TransactWriteItems"] * (
+        7 + len(retries))
