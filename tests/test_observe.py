@@ -87,15 +87,33 @@ def caught(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 _EXPORTER = InMemorySpanExporter()
 
 
+class _Gated(SimpleSpanProcessor):
+    """Exports only while a test of this module asks for spans: the provider stays set for the
+    rest of the session, and the other tests' spans must not pile up in memory."""
+
+    open = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.open:
+            super().on_end(span)
+
+
+_GATE = _Gated(_EXPORTER)
+
+
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     if not isinstance(trace.get_tracer_provider(), TracerProvider):
         provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+        provider.add_span_processor(_GATE)
         trace.set_tracer_provider(provider)
     _EXPORTER.clear()
-    yield _EXPORTER
-    _EXPORTER.clear()
+    _GATE.open = True
+    try:
+        yield _EXPORTER
+    finally:
+        _GATE.open = False
+        _EXPORTER.clear()
 
 
 def ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
