@@ -19,6 +19,7 @@ from pynamodb.expressions.condition import Condition
 from dynaunique import flush as _flush
 from dynaunique.errors import UnsupportedOperationError
 from dynaunique.flush import Op, OpKind, Unit, current_unit
+from dynaunique.observe import traced
 from dynaunique.transaction import render_checked, to_json
 from dynaunique.unit_of_work import ConditionCheck, Expression, Plan
 
@@ -124,7 +125,7 @@ class Atomic:
     def commit(self) -> None:
         """Plan and send the unit (called when the block ends): one TransactWriteItems."""
         if self.unit.ops or self.unit.checks:
-            with _flush.as_operation("transact_write"):
+            with traced(self._model_names(), "atomic"), _flush.as_operation("transact_write"):
                 flushed = _flush.flush(self.unit, dry_run=self.dry_run)
             self._committed(flushed)
 
@@ -133,9 +134,15 @@ class Atomic:
         from dynaunique.aio import arun  # only an async caller needs the async client
 
         if self.unit.ops or self.unit.checks:
-            with _flush.as_operation("transact_write"):
+            with traced(self._model_names(), "atomic"), _flush.as_operation("transact_write"):
                 flushed = await arun(_flush.flush_steps(self.unit, dry_run=self.dry_run))
             self._committed(flushed)
+
+    def _model_names(self) -> str:
+        """The models the unit writes or checks, comma-separated in first-touched order."""
+        names = [type(op.obj).__name__ for op in self.unit.ops.values()]
+        names += [m.__name__ for m in self.unit.check_models]
+        return ",".join(dict.fromkeys(names))
 
     def _committed(self, flushed: _flush.Flushed) -> None:
         self.plan = flushed.plan

@@ -21,6 +21,7 @@ The logic does no I/O itself: :func:`send_steps` is a generator that yields each
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -34,6 +35,8 @@ from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
 from dynaunique.errors import DynauniqueError, OutcomeUnknownError, UnreachableError
+from dynaunique.observe import connection_logger as _log
+from dynaunique.observe import emit, stats
 
 #: Error codes that say "not now": retried after a backoff. ``TransactionConflict`` and the
 #: throttling reasons also arrive as CancellationReasons of a cancelled transaction.
@@ -250,7 +253,14 @@ def send_steps(connection: Connection, operation: str, params: Mapping[str, Any]
     """The logic of :func:`send`, without I/O: yields each attempt and each backoff."""
     conflicts = 0
     network = 0
+    st = stats()
     while True:
+        if st is not None:
+            st.round_trips += 1
+        if _log.isEnabledFor(logging.DEBUG):
+            # Operation and table only: item values may be personal data.
+            emit(_log, logging.DEBUG, "request", f"sending {operation}",
+                 operation=operation, table=_tables(params))
         try:
             return dict((yield Request(connection, operation, dict(params))))
         except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
@@ -260,7 +270,8 @@ def send_steps(connection: Connection, operation: str, params: Mapping[str, Any]
                 ambiguous = True
             network += 1
             _stop_or_resend(operation, policy, network, ambiguous, resend_safe, str(exc), exc)
-            yield Sleep(policy.delay(network))
+            yield _backoff(operation, params, "network", network, policy.delay(network),
+                           ambiguous, type(exc).__name__)
         except botocore.exceptions.ClientError as raised:
             error = _client_error(raised)
             response = error.response
@@ -274,15 +285,62 @@ def send_steps(connection: Connection, operation: str, params: Mapping[str, Any]
                             else f"DynamoDB kept refusing {operation}: {code}")
                     raise DynauniqueError(f"{what} ({conflicts} tries); try again later"
                                           ) from error
-                yield Sleep(policy.delay(conflicts))
+                reason = "conflict" if _conflict(response) else "throttling"
+                yield _backoff(operation, params, reason, conflicts, policy.delay(conflicts),
+                               False, code)
                 continue
             if code in AMBIGUOUS or (isinstance(status, int) and status >= 500):
                 ambiguous = True
                 network += 1
                 _stop_or_resend(operation, policy, network, ambiguous, resend_safe, code, error)
-                yield Sleep(policy.delay(network))
+                yield _backoff(operation, params, "network", network, policy.delay(network),
+                               True, code)
                 continue
             raise Refused(error, ambiguous=ambiguous) from error
+
+
+def _tables(params: Mapping[str, Any]) -> list[str]:
+    """The tables a request touches (a transaction's, in item order, each once)."""
+    if "TableName" in params:
+        return [str(params["TableName"])]
+    tables: dict[str, None] = {}
+    for item in params.get("TransactItems") or []:
+        for body in item.values():
+            tables[str(body.get("TableName"))] = None
+    return list(tables)
+
+
+def _conflict(response: Mapping[str, Any]) -> bool:
+    """Whether a retryable refusal is a conflict with another transaction (else throttling)."""
+    codes = {response.get("Error", {}).get("Code", "")}
+    codes.update(r.get("Code") for r in response.get("CancellationReasons") or [])
+    return bool(codes & _CONFLICTS)
+
+
+_CONFLICTS = frozenset({"TransactionConflict", "TransactionConflictException",
+                        "TransactionInProgressException"})
+
+
+def _backoff(operation: str, params: Mapping[str, Any], reason: str, attempt: int, delay: float,
+             ambiguous: bool, code: str) -> Sleep:
+    """The backoff before the next attempt, logged: a ``resend`` when the failed attempt may
+    have applied, else a ``retry`` (conflicts at INFO — normal under contention —, throttling
+    and network failures at WARNING)."""
+    st = stats()
+    if st is not None:
+        st.retries += 1
+    if ambiguous:
+        token = params.get("ClientRequestToken")
+        emit(_log, logging.WARNING, "resend",
+             f"resending {operation} after an ambiguous failure ({code}; attempt {attempt}, "
+             f"in {delay:.3f} s){f'; token {token}' if token else ''}",
+             operation=operation, token=token, code=code, attempt=attempt, delay=delay)
+    else:
+        level = logging.INFO if reason == "conflict" else logging.WARNING
+        emit(_log, level, "retry",
+             f"retrying {operation} after {reason} ({code}; attempt {attempt}, in {delay:.3f} s)",
+             operation=operation, reason=reason, code=code, attempt=attempt, delay=delay)
+    return Sleep(delay)
 
 
 def send(connection: Connection, operation: str, params: Mapping[str, Any], *,

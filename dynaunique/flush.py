@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import logging
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -44,6 +45,8 @@ from dynaunique.errors import (
     UnsupportedOperationError,
     for_operation,
 )
+from dynaunique.observe import emit, stats
+from dynaunique.observe import write_logger as _log
 from dynaunique.transaction import execute_steps, same_item
 from dynaunique.unit_of_work import (
     ConditionCheck,
@@ -323,6 +326,9 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
             records[ident] = plan.writes[0] if plan.writes else None
             plans.append(plan)
         plan = merge(plans, unit.checks).without_deletes(foreign)
+        st = stats()
+        if st is not None:
+            st.plan = plan
         if dry_run:
             return Flushed(plan, {}, records)
         response: dict[str, Any] = {}
@@ -336,9 +342,14 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
                 # Locks another record holds were never this unit's to delete: leave them.
                 # The next request carries every record guard again.
                 foreign.update(exc.lock_keys)
+                for key in exc.lock_keys:
+                    emit(_log, logging.INFO, "foreign_lock_skipped",
+                         f"{exc.model}: leaving the lock {key} to the record that holds it and "
+                         "writing again without deleting it", model=exc.model, lock_key=key)
                 continue
             except ConcurrentModificationError as exc:
                 if not (yield from _settle(unit, records, exc, stored, fresh, done)):
+                    _log_stale(exc)
                     raise
                 continue
             except OutcomeUnknownError:
@@ -350,7 +361,16 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
             op.obj._du_state.unknown = None
             yield from op.obj._du_finish_steps(op, records[ident], response)
         return Flushed(plan, response, records)
-    raise ConcurrentModificationError(
+    gave_up = ConcurrentModificationError(
         "the records of this write kept changing while it was retried; try again",
         model=type(next(iter(unit.ops.values())).obj).__name__ if unit.ops else "",
     )
+    _log_stale(gave_up)
+    raise gave_up
+
+
+def _log_stale(exc: ConcurrentModificationError) -> None:
+    """The ``stale_write_refused`` event (INFO: a normal outcome of optimistic concurrency)."""
+    emit(_log, logging.INFO, "stale_write_refused",
+         f"stale write refused: {exc.model} {exc.key if exc.key is not None else ''} changed "
+         "since it was loaded", model=exc.model, key=exc.key)

@@ -56,6 +56,7 @@ from dynaunique.locks import (
     lock_primary_key,
     untyped,
 )
+from dynaunique.observe import traced
 from dynaunique.transaction import render_checked, same_item
 from dynaunique.unit_of_work import (
     BoundConstraint,
@@ -627,7 +628,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
         unit = Unit()
         unit.add(op)
         # Also PynamoDB's PutError/DeleteError/UpdateError, for `except PutError:` code.
-        with as_operation(op.kind.value):
+        with traced(type(self).__name__, op.kind.value), as_operation(op.kind.value):
             return flush(unit, dry_run=dry_run)
 
     def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool:
@@ -651,7 +652,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
 
         unit = Unit()
         unit.add(op)
-        with as_operation(op.kind.value):
+        with traced(type(self).__name__, op.kind.value), as_operation(op.kind.value):
             return await arun(flush_steps(unit))
 
     # --- writes ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import marshal
 import time
 import uuid
@@ -36,6 +37,8 @@ from dynaunique.errors import (
     UniqueViolation,
 )
 from dynaunique.locks import OWNER_ATTR, untyped
+from dynaunique.observe import HASHED, emit
+from dynaunique.observe import write_logger as _log
 from dynaunique.unit_of_work import (
     Absent,
     ConditionCheck,
@@ -339,6 +342,31 @@ def _plain(key: Mapping[str, Any]) -> dict[str, Any]:
     return {k: untyped(v) for k, v in key.items()}
 
 
+def _shown(value: Any, hashed: bool) -> str:
+    """A lock's value as messages and events show it: never a ``hashed`` constraint's."""
+    return HASHED if hashed else repr(value)
+
+
+def _owner_of(current: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    owner = (current or {}).get(OWNER_ATTR)
+    plain = untyped(owner) if isinstance(owner, Mapping) and owner else None
+    return dict(plain) if isinstance(plain, Mapping) else None
+
+
+def _log_violation(violation: UniqueViolation, lock_key: str) -> None:
+    """The ``unique_violation`` event (INFO: a normal outcome) — the value of a ``hashed``
+    constraint replaced by :data:`~dynaunique.observe.HASHED`; its lock key holds a digest."""
+    value = HASHED if violation.hashed else violation.value
+    emit(_log, logging.INFO, "unique_violation",
+         f"unique violation: {violation.model} {', '.join(violation.fields)} "
+         f"{_shown(violation.value, violation.hashed)} is held by "
+         f"{violation.owner if violation.owner is not None else 'another record'}",
+         model=violation.model, constraint=violation.constraint,
+         fields=list(violation.fields), hashed=violation.hashed,
+         value=list(value) if isinstance(value, tuple) else value,
+         lock_key=lock_key, holder=violation.owner)
+
+
 def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> DynauniqueError:
     """Turn the failed slots of one attempt into the one error the caller sees."""
     for write, current in failures:
@@ -358,17 +386,17 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
     violations = []
     for write, current in failures:
         if isinstance(write, LockPut):
-            holder = (current or {}).get(OWNER_ATTR)
-            owner = untyped(holder) if isinstance(holder, Mapping) and holder else None
-            violations.append(UniqueViolation(
+            violation = UniqueViolation(
                 model=write.model,
                 fields=write.lock.fields,
                 constraint=write.lock.constraint,
                 value=write.lock.value,
                 # A lock written around the library may name its owner in another shape.
-                owner=owner if isinstance(owner, Mapping) else None,
+                owner=_owner_of(current),
                 hashed=write.lock.hashed,
-            ))
+            )
+            violations.append(violation)
+            _log_violation(violation, write.lock.key)
     if violations:
         first = violations[0]
         return first.with_violations(violations) if len(violations) > 1 else first
@@ -377,10 +405,16 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
         # The record is as loaded (its slot passed), yet another record holds a lock this
         # record's values imply: a duplicate from before the constraint existed, or drift.
         # That lock was never this record's; the caller replans without deleting it.
+        for w, c in foreign:
+            emit(_log, logging.WARNING, "drift_detected",
+                 f"drift: the lock {w.lock.key} of {w.model} {', '.join(w.lock.fields)} is held "
+                 f"by {_holder(c)}, not by the record being written",
+                 model=w.model, constraint=w.lock.constraint, lock_key=w.lock.key,
+                 holder=_owner_of(c))
         return ForeignLockError(
             "; ".join(
-                f"the lock on {', '.join(w.lock.fields)} {w.lock.value!r} is held by "
-                f"{_holder(c)}, not by this {w.model}" for w, c in foreign
+                f"the lock on {', '.join(w.lock.fields)} {_shown(w.lock.value, w.lock.hashed)} "
+                f"is held by {_holder(c)}, not by this {w.model}" for w, c in foreign
             ) + " (a duplicate: `dynaunique check` reports these)",
             model=foreign[0][0].model,
             lock_keys=tuple(w.lock.key for w, _ in foreign),

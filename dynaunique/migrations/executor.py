@@ -14,6 +14,7 @@ docs/migrations.md.
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +52,8 @@ from dynaunique.migrations.recorder import (
     now_iso,
 )
 from dynaunique.migrations.state import bind
+from dynaunique.observe import emit
+from dynaunique.observe import migrations_logger as _log
 from dynaunique.transaction import render_write
 from dynaunique.unit_of_work import (
     HeldBy,
@@ -274,6 +277,10 @@ class _PhaseRun:
     client: Any
     model: Any = None
     info: ModelInfo | None = None
+    #: The phase's label in progress reports, and the table's approximate item count (None for
+    #: a phase that does not scan) — for the ``migration_progress`` events.
+    label: str = ""
+    estimate: int | None = None
 
     @property
     def name(self) -> str:
@@ -556,7 +563,9 @@ class MigrationExecutor:
             return _sum(progress)
         run = self._prepare(phase)
         estimate = run.keys.item_count if phase.scans else None
+        run.label, run.estimate = label, estimate
         self.reporter.phase_started(label, estimate=estimate)
+        _progress_event("started", label, _sum(progress), estimate)
         if phase.kind == RUN:
             if self.worker is None or self.worker[0] == 0:
                 self._run_function(step, phase, progress[0])
@@ -578,6 +587,7 @@ class MigrationExecutor:
             raise MigrationError(f"{label}: some segments did not finish; rerun to resume")
         totals = _sum(final)
         self.reporter.phase_finished(label, totals)
+        _progress_event("finished", label, totals, estimate)
         return totals
 
     def _wait(self, step: Step, job: str, total: int, lease: Lease) -> bool:
@@ -733,6 +743,8 @@ class MigrationExecutor:
         seg.progress.counters.add(delta)
         self._save(seg)
         self.reporter.advance(label, delta)
+        _progress_event("running", label, seg.progress.counters, seg.run.estimate,
+                        segment=seg.progress.segment, segments=seg.progress.total)
 
     def _save(self, seg: _Segment) -> None:
         if self.bucket is not None:
@@ -1078,6 +1090,22 @@ class MigrationExecutor:
             else:
                 raise MigrationError(f"lock {key!r} keeps changing owner; rerun to retry")
             self._tick()
+
+
+def _progress_event(state: str, label: str, counters: Counters, total: int | None,
+                    **segment: int) -> None:
+    """The ``migration_progress`` event (INFO): a phase started, checkpointed a segment (its
+    counts so far, ``segment`` of ``segments``), or finished (the phase's totals). ``total`` is
+    the table's approximate item count, when the phase scans."""
+    if not _log.isEnabledFor(logging.INFO):
+        return
+    where = f" (segment {segment['segment']} of {segment['segments']})" if segment else ""
+    of = f" of about {total}" if total is not None else ""
+    emit(_log, logging.INFO, "migration_progress",
+         f"{label}: {state}{where}, {counters.scanned} items scanned{of}, {counters.records} "
+         f"records, {counters.written} locks written", state=state, phase=label,
+         scanned=counters.scanned, records=counters.records, written=counters.written,
+         deleted=counters.deleted, duplicates=counters.duplicates, total=total, **segment)
 
 
 @attrs.define
