@@ -85,6 +85,23 @@ def run_together(jobs: list[Callable[[], object]]) -> list[BaseException | None]
     return outcomes
 
 
+def one_winner(round_: int, email: str, members: list[Member], outcomes: list[Any],
+               expected_records: dict[str, str], expected_locks: dict[str, str]) -> None:
+    """One round's verdict: exactly one member won, every other got a UniqueViolation naming
+    the winner; the winner's record and lock join the expected table state."""
+    winners = [m for m, outcome in zip(members, outcomes, strict=True) if outcome is None]
+    assert len(winners) == 1, f"round {round_}: {len(winners)} winners"
+    winner = winners[0]
+    for outcome in outcomes:
+        if outcome is None:
+            continue
+        assert isinstance(outcome, UniqueViolation), repr(outcome)
+        assert outcome.owner == {"PK": winner.pk, "SK": "PROFILE"}
+        assert outcome.value == email
+    expected_records[winner.pk] = winner.email
+    expected_locks[f"UNIQ#EMAIL#{email}"] = winner.pk
+
+
 def test_concurrent_signups_on_one_email_have_exactly_one_winner_per_round(raw: Any) -> None:
     expected_records: dict[str, str] = {}
     expected_locks: dict[str, str] = {}
@@ -94,17 +111,7 @@ def test_concurrent_signups_on_one_email_have_exactly_one_winner_per_round(raw: 
         members = [Member(pk=f"ACCT#{round_}-{i}", email=email.upper() if i % 2 else email)
                    for i in range(THREADS)]
         outcomes = run_together([member.save for member in members])
-        winners = [m for m, outcome in zip(members, outcomes, strict=True) if outcome is None]
-        assert len(winners) == 1, f"round {round_}: {len(winners)} winners"
-        winner = winners[0]
-        for outcome in outcomes:
-            if outcome is None:
-                continue
-            assert isinstance(outcome, UniqueViolation), repr(outcome)
-            assert outcome.owner == {"PK": winner.pk, "SK": "PROFILE"}
-            assert outcome.value == email
-        expected_records[winner.pk] = winner.email
-        expected_locks[f"UNIQ#EMAIL#{email}"] = winner.pk
+        one_winner(round_, email, members, outcomes, expected_records, expected_locks)
         # Nothing half-written: one record and one lock per round, the lock owned by the winner.
         assert table_state(raw) == (expected_records, expected_locks)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from test_races import ROUNDS, THREADS, Member, table_state
+from test_races import ROUNDS, THREADS, Member, one_winner, table_state
 
 from dynaunique import UniqueViolation, aio, connection
 from dynaunique.testing import create_tables, use_endpoint
@@ -41,17 +41,7 @@ async def test_concurrent_async_signups_on_one_email_have_exactly_one_winner_per
         members = [Member(pk=f"ACCT#{round_}-{i}", email=email.upper() if i % 2 else email)
                    for i in range(TASKS)]
         outcomes = await together([member.asave() for member in members])
-        winners = [m for m, outcome in zip(members, outcomes, strict=True) if outcome is None]
-        assert len(winners) == 1, f"round {round_}: {len(winners)} winners"
-        winner = winners[0]
-        for outcome in outcomes:
-            if outcome is None:
-                continue
-            assert isinstance(outcome, UniqueViolation), repr(outcome)
-            assert outcome.owner == {"PK": winner.pk, "SK": "PROFILE"}
-            assert outcome.value == email
-        expected_records[winner.pk] = winner.email
-        expected_locks[f"UNIQ#EMAIL#{email}"] = winner.pk
+        one_winner(round_, email, members, list(outcomes), expected_records, expected_locks)
         assert table_state(raw) == (expected_records, expected_locks)
 
 
