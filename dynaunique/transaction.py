@@ -157,29 +157,31 @@ def _hash_attr(key: Mapping[str, Any]) -> str:
     return next(iter(key))
 
 
+def _guarded(write: RecordPut | RecordUpdate | RecordDelete | ConditionCheck,
+             ph: _Placeholders) -> str | None:
+    # The write's guard and the caller's own condition, both required.
+    user = write.condition.text if write.condition is not None else ""
+    guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
+    return _condition([guard, user])
+
+
 def render_write(write: Write) -> tuple[str, dict[str, Any]]:
     """One write as (operation, parameters): ``("Put", {"TableName": ..., "Item": ...})``."""
     ph = _Placeholders()
     if isinstance(write, RecordPut):
-        user = write.condition.text if write.condition is not None else ""
-        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
         op: dict[str, Any] = {"TableName": write.table, "Item": write.item}
-        return "Put", _with_expressions(op, ph, _condition([guard, user]), write.condition)
+        return "Put", _with_expressions(op, ph, _guarded(write, ph), write.condition)
     if isinstance(write, RecordUpdate):
-        user = write.condition.text if write.condition is not None else ""
-        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
         op = {"TableName": write.table, "Key": write.key, "UpdateExpression": write.update.text}
-        op = _with_expressions(op, ph, _condition([guard, user]), write.condition)
+        op = _with_expressions(op, ph, _guarded(write, ph), write.condition)
         if write.update.names:
             op.setdefault("ExpressionAttributeNames", {}).update(write.update.names)
         if write.update.values:
             op.setdefault("ExpressionAttributeValues", {}).update(write.update.values)
         return "Update", op
     if isinstance(write, RecordDelete):
-        user = write.condition.text if write.condition is not None else ""
-        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
         op = {"TableName": write.table, "Key": write.key}
-        return "Delete", _with_expressions(op, ph, _condition([guard, user]), write.condition)
+        return "Delete", _with_expressions(op, ph, _guarded(write, ph), write.condition)
     if isinstance(write, LockPut):
         op = {"TableName": write.table, "Item": write.item}
         return "Put", _held_by(op, write.guard, _hash_attr(write.key))
@@ -187,7 +189,7 @@ def render_write(write: Write) -> tuple[str, dict[str, Any]]:
         op = {"TableName": write.table, "Key": write.key}
         return "Delete", _held_by(op, write.guard, _hash_attr(write.key))
     op = {"TableName": write.table, "Key": write.key}
-    return "ConditionCheck", _with_expressions(op, ph, write.condition.text, write.condition)
+    return "ConditionCheck", _with_expressions(op, ph, _guarded(write, ph), write.condition)
 
 
 def render(plan: Plan) -> dict[str, Any]:
