@@ -1,5 +1,4 @@
-"""Look locks up without a full audit: who holds a value, the locks one record should hold, and
-every lock matching a filter."""
+"""Look locks up without a full audit: who holds a value, one record's locks, a filtered listing."""
 
 from __future__ import annotations
 

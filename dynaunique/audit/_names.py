@@ -1,5 +1,9 @@
-"""What the names and values a person types mean: which model's constraint a field or lock
-name is, the python values of command-line text, and the filter a lock listing scans with."""
+"""What typed names and values mean: a field or lock name's constraint, text as values, a filter.
+
+A field or lock name resolves to one model's bound constraint (:func:`pick_model`), command-line
+text to the python values its fields take (:func:`parse_value`), and a listing's filters to
+the tables to scan and one server-side FilterExpression.
+"""
 
 from __future__ import annotations
 

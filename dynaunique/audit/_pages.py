@@ -1,5 +1,8 @@
-"""Read locks and records one page or one item at a time, for read-only inspectors such as
-``dynaunique ui``: never more than a page's worth of requests per call."""
+"""Read locks and records a page or an item at a time, for read-only inspectors (``ui``).
+
+No call reads more than a page's worth of requests: a listing is paged by cursor, a lock or a
+record is one consistent GetItem, and counting projects only the keys.
+"""
 
 from __future__ import annotations
 

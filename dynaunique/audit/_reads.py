@@ -1,5 +1,7 @@
-"""The audit's reads of many items: scans page by page, batches of locks, and one consistent
-snapshot of a lock with its owner and the records that require it.
+"""The audit's reads of many items: scans, batches of locks, one lock key's consistent snapshot.
+
+A scan is read page by page; locks by BatchGetItem; a lock with its owner and the records
+that require it by one serializable TransactGetItems.
 """
 
 from __future__ import annotations

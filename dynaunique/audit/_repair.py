@@ -1,5 +1,8 @@
-"""Send a repair plan: one guarded TransactWriteItems per action, re-read and re-planned when a
-guard fails, never touching a record."""
+"""Send a repair plan: one guarded TransactWriteItems per action, re-planned when a guard fails.
+
+A failed guard means the lock or a record changed since it was read: the key is read again
+consistently and the action planned afresh from that state. A record is never written.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""What a stored item means to the audit: a lock item as :class:`LockInfo`, any other item as a
-record of a loaded model and the locks its values require.
+"""What a stored item means: a lock as :class:`LockInfo`, a record as its model and its locks.
 
-No I/O: the items come from the reads of :mod:`dynaunique.audit._reads`.
+No I/O: the items come from the reads of :mod:`dynaunique.audit._reads` and single GetItems.
+Which loaded model an item is a record of is :func:`dynaunique._items.claim`'s rule.
 """
 
 from __future__ import annotations
