@@ -39,11 +39,10 @@ from __future__ import annotations
 # too. The `_`-names re-exported below are internals that tests and benchmarks pin down.
 from dynaunique.errors import AuditError as AuditError
 
+from . import _kinds, _pages
 from ._check import AuditReport, TableSummary, check
 from ._judge import Evidence, Finding
 from ._kinds import (
-    KIND_LABELS,
-    KINDS,
     ActionKind,
     FindingKind,
     LockStatus,
@@ -53,7 +52,6 @@ from ._kinds import (
 from ._lookup import ExpectedLock, LockListing, OwnerLocks, list_locks, owner_locks, who_holds
 from ._names import parse_value, pick_model
 from ._pages import (
-    HIDDEN,
     LockCounts,
     LockPage,
     StoredRecord,
@@ -71,6 +69,13 @@ from ._stored import LockInfo, RecordRef
 from ._tables import Cost
 from ._tables import _Meter as _Meter
 from ._tables import _tables as _tables
+
+#: Every finding kind, in the order reports list them.
+KINDS = _kinds.KINDS
+#: How each kind reads in a table (the ``check`` command's and the ``ui`` page's words).
+KIND_LABELS = _kinds.KIND_LABELS
+#: How :class:`StoredRecord` shows the value of a field that a hashed constraint protects.
+HIDDEN = _pages.HIDDEN
 
 #: A lock whose owner record is gone, or no longer holds the value the lock protects.
 ORPHAN = FindingKind.ORPHAN

@@ -1,30 +1,16 @@
 """The audit's kinds as enums: what a finding is, what a repair does, and how it ended.
 
-Every kind is a ``str`` enum: it compares equal to its value (``FindingKind.ORPHAN ==
-"orphan"``) and prints, formats and serializes to JSON as that value, so reports read as they
-did when the kinds were bare strings.
+Every kind is a :class:`dynaunique._kinds.Kind`: a ``str`` enum that compares equal to its value
+(``FindingKind.ORPHAN == "orphan"``) and prints, formats and serializes to JSON as that value,
+so reports read as they did when the kinds were bare strings.
 """
 
 from __future__ import annotations
 
-from enum import Enum
+from dynaunique._kinds import Kind
 
 
-class _Kind(str, Enum):
-    """A ``str`` enum that is its value wherever text is made of it.
-
-    ``enum.StrEnum`` (Python 3.11+) does this; the package supports 3.10, and a plain
-    ``(str, Enum)`` formats as ``FindingKind.ORPHAN`` in f-strings on 3.11.
-    """
-
-    def __str__(self) -> str:
-        return str.__str__(self)
-
-    def __format__(self, format_spec: str) -> str:
-        return str.__format__(self, format_spec)
-
-
-class FindingKind(_Kind):
+class FindingKind(Kind):
     """What kind of disagreement between lock items and records a :class:`Finding` is."""
 
     #: Several records hold the same normalized value under one constraint.
@@ -41,7 +27,7 @@ class FindingKind(_Kind):
     UNREADABLE = "unreadable"
 
 
-class OwnerState(_Kind):
+class OwnerState(Kind):
     """Where an orphan's (or a foreign owner's) lock owner stands, as the consistent read saw."""
 
     #: The owner record does not exist.
@@ -54,7 +40,7 @@ class OwnerState(_Kind):
     NONE = "none"
 
 
-class LockStatus(_Kind):
+class LockStatus(Kind):
     """Whether DynamoDB holds a lock a record's values require (:class:`ExpectedLock`)."""
 
     #: The lock exists and names this record.
@@ -65,7 +51,7 @@ class LockStatus(_Kind):
     FOREIGN = "foreign"
 
 
-class ActionKind(_Kind):
+class ActionKind(Kind):
     """What a :class:`RepairAction` writes — always lock items, never a record — in its one
     guarded TransactWriteItems."""
 
@@ -79,7 +65,7 @@ class ActionKind(_Kind):
     DROP_UNKNOWN = "drop_unknown"
 
 
-class RepairStatus(_Kind):
+class RepairStatus(Kind):
     """What a repair did with one action (:attr:`RepairOutcome.status`)."""
 
     #: The action's write was applied.

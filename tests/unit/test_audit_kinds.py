@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from dynaunique import Model, UniqueConstraint, audit, normalizers
+from dynaunique._render import render
 from dynaunique.attributes import (
     BinaryAttribute,
     BooleanAttribute,
@@ -33,7 +34,6 @@ from dynaunique.audit._stored import (
     _Record,
 )
 from dynaunique.audit._tables import Cost, _Table
-from dynaunique.transaction import render
 
 CREATED = "2024-05-01T12:00:00.000000+00:00"
 
