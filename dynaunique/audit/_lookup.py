@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._items import LockRef, TypedKey, key_id, lock_of
+from dynaunique._items import LockRef, key_id, lock_of
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
@@ -101,10 +101,7 @@ def owner_locks(models: Sequence[type[Model]], hash_key: Any, range_key: Any = N
             rng = default() if callable(default) else default
             if rng is None:
                 raise AuditError(f"{candidate.__name__} has a range key: give it too")
-        hash_value, range_value = candidate._serialize_keys(hash_key, rng)
-        key: TypedKey = {table.hash_attr: {"S": str(hash_value)}}
-        if table.range_attr is not None:
-            key[table.range_attr] = {"S": str(range_value)}
+        key = info.typed_key(*candidate._serialize_keys(hash_key, rng))
         item = _call(meter, table.client, "GetItem", TableName=table.name, Key=key,
                      ConsistentRead=True).get("Item")
         if item is None:
