@@ -57,8 +57,8 @@ class AuditReport:
         return not self.findings
 
     def counts(self) -> dict[str, int]:
-        """Findings per kind (every kind present, zeros included)."""
-        counts: dict[str, int] = {kind: 0 for kind in KINDS}
+        """Findings per kind (every kind present, zeros included), keyed by the kinds' words."""
+        counts = {kind.value: 0 for kind in KINDS}
         for finding in self.findings:
             counts[finding.kind] += 1
         return counts

@@ -76,12 +76,12 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
-            "kind": self.kind, "table": self.table, "lock_key": self.lock_key,
+            "kind": self.kind.value, "table": self.table, "lock_key": self.lock_key,
             "constraint": self.constraint, "value": _json_value(self.value),
             "hashed": self.hashed, "lock": self.lock.to_dict() if self.lock else None,
             "holders": [_json_value(h.to_dict()) for h in self.holders],
-            "owner_state": self.owner_state, "detail": self.detail, "message": self.message,
-            "repairable": self.repairable,
+            "owner_state": None if self.owner_state is None else self.owner_state.value,
+            "detail": self.detail, "message": self.message, "repairable": self.repairable,
         }
 
 

@@ -44,7 +44,7 @@ class ExpectedLock:
         """JSON-ready form."""
         return {"constraint": self.lock.constraint, "key": self.lock.key,
                 "value": None if self.lock.hashed else _json_value(self.lock.value),
-                "hashed": self.lock.hashed, "status": self.status,
+                "hashed": self.lock.hashed, "status": self.status.value,
                 "stored": self.stored.to_dict() if self.stored is not None else None}
 
 

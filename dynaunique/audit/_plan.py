@@ -69,7 +69,7 @@ class RepairAction:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"kind": self.kind, "description": self.description,
+        return {"kind": self.kind.value, "description": self.description,
                 "finding": self.finding.to_dict()}
 
 

@@ -36,8 +36,8 @@ class RepairOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"action": self.action.to_dict(), "status": self.status, "message": self.message,
-                "writes": self.writes}
+        return {"action": self.action.to_dict(), "status": self.status.value,
+                "message": self.message, "writes": self.writes}
 
 
 @attrs.frozen
@@ -55,8 +55,8 @@ class RepairResult:
             o.status in (RepairStatus.FIXED, RepairStatus.ALREADY_FIXED) for o in self.outcomes)
 
     def counts(self) -> dict[str, int]:
-        """Outcomes per status."""
-        counts: dict[str, int] = {status: 0 for status in RepairStatus}
+        """Outcomes per status, keyed by the statuses' words."""
+        counts = {status.value: 0 for status in RepairStatus}
         for outcome in self.outcomes:
             counts[outcome.status] += 1
         return counts

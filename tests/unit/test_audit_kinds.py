@@ -206,6 +206,11 @@ def test_judge_missing_lock() -> None:
         "missing", "no lock", "M#1 / MEMBER holds ACTIVE_EMAIL 'a@x.io' but no lock protects it",
         None)
     assert finding.repairable and finding.shown_value == "a@x.io"
+    # JSON-ready means plain values: the enums' words, as before they were enums.
+    shown = finding.to_dict()
+    assert (type(shown["kind"]), shown["kind"], shown["owner_state"]) == (str, "missing", None)
+    action = _action(TABLE, finding, ())
+    assert action is not None and type(action.to_dict()["kind"]) is str
 
 
 def test_judge_orphan_of_a_changed_owner_and_of_a_gone_one() -> None:
