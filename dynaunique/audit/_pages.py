@@ -1,7 +1,7 @@
-"""Read locks and records a page or an item at a time, for read-only inspectors (``ui``).
+"""Read locks and records in small pieces for read-only inspectors: a page, an item, a count.
 
-No call reads more than a page's worth of requests: a listing is paged by cursor, a lock or a
-record is one consistent GetItem, and counting projects only the keys.
+A listing is read a page at a time by cursor; a lock or a record with one consistent GetItem;
+counting the locks scans each table once, projecting only the keys.
 """
 
 from __future__ import annotations
