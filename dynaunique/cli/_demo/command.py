@@ -12,15 +12,9 @@ import click
 from rich.console import Console
 
 from dynaunique.cli import _demo as scenario
-from dynaunique.cli._common import endpoint_option
+from dynaunique.cli._common import CannotRun, endpoint_option
 from dynaunique.cli._demo.show import say, show
 from dynaunique.errors import DynauniqueError
-
-
-class _CannotRun(click.ClickException):
-    """The demo could not run where it was pointed (exit status 2, like a configuration error)."""
-
-    exit_code = 2
 
 
 @click.command()
@@ -49,7 +43,7 @@ def demo(endpoint: str | None, racers: int, rounds: int) -> None:
                 show(report, console)
                 problems.extend(report.problems)
     except scenario.DemoUnavailableError as exc:
-        raise _CannotRun(str(exc)) from exc
+        raise CannotRun(str(exc)) from exc
     except DynauniqueError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
     if run.cleanup_errors:
