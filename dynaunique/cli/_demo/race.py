@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import attrs
 
+from dynaunique.cli._demo.cast import PROFILE
 from dynaunique.cli._demo.tables import DemoTables
 from dynaunique.errors import DynauniqueError, UniqueViolation
 from dynaunique.locks import OWNER_ATTR, untyped
@@ -144,7 +145,7 @@ class _Race:
 
         def touch(i: int, barrier: threading.Barrier) -> str:
             barrier.wait()
-            tables.get({"PK": {"S": "ACCT#warm-up"}, "SK": {"S": "PROFILE"}})
+            tables.get(tables.info.typed_key("ACCT#warm-up", PROFILE))
             tables.with_email(tables.naive, tables.naive_table, "warm-up")
             return "ok"
 

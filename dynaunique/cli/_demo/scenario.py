@@ -37,7 +37,7 @@ from dynaunique.cli._demo.tables import DemoTables
 from dynaunique.cli._demo.target import Target
 from dynaunique.cli._demo.wire import WireRecorder
 from dynaunique.errors import UniqueViolation
-from dynaunique.locks import OWNER_ATTR, untyped
+from dynaunique.locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, VALUE_ATTR, untyped
 
 if TYPE_CHECKING:
     from dynaunique.cli._demo.cast import DemoAccount
@@ -166,10 +166,10 @@ class Demo:
                 holds = key in tables.lock_keys(tables.Account.from_raw_data(record))
             rows.append(LockRow(
                 key=key,
-                constraint=str(untyped(item["constraint"])),
-                value=untyped(item["value"]) if "value" in item else None,
+                constraint=str(untyped(item[CONSTRAINT_ATTR])),
+                value=untyped(item[VALUE_ATTR]) if VALUE_ATTR in item else None,
                 owner=str(owner.get("PK")),
-                model=str(untyped(item["model"])),
+                model=str(untyped(item[MODEL_ATTR])),
                 owner_holds_it=holds,
             ))
         rows.sort(key=lambda r: (r.constraint, r.key))

@@ -15,13 +15,13 @@ import botocore.config
 import botocore.exceptions
 import botocore.session
 
+from dynaunique._items import locks_of
 from dynaunique.cli._demo.cast import PROFILE, account_model
 from dynaunique.cli._demo.target import Target
 from dynaunique.cli._demo.wire import ItemSummary, Sent, summarize
 from dynaunique.connection import client_for
-from dynaunique.locks import OWNER_ATTR, RESERVED_PREFIX, untyped
+from dynaunique.locks import OWNER_ATTR, RESERVED_PREFIX, lock_primary_key, untyped
 from dynaunique.model import Model
-from dynaunique.unit_of_work import locks_of
 
 if TYPE_CHECKING:
     from dynaunique.cli._demo.cast import DemoAccount
@@ -93,11 +93,11 @@ class DemoTables:
 
     def lock(self, lock_key: str) -> dict[str, Any] | None:
         """The lock item ``lock_key``, or None."""
-        return self.get({"PK": {"S": lock_key}, "SK": {"S": "LOCK"}})
+        return self.get(lock_primary_key(self.info.key_attributes, lock_key))
 
     def record_exists(self, pk: str) -> bool:
         """Whether the account ``pk`` is stored."""
-        return self.get({"PK": {"S": pk}, "SK": {"S": PROFILE}}) is not None
+        return self.get(self.info.typed_key(pk, PROFILE)) is not None
 
     def owns_lock(self, lock_key: str, pk: str) -> bool:
         """Whether the lock ``lock_key`` is stored and names the account ``pk`` as its owner."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique import transaction
+from dynaunique._render import to_json
 from dynaunique.locks import CREATED_ATTR, OWNER_ATTR, untyped
 
 
@@ -30,7 +30,7 @@ class Sent:
     @property
     def json(self) -> str:
         """The body as indented JSON."""
-        return transaction.to_json(self.body)
+        return to_json(self.body)
 
 
 class WireRecorder:
@@ -87,7 +87,7 @@ def comparable(request: Mapping[str, Any]) -> Any:
     That is the per-call ``ClientRequestToken`` and the lock items' ``created`` time (taken when
     the write is planned). Everything else must be identical.
     """
-    body = json.loads(transaction.to_json(request))
+    body = json.loads(to_json(request))
     body.pop("ClientRequestToken", None)
     body.pop("Operation", None)
     for entry in body.get("TransactItems", []):
