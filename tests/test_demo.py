@@ -6,9 +6,9 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
-from dynaunique import demo
+from dynaunique.cli import _demo as demo
 from dynaunique.cli import cli
-from dynaunique.demo import (
+from dynaunique.cli._demo import (
     ADA_KEY,
     GRACE_KEY,
     ItemSummary,
