@@ -23,7 +23,7 @@ from dynaunique.migrations import (
     MigrationExecutor,
     SilentReporter,
 )
-from dynaunique.migrations.executor import InjectedCrash
+from dynaunique.migrations._hooks import InjectedCrash
 from dynaunique.migrations.recorder import Progress
 
 TABLE = "mig_backfill_accounts"
