@@ -361,14 +361,14 @@ class Account(Model):
 
 
 class Invite(Model):
+    inviter = UnicodeAttribute()
+    email = UnicodeAttribute(null=True)
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+
     class Meta:
         table_name = "{table}"
         region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(null=True)
-    inviter = UnicodeAttribute()
 '''
 
 

@@ -1,5 +1,5 @@
-"""One phase at run time: which items are its model's records and the lock each requires, and
-the segment of it being worked on, with its checkpoint in the ledger."""
+"""One phase at run time: its model bound, which items are the model's records and the lock
+each requires, and the segment of it being worked on, with its checkpoint in the ledger."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from typing import Any
 import attrs
 
 from dynaunique._items import LockRef, ModelInfo, TypedKey, claim, key_of, locks_of, plain_key
-from dynaunique.errors import InvalidValueError, MigrationError
+from dynaunique.errors import DynauniqueError, InvalidValueError, MigrationError
 from dynaunique.migrations._dynamo import TableKeys
 from dynaunique.migrations._kinds import PhaseKind
 from dynaunique.migrations._ledger import Counters, Pending, Progress
-from dynaunique.migrations.operations import Phase
+from dynaunique.migrations.operations import MigrationContext, Phase
 from dynaunique.migrations.ratelimit import TokenBucket
 from dynaunique.migrations.recorder import MigrationRecorder
+from dynaunique.migrations.state import bind
 
 
 @attrs.define
@@ -79,11 +80,40 @@ class PhaseRun:
         return key
 
 
-def table_models(models: Mapping[str, Any], model: Any, table: str) -> tuple[Any, ...]:
-    """The live models of ``table`` (``model`` first if the module points it elsewhere)."""
+def phase_run(phase: Phase, keys: TableKeys, client: Any, models: Mapping[str, Any]) -> PhaseRun:
+    """``phase`` ready to run on the table ``keys`` describes: for a fill or a sweep, its live
+    model (of ``models``) bound to the phase's declaration, and the table's other models.
+
+    :raises MigrationError: the model's key attributes are not the table's.
+    """
+    run = PhaseRun(phase, keys, client)
+    if phase.kind not in (PhaseKind.FILL, PhaseKind.SWEEP):
+        return run
+    assert phase.constraint is not None
+    run.model = models[phase.model]
+    run.info = bind(run.model, phase.constraint, table=keys.table)
     same = [m for m in models.values()
-            if getattr(m, "_du_info", None) is not None and m._du_info.table == table]
-    return tuple(same) if model in same else (model, *same)
+            if getattr(m, "_du_info", None) is not None and m._du_info.table == keys.table]
+    # The model comes first if the module points it at another table than the migration's.
+    run.table_models = tuple(same) if run.model in same else (run.model, *same)
+    if run.info.key_attributes != keys.key_attributes:
+        raise MigrationError(
+            f"{phase.model}'s key attributes {run.info.key_attributes} differ from "
+            f"table {keys.table!r}'s {keys.key_attributes}"
+        )
+    return run
+
+
+def run_python(phase: Phase, context: MigrationContext, migration: str) -> None:
+    """Call a ``run`` phase's function; its failure becomes a :class:`MigrationError`."""
+    assert phase.function is not None
+    try:
+        phase.function(context)
+    except DynauniqueError:
+        raise
+    except Exception as exc:
+        raise MigrationError(f"{migration}: {phase.describe()} failed: "
+                             f"{type(exc).__name__}: {exc}") from exc
 
 
 @attrs.define

@@ -22,7 +22,7 @@ from typing import Any
 
 from dynaunique._items import LockRef, TypedKey
 from dynaunique._items import plain_key as plain_key
-from dynaunique.errors import DynauniqueError, MigrationError
+from dynaunique.errors import MigrationError
 from dynaunique.migrations import _plan
 from dynaunique.migrations._dynamo import describe_table
 from dynaunique.migrations._hooks import Countdown
@@ -30,7 +30,7 @@ from dynaunique.migrations._kinds import DeleteOutcome, PhaseKind, ProgressState
 from dynaunique.migrations._lease import Lease
 from dynaunique.migrations._ledger import Counters, Progress
 from dynaunique.migrations._lockwrites import delete_lock, put_lock
-from dynaunique.migrations._phase import PhaseRun, Segment, table_models
+from dynaunique.migrations._phase import PhaseRun, Segment, phase_run, run_python
 from dynaunique.migrations._plan import MigrationStatus, Step
 from dynaunique.migrations._report import Duplicate as Duplicate
 from dynaunique.migrations._report import (
@@ -48,7 +48,6 @@ from dynaunique.migrations.loader import MigrationLoader
 from dynaunique.migrations.operations import MigrationContext, Phase
 from dynaunique.migrations.ratelimit import TokenBucket
 from dynaunique.migrations.recorder import MigrationRecorder, TableKeys
-from dynaunique.migrations.state import bind
 
 
 class MigrationExecutor:
@@ -252,18 +251,10 @@ class MigrationExecutor:
             time.sleep(self.poll_seconds)
 
     def _run_function(self, step: Step, phase: Phase, progress: Progress) -> None:
-        assert phase.function is not None
         # RunPython functions get the botocore client behind the ledger's connection.
-        client = self.recorder.client.client
-        context = MigrationContext(app=self.recorder.app, models=self.models, client=client,
-                                   backwards=step.backwards)
-        try:
-            phase.function(context)
-        except DynauniqueError:
-            raise
-        except Exception as exc:
-            raise MigrationError(f"{step.name}: {phase.describe()} failed: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+        context = MigrationContext(app=self.recorder.app, models=self.models,
+                                   client=self.recorder.client.client, backwards=step.backwards)
+        run_python(phase, context, step.name)
         progress.done = True
         self.recorder.save_progress(progress, worker=self._worker_name())
 
@@ -277,18 +268,7 @@ class MigrationExecutor:
         if keys is None:
             keys = describe_table(client, table)
             self._tables[table] = keys
-        run = PhaseRun(phase, keys, client)
-        if phase.kind in (PhaseKind.FILL, PhaseKind.SWEEP):
-            assert phase.constraint is not None
-            run.model = self.models[phase.model]
-            run.info = bind(run.model, phase.constraint, table=table)
-            run.table_models = table_models(self.models, run.model, table)
-            if run.info.key_attributes != keys.key_attributes:
-                raise MigrationError(
-                    f"{phase.model}'s key attributes {run.info.key_attributes} differ from "
-                    f"table {table!r}'s {keys.key_attributes}"
-                )
-        return run
+        return phase_run(phase, keys, client, self.models)
 
     def _segment_runner(self) -> SegmentRunner:
         keeper = Keeper(self._put_lock, self._delete_lock, self._tick)
