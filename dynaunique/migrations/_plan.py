@@ -67,7 +67,7 @@ class MigrationStatus:
     partial: str | None = None
 
 
-def plan(loader: MigrationLoader, applied: set[str], target: str | None) -> list[Step]:
+def plan_steps(loader: MigrationLoader, applied: set[str], target: str | None) -> list[Step]:
     """The steps that bring the ledger (``applied``) to ``target``; see
     :meth:`~dynaunique.migrations.MigrationExecutor.plan`."""
     order = loader.order
@@ -100,7 +100,7 @@ def _ancestors(loader: MigrationLoader, name: str) -> set[str]:
     return seen
 
 
-def status(loader: MigrationLoader, recorder: MigrationRecorder,
+def statuses(loader: MigrationLoader, recorder: MigrationRecorder,
            applied: Mapping[str, Mapping[str, Any]]) -> list[MigrationStatus]:
     """Each migration on disk: applied or not, and what an interrupted run left behind."""
     steps = [Step(loader.migrations[n], backwards=n in applied) for n in loader.order]
@@ -134,7 +134,7 @@ def status(loader: MigrationLoader, recorder: MigrationRecorder,
     return out
 
 
-def check_runnable(steps: Sequence[Step], models: Mapping[str, Any]) -> None:
+def check_steps(steps: Sequence[Step], models: Mapping[str, Any]) -> None:
     """Fail before any write when a step cannot run; see
     :meth:`~dynaunique.migrations.MigrationExecutor.check_runnable`."""
     for step in steps:

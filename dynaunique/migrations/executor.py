@@ -23,7 +23,6 @@ from typing import Any
 from dynaunique._items import LockRef, TypedKey
 from dynaunique._items import plain_key as plain_key
 from dynaunique.errors import MigrationError
-from dynaunique.migrations import _plan
 from dynaunique.migrations._dynamo import describe_table
 from dynaunique.migrations._hooks import Countdown
 from dynaunique.migrations._kinds import DeleteOutcome, PhaseKind, ProgressState, PutOutcome
@@ -31,7 +30,7 @@ from dynaunique.migrations._lease import Lease
 from dynaunique.migrations._ledger import Counters, Progress
 from dynaunique.migrations._lockwrites import delete_lock, put_lock
 from dynaunique.migrations._phase import PhaseRun, Segment, phase_run, run_python
-from dynaunique.migrations._plan import MigrationStatus, Step
+from dynaunique.migrations._plan import MigrationStatus, Step, check_steps, plan_steps, statuses
 from dynaunique.migrations._report import Duplicate as Duplicate
 from dynaunique.migrations._report import (
     DuplicatesFound,
@@ -114,16 +113,16 @@ class MigrationExecutor:
 
         :raises MigrationError: the ledger's history is inconsistent with the files.
         """
-        return _plan.plan(self.loader, set(self.applied()), target)
+        return plan_steps(self.loader, set(self.applied()), target)
 
     def status(self) -> list[MigrationStatus]:
         """Each migration on disk: applied or not, and what an interrupted run left behind."""
-        return _plan.status(self.loader, self.recorder, self.applied())
+        return statuses(self.loader, self.recorder, self.applied())
 
     def check_runnable(self, steps: Sequence[Step]) -> None:
         """Fail before any write when a step cannot run: irreversible, or a model it needs for
         computing locks is gone, or a normalizer/condition path no longer imports."""
-        _plan.check_runnable(steps, self.models)
+        check_steps(steps, self.models)
 
     # --- running ---------------------------------------------------------------------------------
 
