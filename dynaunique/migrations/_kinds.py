@@ -1,24 +1,14 @@
 """The kinds migrations name with a word, as enums whose values are exactly those words.
 
-Each is a ``(str, Enum)``: a member equals its old string (``PhaseKind.FILL == "fill"``), and
-``str()``, f-strings and ``json.dumps`` give the bare value, so the ledger items, JSON and the
-CLI's output are the same bytes as when these were plain strings — and a ledger written before
-keeps being read.
+Each is a :class:`dynaunique._kinds.Kind` (a ``str`` enum): a member equals its old string
+(``PhaseKind.FILL == "fill"``), and ``str()``, f-strings and ``json.dumps`` give the bare
+value, so the ledger items, JSON and the CLI's output are the same bytes as when these were
+plain strings — and a ledger written before keeps being read.
 """
 
 from __future__ import annotations
 
-from enum import Enum
-
-
-class Kind(str, Enum):
-    """A ``(str, Enum)`` that prints as its value (Python 3.10 and 3.11 print ``Kind.X``)."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
+from dynaunique._kinds import Kind
 
 
 class PhaseKind(Kind):

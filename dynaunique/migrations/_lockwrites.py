@@ -2,7 +2,7 @@
 consistent read — each announced in the ledger first, rate-limited and counted.
 
 The writes are built by :mod:`dynaunique._writes` (the same lock items and guards the model's
-own saves send) and rendered by :mod:`dynaunique.transaction`; they go out as plain conditional
+own saves send) and rendered by :mod:`dynaunique._render`; they go out as plain conditional
 writes, never transactions.
 """
 
@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dynaunique._items import LockRef, TypedKey
+from dynaunique._render import render_write
 from dynaunique._writes import lock_delete, lock_put
 from dynaunique.migrations._dynamo import ConditionFailed, call
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Pending
 from dynaunique.migrations._phase import PhaseRun, Segment
-from dynaunique.transaction import render_write
 
 
 def put_lock(seg: Segment, owner: TypedKey, ref: LockRef,
