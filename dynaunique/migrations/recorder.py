@@ -1,4 +1,5 @@
-"""The migrations ledger, kept in the table itself: applied migrations, scan progress, leases.
+"""The migrations ledger, kept in the table itself: which migrations are applied, and where each
+job stands (the lease it hands out lives in ``_lease``).
 
 Having a ``UNIQ#~MIGRATION#<app>#<name>`` item in the table always means that migration is
 applied. Next to those live the resumable state of running migrations and the lease that keeps a
