@@ -10,25 +10,21 @@ refreshed only after a write succeeded.
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any, ClassVar, TypeVar
 
-from pynamodb import attributes as pa
 from pynamodb.exceptions import AttributeNullError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
-from pynamodb.models import MetaModel
 from pynamodb.models import Model as PynamoModel
 from pynamodb.pagination import ResultIterator
 
-from dynaunique.attributes import UniqueOptions
+from dynaunique._binding import ModelMeta, table_holds_locks
 from dynaunique.connection import Steps, connection_for, policy_for, run, send_steps
-from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import (
     ConfigurationError,
     InvalidValueError,
@@ -46,7 +42,6 @@ from dynaunique.flush import (
     flush_steps,
 )
 from dynaunique.locks import (
-    LOCK_ATTRIBUTES,
     LOCK_SORT_KEY,
     MODEL_ATTR,
     OWNER_ATTR,
@@ -76,200 +71,6 @@ from dynaunique.unit_of_work import (
 )
 
 _M = TypeVar("_M", bound="Model")
-
-_SCALAR_TYPES = (pa.UnicodeAttribute, pa.NumberAttribute, pa.BinaryAttribute,
-                 pa.BooleanAttribute, pa.UTCDateTimeAttribute)
-_NOT_LOCKABLE = (pa.VersionAttribute, pa.TTLAttribute, pa.DiscriminatorAttribute)
-_UNIQUE_OPTIONS = {"unique", "normalize", "lock_name", "hashed"}
-
-# table name → lock name → (model class, declared explicitly). Guards against two models on one
-# table silently sharing a lock namespace.
-_lock_names: dict[str, dict[str, tuple[type, bool]]] = {}
-_lock_names_guard = threading.Lock()
-# Tables a model marks with ``Meta.holds_locks = True``: they hold lock or ledger items that no
-# model declared in this process accounts for (a constraint dropped but not yet migrated, the
-# migrations ledger), so reads must keep filtering them out.
-_tables_holding_locks: set[str] = set()
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _bind(cls: type[Model]) -> None:
-    meta = getattr(cls, "Meta", None)
-    table = getattr(meta, "table_name", None) if meta is not None else None
-    attributes = cls.get_attributes()
-    declared: list[UniqueConstraint] = []
-    for field, attribute in attributes.items():
-        if isinstance(attribute, UniqueOptions) and attribute.unique:
-            declared.append(UniqueConstraint(
-                (field,),
-                name=attribute.lock_name or "",
-                normalize=attribute.normalize,
-                hashed=attribute.hashed,
-            ))
-    for constraint in getattr(meta, "constraints", ()) or ():
-        if not isinstance(constraint, UniqueConstraint):
-            raise ConfigurationError(
-                f"{cls.__name__}.Meta.constraints holds {constraint!r}; only UniqueConstraint "
-                "values belong there"
-            )
-        declared.append(constraint)
-    if table is None:
-        if declared:
-            raise ConfigurationError(f"{cls.__name__} declares unique constraints but no "
-                                     "Meta.table_name")
-        cls._du_info = None
-        return
-    if getattr(meta, "holds_locks", False):
-        with _lock_names_guard:
-            _tables_holding_locks.add(table)
-
-    names: set[str] = set()
-    bound: list[BoundConstraint] = []
-    for constraint in declared:
-        if constraint.name in names:
-            raise ConfigurationError(
-                f"{cls.__name__} declares the unique constraint name {constraint.name!r} twice; "
-                "give each constraint its own name (lock_name= or name=)"
-            )
-        names.add(constraint.name)
-        attr_names = []
-        converters = []
-        for field in constraint.fields:
-            found = attributes.get(field)
-            if found is None:
-                raise ConfigurationError(
-                    f"constraint {constraint.name} of {cls.__name__} names unknown field "
-                    f"{field!r}; the fields are {sorted(attributes)}"
-                )
-            attribute = found
-            if not isinstance(attribute, _SCALAR_TYPES) or isinstance(attribute, _NOT_LOCKABLE):
-                raise ConfigurationError(
-                    f"{cls.__name__}.{field} is a {type(attribute).__name__}; unique constraints "
-                    "take string, number, binary, boolean or datetime attributes"
-                )
-            attr_names.append(attribute.attr_name)
-            converters.append(attribute.serialize if isinstance(attribute, pa.UTCDateTimeAttribute)
-                              else _identity)
-        bound.append(BoundConstraint(constraint, tuple(attr_names), tuple(converters),
-                                     plain=all(c is _identity for c in converters)))
-
-    hash_field = cls._hash_keyname
-    if hash_field is None:
-        if bound:
-            raise ConfigurationError(
-                f"{cls.__name__} declares unique constraints but has no hash key; a lock names "
-                "its record by key: declare the keys on the class that declares the constraints"
-            )
-        # A base class with Meta.table_name and keys left to its subclasses (PynamoDB allows
-        # it): nothing to protect, and nothing dynaunique can write, until a subclass has keys.
-        cls._du_info = None
-        return
-    hash_attribute = attributes[hash_field]
-    range_field = cls._range_keyname
-    range_attribute: pa.Attribute[Any] | None = attributes[range_field] if range_field else None
-    if bound:
-        if hash_attribute.attr_type != "S":
-            raise ConfigurationError(
-                f"{cls.__name__}'s hash key {hash_field!r} is not a string attribute; lock items "
-                "share the table's key, so a model with unique constraints needs a string hash key"
-            )
-        if range_attribute is not None and range_attribute.attr_type != "S":
-            raise ConfigurationError(
-                f"{cls.__name__}'s range key {range_field!r} is not a string attribute; lock items "
-                "use the range key 'LOCK', so it must be a string"
-            )
-        for index in getattr(cls, "_indexes", {}).values():
-            for attribute in index.Meta.attributes.values() if hasattr(index.Meta, "attributes") \
-                    else []:
-                if attribute.attr_name in LOCK_ATTRIBUTES:
-                    raise ConfigurationError(
-                        f"index {index.Meta.index_name} of {cls.__name__} is keyed on "
-                        f"{attribute.attr_name!r}, an attribute every lock item carries; lock "
-                        "items must stay out of indexes: rename that attribute (attr_name=)"
-                    )
-    version_field = cls._version_attribute_name
-    ttl_field = next((f for f, a in attributes.items() if isinstance(a, pa.TTLAttribute)), None)
-    if bound:
-        # A lock item carries the table's key attributes and the TTL beside its own attributes:
-        # the same name twice would make one overwrite the other.
-        for role, named in (("hash key", hash_field), ("range key", range_field),
-                            ("TTL attribute", ttl_field)):
-            if named is not None and attributes[named].attr_name in LOCK_ATTRIBUTES:
-                raise ConfigurationError(
-                    f"{cls.__name__}'s {role} is stored as {attributes[named].attr_name!r}, a "
-                    f"name every lock item uses for itself ({', '.join(LOCK_ATTRIBUTES)}); give "
-                    "it another attr_name="
-                )
-    secret = getattr(meta, "lock_secret", None)
-    if isinstance(secret, str):
-        secret = secret.encode("utf-8")
-    cls._du_info = ModelInfo(
-        name=cls.__name__,
-        table=table,
-        hash_attr=hash_attribute.attr_name,
-        range_attr=range_attribute.attr_name if range_attribute is not None else None,
-        hash_field=hash_field,
-        range_field=range_field,
-        version_attr=attributes[version_field].attr_name if version_field else None,
-        version_field=version_field,
-        ttl_attr=attributes[ttl_field].attr_name if ttl_field else None,
-        ttl_field=ttl_field,
-        constraints=tuple(bound),
-        meta_secret=secret,
-        hash_type=hash_attribute.attr_type,
-        range_type=range_attribute.attr_type if range_attribute is not None else None,
-    )
-    _register_lock_names(cls, table, declared)
-
-
-def _same_model(a: type, b: type) -> bool:
-    # A subclass shares its parent's locks (polymorphic models on one table); a class of the same
-    # name is a redefinition (a reloaded module, a test) and writes the same lock items.
-    return a.__name__ == b.__name__ or issubclass(a, b) or issubclass(b, a)
-
-
-def _register_lock_names(cls: type, table: str, declared: Sequence[UniqueConstraint]) -> None:
-    with _lock_names_guard:
-        taken = _lock_names.setdefault(table, {})
-        for constraint in declared:
-            previous = taken.get(constraint.name)
-            if (previous is not None and not _same_model(previous[0], cls)
-                    and not (previous[1] and constraint.explicit_name)):
-                raise ConfigurationError(
-                    f"{cls.__name__} and {previous[0].__name__} both use lock name "
-                    f"{constraint.name!r} on table {table!r}; two models may share a lock "
-                    "namespace only when both name it explicitly (lock_name= / name=)"
-                )
-        # Only a class that passed every check claims its names.
-        for constraint in declared:
-            taken[constraint.name] = (cls, constraint.explicit_name)
-
-
-class ModelMeta(MetaModel):
-    """PynamoDB's model metaclass, plus: collect and validate the unique constraints."""
-
-    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
-                discriminator: Any = None) -> ModelMeta:
-        # PynamoDB's MapAttribute takes unknown keywords as map values (and drops them when the
-        # class is built), so ``unique=True`` there would silently protect nothing.
-        for field, value in namespace.items():
-            if isinstance(value, pa.MapAttribute) and _UNIQUE_OPTIONS & set(
-                    value.__dict__.get("attribute_values", {})):
-                raise ConfigurationError(
-                    f"{name}.{field} is a {type(value).__name__}, which cannot be unique: "
-                    "declare a UniqueConstraint over scalar fields instead"
-                )
-        cls: ModelMeta = super().__new__(mcs, name, bases, namespace, discriminator)  # type: ignore[no-untyped-call]
-        return cls
-
-    def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
-                 discriminator: Any = None) -> None:
-        super().__init__(name, bases, namespace, discriminator)
-        _bind(cls)  # type: ignore[arg-type]
-
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -1009,9 +810,7 @@ class Model(PynamoModel, metaclass=ModelMeta):
         shares its table with one that has them still keeps lock items out of its reads. A table
         whose models declare none holds no lock items, and its reads are PynamoDB's, unchanged.
         """
-        table = getattr(getattr(cls, "Meta", None), "table_name", None) or ""
-        with _lock_names_guard:
-            return bool(_lock_names.get(table)) or table in _tables_holding_locks
+        return table_holds_locks(getattr(getattr(cls, "Meta", None), "table_name", None) or "")
 
     @classmethod
     def _du_not_lock(cls) -> Condition | None:
