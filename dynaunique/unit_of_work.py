@@ -30,6 +30,7 @@ from dynaunique._items import (
     locks_of,
     record_key,
 )
+from dynaunique._kinds import Kind
 from dynaunique._writes import (
     RECORD_WRITES,
     Absent,
@@ -53,12 +54,47 @@ from dynaunique.errors import ConcurrentModificationError, InvalidValueError, Un
 from dynaunique.locks import untyped
 
 __all__ = [  # the vocabulary the planner's callers used to import from here
-    "RECORD_WRITES", "SECRET_ENV", "Absent", "BoundConstraint", "ConditionCheck", "Expression",
-    "Guard", "HeldBy", "LockChange", "LockDelete", "LockPut", "LockRef", "ModelInfo", "Plan",
-    "RecordDelete", "RecordPut", "RecordUpdate", "Typed", "TypedKey", "Unchanged", "Write",
-    "diff_locks", "lock_of", "locks_of", "merge", "plan_delete", "plan_save", "plan_update",
-    "record_key", "unchanged_guard",
+    "RECORD_WRITES",
+    "SECRET_ENV",
+    "Absent",
+    "BoundConstraint",
+    "ChangeKind",
+    "ConditionCheck",
+    "Expression",
+    "Guard",
+    "HeldBy",
+    "LockChange",
+    "LockDelete",
+    "LockPut",
+    "LockRef",
+    "ModelInfo",
+    "Plan",
+    "RecordDelete",
+    "RecordPut",
+    "RecordUpdate",
+    "Typed",
+    "TypedKey",
+    "Unchanged",
+    "Write",
+    "diff_locks",
+    "lock_of",
+    "locks_of",
+    "merge",
+    "plan_delete",
+    "plan_save",
+    "plan_update",
+    "record_key",
+    "unchanged_guard",
 ]
+
+
+class ChangeKind(Kind):
+    """What a write does to one constraint's lock."""
+
+    ADDED = "added"
+    REMOVED = "removed"
+    MOVED = "moved"
+    UNCHANGED = "unchanged"
 
 
 @attrs.frozen
@@ -70,13 +106,13 @@ class LockChange:
     new: LockRef | None
 
     @property
-    def kind(self) -> str:
-        """``added``, ``removed``, ``moved`` or ``unchanged``."""
+    def kind(self) -> ChangeKind:
+        """Added, removed, moved (a new key) or unchanged."""
         if self.old is None:
-            return "added" if self.new is not None else "unchanged"
+            return ChangeKind.ADDED if self.new is not None else ChangeKind.UNCHANGED
         if self.new is None:
-            return "removed"
-        return "unchanged" if self.old.key == self.new.key else "moved"
+            return ChangeKind.REMOVED
+        return ChangeKind.UNCHANGED if self.old.key == self.new.key else ChangeKind.MOVED
 
 
 
@@ -158,7 +194,7 @@ def _lock_writes(info: ModelInfo, changes: Sequence[LockChange], key: TypedKey,
     ttl_changed = ttl_epoch(info, after) != ttl_epoch(info, before)
     writes: list[Write] = []
     for change in changes:
-        if change.kind == "unchanged":
+        if change.kind is ChangeKind.UNCHANGED:
             if change.new is not None and ttl_changed:
                 # Re-put with the new expiry so the lock expires with the record.
                 writes.append(lock_put(info, change.new, key, after, created=now))

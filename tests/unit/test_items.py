@@ -212,3 +212,17 @@ def test_condition_check_renders_its_guard_or_its_condition(
     if values is not None:
         params["ExpressionAttributeValues"] = values
     assert render_write(check) == ("ConditionCheck", params)
+
+
+def test_kinds_read_as_the_words_they_always_were() -> None:
+    import json
+
+    from dynaunique.flush import OpKind
+    from dynaunique.unit_of_work import ChangeKind
+
+    assert ChangeKind.MOVED == "moved"
+    assert str(ChangeKind.MOVED) == f"{ChangeKind.MOVED}" == "moved"
+    assert f"{ChangeKind.ADDED:>7}|" == "  added|"
+    assert json.dumps({"kind": ChangeKind.REMOVED}) == '{"kind": "removed"}'
+    assert OpKind.SAVE.value == "save" and f"{OpKind.DELETE}" == "delete"
+    assert ChangeKind("unchanged") is ChangeKind.UNCHANGED
