@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import metadata
+from typing import Any
 
 project = "dynaunique"
 author = "dynaunique contributors"
@@ -31,3 +32,15 @@ myst_heading_anchors = 3
 
 html_theme = "alabaster"
 html_title = "dynaunique"
+
+
+def _public_bases(app: Any, name: str, obj: Any, options: Any, bases: list[type]) -> None:
+    """Show what a class is, not how it is built: bases from dynaunique's internal modules
+    (``dynaunique._binding`` …, the mixins ``dynaunique.Model`` is assembled from) are left out
+    of "Bases:"; their members are private, and the class documents its public ones."""
+    bases[:] = [b for b in bases if not b.__module__.startswith("dynaunique._")]
+
+
+def setup(app: Any) -> None:
+    """Register the documentation's autodoc hooks."""
+    app.connect("autodoc-process-bases", _public_bases)

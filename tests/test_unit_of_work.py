@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import dynaunique.model
+import dynaunique._writes
 from dynaunique import (
     ConcurrentModificationError,
     InvalidValueError,
@@ -94,7 +94,7 @@ class Person(Model):
 @pytest.fixture(autouse=True)
 def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Lock items carry their creation time; pin it so requests compare exactly."""
-    monkeypatch.setattr(dynaunique.model, "_now", lambda: NOW)
+    monkeypatch.setattr(dynaunique._writes, "now", lambda: NOW)
     yield
 
 

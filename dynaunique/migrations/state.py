@@ -15,10 +15,11 @@ from typing import Any
 
 import attrs
 
+from dynaunique._binding import bind_constraint
+from dynaunique._items import ModelInfo
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import MigrationError
 from dynaunique.normalizers import Composed, compose
-from dynaunique.unit_of_work import BoundConstraint, ModelInfo
 
 #: One normalizer as stored: an import path, or the paths of a ``compose(...)`` chain.
 NormalizerPath = str | tuple[str, ...]
@@ -335,27 +336,16 @@ def bind(model: Any, constraint: ConstraintState, *, table: str | None = None) -
     Migrations compute locks for the declaration a migration recorded, not for whatever the
     class declares today; the fields are looked up on the live class for their stored names.
     """
-    from pynamodb.attributes import UTCDateTimeAttribute
-
     info: ModelInfo | None = model._du_info
     if info is None:
         raise MigrationError(f"{model.__name__} has no table")
-    attributes = model.get_attributes()
-    names = []
-    converters: list[Callable[[Any], Any]] = []
-    for field in constraint.fields:
-        attribute = attributes.get(field)
-        if attribute is None:
-            raise MigrationError(
-                f"constraint {constraint.name} of {info.name} names field {field!r}, which "
-                f"{info.name} no longer has; its locks cannot be computed"
-            )
-        names.append(attribute.attr_name)
-        converters.append(attribute.serialize if isinstance(attribute, UTCDateTimeAttribute)
-                          else _identity)
-    bound = BoundConstraint(constraint.to_constraint(), tuple(names), tuple(converters))
+    name = info.name
+
+    def unknown(field: str) -> MigrationError:
+        return MigrationError(
+            f"constraint {constraint.name} of {name} names field {field!r}, which "
+            f"{name} no longer has; its locks cannot be computed"
+        )
+
+    bound = bind_constraint(constraint, model.get_attributes(), unknown=unknown)
     return attrs.evolve(info, constraints=(bound,), table=table or info.table)
-
-
-def _identity(value: Any) -> Any:
-    return value

@@ -1,0 +1,109 @@
+"""Find the record that holds a unique value: read its lock, then the owner the lock names.
+
+Both reads are strongly consistent, and the record read second is returned only if it holds the
+value now (it may have moved between the two reads). The lock's key is the one a save builds
+(:func:`dynaunique._items.lock_of`), from the value as its attribute stores it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from dynaunique._instance import InstanceMixin
+from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, plain_key
+from dynaunique._stored import as_stored
+from dynaunique.connection import Steps, connection_for, policy_for, send_steps
+from dynaunique.errors import ConfigurationError
+from dynaunique.locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
+
+_L = TypeVar("_L", bound="LookupMixin")
+
+
+class LookupMixin(InstanceMixin):
+    """The steps of ``get_by_unique``: which constraint is meant, its lock, its owner."""
+
+    @classmethod
+    def _du_get_by_unique_steps(cls: type[_L], field_or_name: str | None, value: Any,
+                                values: Mapping[str, Any]) -> Steps[_L]:
+        info = cls._du_info
+        if info is None or not info.constraints:
+            raise ConfigurationError(f"{cls.__name__} declares no unique constraint")
+        bound, raw = cls._du_resolve(info, field_or_name, value, values)
+        constraint = bound.constraint
+        stored = tuple(as_stored(cls, f, v) for f, v in zip(constraint.fields, raw, strict=True))
+        wanted = lock_of(info, bound, stored)
+        if wanted is None:
+            raise cls.DoesNotExist(f"None is never locked ({', '.join(constraint.fields)})")
+        connection, policy = connection_for(cls.Meta), policy_for(cls.Meta)
+        lock = (yield from send_steps(
+            connection, "GetItem",
+            {"TableName": info.table, "Key": lock_primary_key(info.key_attributes, wanted.key),
+             "ConsistentRead": True}, policy=policy)).get("Item")
+        shown = constraint.display_value(tuple(raw))
+        if lock is None or OWNER_ATTR not in lock or not cls._du_family_holds(lock):
+            # A lock name two models share explicitly: the other model's record is not a cls.
+            raise cls.DoesNotExist(f"no {cls.__name__} holds {', '.join(constraint.fields)} "
+                                   f"{shown!r}")
+        owner = lock[OWNER_ATTR]["M"]
+        item = (yield from send_steps(
+            connection, "GetItem", {"TableName": info.table, "Key": owner, "ConsistentRead": True},
+            policy=policy)).get("Item")
+        if item is None:
+            raise cls.DoesNotExist(
+                f"the lock on {shown!r} names {plain_key(owner)}, which does not exist (an "
+                "orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)"
+            )
+        # The record read second is returned only if it holds the value now (it may have moved
+        # between the two reads).
+        held = locks_of(info, cls._du_lock_inputs(item)).get(constraint.name)
+        if held is None or held.key != wanted.key:
+            raise cls.DoesNotExist(
+                f"the lock on {shown!r} names {plain_key(owner)}, which no longer holds that "
+                "value (an orphan lock)"
+            )
+        return cls.from_raw_data(item)
+
+    @classmethod
+    def _du_family_holds(cls, lock: Mapping[str, Any]) -> bool:
+        """Whether a lock was written by this model, a parent or a subclass of it."""
+        writer = lock.get(MODEL_ATTR, {}).get("S")
+        if writer is None:
+            return True  # a lock written around the library: the record check decides
+        family = {c.__name__ for c in cls.__mro__}
+        pending = list(cls.__subclasses__())
+        while pending:
+            sub = pending.pop()
+            family.add(sub.__name__)
+            pending.extend(sub.__subclasses__())
+        return writer in family
+
+    @classmethod
+    def _du_resolve(cls, info: ModelInfo, field_or_name: str | None, value: Any,
+                    values: Mapping[str, Any]) -> tuple[BoundConstraint, tuple[Any, ...]]:
+        """The constraint a lookup means, and its fields' values in the constraint's order."""
+        if values:
+            if field_or_name is not None:
+                raise TypeError("give either a field/constraint name and a value, or keywords")
+            for bound in info.constraints:
+                if set(bound.constraint.fields) == set(values):
+                    return bound, tuple(values[f] for f in bound.constraint.fields)
+            raise ConfigurationError(
+                f"{cls.__name__} has no unique constraint on exactly {sorted(values)}"
+            )
+        if field_or_name is None:
+            raise TypeError("get_by_unique() needs a field or constraint name and a value")
+        for bound in info.constraints:
+            constraint = bound.constraint
+            if constraint.name == field_or_name or constraint.fields == (field_or_name,):
+                fields = bound.constraint.fields
+                if len(fields) == 1:
+                    return bound, (value,)
+                if not isinstance(value, (tuple, list)) or len(value) != len(fields):
+                    raise TypeError(f"constraint {bound.constraint.name} needs a tuple of "
+                                    f"{len(fields)} values {fields}")
+                return bound, tuple(value)
+        raise ConfigurationError(
+            f"{cls.__name__} has no unique field or constraint named {field_or_name!r}; it has "
+            f"{[b.constraint.name for b in info.constraints]}"
+        )
