@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import boto3
-import fixtures_audit_models as fm
 import pytest
+import support.audit_models as fm
 
 from dynaunique import ConcurrentModificationError, UniqueViolation, audit, connection
 from dynaunique.testing import create_tables, use_endpoint

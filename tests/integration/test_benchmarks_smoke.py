@@ -9,7 +9,7 @@ from pathlib import Path
 
 # benchmarks/ is a folder of the repository, not part of the installed package: plain `pytest`
 # (unlike `python -m pytest`) does not put the repository root on sys.path.
-ROOT = str(Path(__file__).resolve().parent.parent)
+ROOT = str(Path(__file__).resolve().parents[2])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 import boto3
-import fixtures_audit_models as fm
 import pytest
+import support.audit_models as fm
 from click.testing import CliRunner, Result
 
 from dynaunique import connection

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 from reliability import point
 from reliability.gaps import GapPlain, GapVersioned, unguarded_followups
-from reliability.invariants import assert_sound, check, raw_item
 from reliability.proxy import Fault, FaultProxy
+from support.invariants import assert_sound, check, raw_item
 
 from dynaunique import (
     ConcurrentModificationError,

@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import fixtures_audit_models as fm
 import pytest
+import support.audit_models as fm
 from click.testing import CliRunner, Result
-from migrations_fixtures import Workspace
 from reliability.proxy import FaultProxy, Recorded
+from support.migrations_workspace import Workspace
 
 from dynaunique import Model, UniqueViolation, atomic, normalizers
 from dynaunique.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
 from dynaunique.cli import cli
 from dynaunique.testing import create_tables, use_endpoint
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 #: The placeholder the policy files use for the table's ARN (the templates substitute it).
 TABLE_ARN = "arn:aws:dynamodb:REGION:ACCOUNT_ID:table/TABLE_NAME"
 

@@ -15,7 +15,7 @@ from dynaunique.testing import create_tables, use_endpoint
 
 pytestmark = pytest.mark.anyio
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "async.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "async.md"
 
 
 def python_blocks(text: str) -> list[str]:

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import local_server_helpers
 import pytest
 from botocore.exceptions import ClientError
-from local_server_helpers import client
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
+from support import local_server as local_server_helpers
+from support.local_server import client
 
 from dynaunique.testing import (
     LocalDynamoDB,

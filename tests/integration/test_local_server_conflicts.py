@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from local_server_helpers import client, server_state
+from support.local_server import client, server_state
 
 from dynaunique import Model, UniqueViolation, normalizers
 from dynaunique.attributes import UnicodeAttribute

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from local_server_helpers import client, create_table, server_state
+from support.local_server import client, create_table, server_state
 
 from dynaunique import _moto_patch
 from dynaunique.testing import LocalDynamoDB, LocalServerError

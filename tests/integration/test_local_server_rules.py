@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from local_server_helpers import client, create_table, server_state
+from support.local_server import client, create_table, server_state
 
 from dynaunique._server_rules import MAX_ITEM_BYTES, attribute_value_size, item_size
 from dynaunique.testing import (

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from migrations_fixtures import Workspace
+from support.migrations_workspace import Workspace
 
 from dynaunique.errors import ConcurrentModificationError, MigrationError, UniqueViolation
 from dynaunique.locks import lock_key

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from migrations_fixtures import Workspace
+from support.migrations_workspace import Workspace
 
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
-from log_events import events, levels
-from migrations_fixtures import Workspace
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.log_events import events, levels
+from support.migrations_workspace import Workspace
 
 from dynaunique import (
     ConcurrentModificationError,

@@ -1,5 +1,5 @@
 """Concurrent asyncio tasks claiming one value over real HTTP: one winner per round, nothing
-half-done. The async twin of tests/test_races.py, on the same model and table checks."""
+half-done. The async twin of tests/integration/test_races.py, on the same model and table checks."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 
 import boto3
 import pytest
-from test_races import ROUNDS, THREADS, Member, one_winner, table_state
 
 from dynaunique import UniqueViolation, aio, connection
 from dynaunique.testing import create_tables, use_endpoint
+
+from .test_races import ROUNDS, THREADS, Member, one_winner, table_state
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the tests of the local server (tests/test_testing.py, test_local_server_*)."""
+"""Helpers shared by the tests of the local server (tests/integration/test_local_server*.py)."""
 
 from __future__ import annotations
 

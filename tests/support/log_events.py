@@ -1,5 +1,5 @@
-"""Reading dynaunique's structured log events out of captured records (tests/test_observe.py and
-tests/reliability/test_observe_faults.py)."""
+"""Reading dynaunique's structured log events out of captured records
+(tests/integration/test_observe.py and tests/reliability/test_observe_faults.py)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
-import fixtures_audit_models as fm
 import pytest
+import support.audit_models as fm
 from ui_server import UIServer, running_ui
 
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
@@ -16,7 +16,7 @@ from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 
 @pytest.fixture(scope="module")
 def read_only(dynaunique_endpoint: str) -> Iterator[UIServer]:
-    """``dynaunique ui fixtures_audit_models --endpoint ...``: no repairs."""
+    """``dynaunique ui support.audit_models --endpoint ...``: no repairs."""
     with running_ui("--endpoint", dynaunique_endpoint) as server:
         yield server
 
