@@ -13,69 +13,20 @@ from typing import Any
 
 import boto3
 import pytest
+from support.accounts import ACCOUNT_MODELS, MODELS, Account, Session, VAccount
 
 from dynaunique import (
     ConcurrentModificationError,
     ConfigurationError,
     InvalidValueError,
     Model,
-    UniqueConstraint,
     UniqueViolation,
     UnsupportedOperationError,
     connection,
-    normalizers,
-)
-from dynaunique.attributes import (
-    NumberAttribute,
-    TTLAttribute,
-    UnicodeAttribute,
-    VersionAttribute,
 )
 from dynaunique.locks import RESERVED_PREFIX
 from dynaunique.testing import create_tables, use_endpoint
 from dynaunique.unit_of_work import locks_of
-
-
-class Account(Model):
-    class Meta:
-        table_name = "model_accounts"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True)
-    username = UnicodeAttribute(unique=True, lock_name="HANDLE", null=True)
-    name = UnicodeAttribute(null=True)
-    logins = NumberAttribute(null=True)
-
-
-class VAccount(Model):
-    """The same shape with a VersionAttribute: "unchanged since loaded" is the version."""
-
-    class Meta:
-        table_name = "model_vaccounts"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True)
-    username = UnicodeAttribute(unique=True, lock_name="HANDLE", null=True)
-    name = UnicodeAttribute(null=True)
-    version = VersionAttribute()
-
-
-class Session(Model):
-    """A record with a TTL: its lock expires with it."""
-
-    class Meta:
-        table_name = "model_sessions"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    token = UnicodeAttribute(unique=True)
-    expires = TTLAttribute(null=True)
-
-
-MODELS: list[type[Model]] = [Account, VAccount, Session]
-ACCOUNT_MODELS: list[type[Model]] = [Account, VAccount]
 
 
 @pytest.fixture
@@ -684,78 +635,6 @@ def test_a_hash_key_in_the_reserved_namespace_is_refused(raw: Any, sent: list[st
 
 
 # --- configuration -------------------------------------------------------------------------------
-
-
-def test_non_string_hash_key_is_refused_at_class_definition() -> None:
-    with pytest.raises(ConfigurationError, match="not a string attribute"):
-        class Numbered(Model):
-            class Meta:
-                table_name = "model_numbered"
-
-            id = NumberAttribute(hash_key=True)
-            email = UnicodeAttribute(unique=True)
-
-
-def test_hash_in_lock_name_is_refused_at_class_definition() -> None:
-    with pytest.raises(ConfigurationError, match="lock name 'E#MAIL' is not allowed"):
-        class Hashy(Model):
-            class Meta:
-                table_name = "model_hashy"
-
-            id = UnicodeAttribute(hash_key=True)
-            email = UnicodeAttribute(unique=True, lock_name="E#MAIL")
-
-
-def test_unknown_normalize_target_is_refused_at_class_definition() -> None:
-    with pytest.raises(ConfigurationError, match=r"normalize= names fields .*\['nickname'\]"):
-        class Page(Model):
-            class Meta:
-                table_name = "model_pages"
-                constraints = [UniqueConstraint(fields=("tenant", "slug"), name="TENANT_SLUG",
-                                                normalize={"nickname": normalizers.casefold})]
-
-            id = UnicodeAttribute(hash_key=True)
-            tenant = UnicodeAttribute()
-            slug = UnicodeAttribute()
-
-
-def test_non_callable_normalize_is_refused_at_class_definition() -> None:
-    with pytest.raises(ConfigurationError, match="normalize= must be callable"):
-        class Named(Model):
-            class Meta:
-                table_name = "model_named"
-
-            id = UnicodeAttribute(hash_key=True)
-            email = UnicodeAttribute(unique=True, normalize="casefold")  # type: ignore[arg-type]
-
-
-def test_constraint_on_an_unknown_field_is_refused_at_class_definition() -> None:
-    with pytest.raises(ConfigurationError, match="names unknown field 'slug'"):
-        class Page(Model):
-            class Meta:
-                table_name = "model_pages"
-                constraints = [UniqueConstraint(fields=("tenant", "slug"), name="TENANT_SLUG")]
-
-            id = UnicodeAttribute(hash_key=True)
-            tenant = UnicodeAttribute()
-
-
-def test_unique_on_a_key_or_normalize_without_unique_is_refused() -> None:
-    with pytest.raises(ConfigurationError, match="already unique"):
-        UnicodeAttribute(hash_key=True, unique=True)
-    with pytest.raises(ConfigurationError, match="only apply together with unique=True"):
-        UnicodeAttribute(normalize=normalizers.casefold)
-
-
-def test_two_models_sharing_an_implicit_lock_name_on_one_table_are_refused() -> None:
-    with pytest.raises(ConfigurationError, match="both use lock name 'EMAIL'"):
-        class Intruder(Model):
-            class Meta:
-                table_name = "model_accounts"
-
-            pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-            sk = UnicodeAttribute(range_key=True, attr_name="SK")
-            email = UnicodeAttribute(unique=True)
 
 
 # --- update(actions) -----------------------------------------------------------------------------

@@ -12,41 +12,13 @@ from typing import Any
 
 import boto3
 import pytest
+from support.compat_models import Inherited, Locked, Neighbour, Plain
 
-from dynaunique import ConfigurationError, InvalidValueError, Model
-from dynaunique.attributes import NumberAttribute, UnicodeAttribute
+from dynaunique import InvalidValueError, Model
+from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables, use_endpoint
 
 # --- class definition: a base class may leave the keys to its subclasses --------------------------
-
-
-class KeylessBase(Model):
-    """PynamoDB's test_inherit_metaclass shape: a table name and no key."""
-
-    class Meta:
-        table_name = "compat_inherited"
-
-
-class Inherited(KeylessBase):
-    id = UnicodeAttribute(hash_key=True)
-    name = UnicodeAttribute(null=True)
-
-
-def test_a_keyless_base_class_is_not_bound() -> None:
-    assert KeylessBase._du_info is None
-    assert Inherited._du_info is not None
-    assert (Inherited._du_info.table, Inherited._du_info.hash_attr) == ("compat_inherited", "id")
-    assert Inherited._du_info.constraints == ()
-
-
-def test_a_keyless_class_that_declares_constraints_is_refused() -> None:
-    with pytest.raises(ConfigurationError,
-                       match=r"^Orphaned declares unique constraints but has no hash key; "):
-        class Orphaned(Model):
-            class Meta:
-                table_name = "compat_orphaned"
-
-            email = UnicodeAttribute(unique=True)
 
 
 def test_a_subclass_of_a_keyless_base_writes_and_reads(server: Any) -> None:
@@ -57,36 +29,6 @@ def test_a_subclass_of_a_keyless_base_writes_and_reads(server: Any) -> None:
 
 
 # --- reads of tables without lock items -----------------------------------------------------------
-
-
-class Plain(Model):
-    """No constraint, and no other model on its table declares one."""
-
-    class Meta:
-        table_name = "compat_plain"
-
-    id = UnicodeAttribute(hash_key=True)
-    n = NumberAttribute(null=True)
-
-
-class Locked(Model):
-    """A model with a constraint ..."""
-
-    class Meta:
-        table_name = "compat_shared"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True)
-
-
-class Neighbour(Model):
-    """... and one without, on the same table: its reads must not see Locked's lock items."""
-
-    class Meta:
-        table_name = "compat_shared"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    note = UnicodeAttribute(null=True)
 
 
 @pytest.fixture
@@ -119,13 +61,6 @@ def _recorded(model: type[Model]) -> Iterator[list[tuple[str, dict[str, Any]]]]:
     client.meta.events.register("before-send.dynamodb", record)
     yield sent
     client.meta.events.unregister("before-send.dynamodb", record)
-
-
-def test_the_registry_knows_which_tables_hold_locks() -> None:
-    assert Plain._du_table_holds_locks() is False
-    assert Locked._du_table_holds_locks() is True
-    assert Neighbour._du_table_holds_locks() is True
-    assert Plain._du_not_lock() is None
 
 
 def test_scan_of_a_table_without_locks_sends_pynamodb_scan(

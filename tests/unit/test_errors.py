@@ -21,7 +21,6 @@ from pynamodb.exceptions import (
 
 import dynaunique
 from dynaunique import errors
-from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import (
     PYNAMODB_ERRORS,
     AuditError,
@@ -43,8 +42,6 @@ from dynaunique.errors import (
     for_operation,
     format_key,
 )
-from dynaunique.model import Model
-from dynaunique.testing import create_tables, use_endpoint
 
 EXCEPTIONS = [
     obj for _, obj in inspect.getmembers(errors, inspect.isclass)
@@ -408,64 +405,3 @@ def test_combined_classes_are_not_module_members() -> None:
 # --- against the local server: the botocore errors a real write raises ---------------------------
 
 
-class _Member(Model):
-    class Meta:
-        table_name = "errors_members"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True)
-
-
-class _Note(Model):
-    class Meta:
-        table_name = "errors_notes"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    text = UnicodeAttribute(null=True)
-
-
-def test_a_real_unique_violation_carries_dynamodbs_cancellation_reasons(dynamodb: str) -> None:
-    use_endpoint(dynamodb, _Member)
-    create_tables(_Member)
-    _Member(pk="M1", email="ada@x.io").save()
-    with pytest.raises(UniqueViolation) as caught:
-        _Member(pk="M2", email="ada@x.io").save()
-    exc: Any = for_operation(caught.value, "save")
-    assert isinstance(exc, PutError)
-    assert exc.cause is exc.__cause__
-    assert exc.cause_response_code == "TransactionCanceledException"
-    failed = [r for r in exc.cancellation_reasons if r is not None]
-    assert [(r.code, r.raw_item["PK"], r.raw_item["owner"]) for r in failed] == [
-        ("ConditionalCheckFailed", {"S": "UNIQ#EMAIL#ada@x.io"}, {"M": {"PK": {"S": "M1"}}})]
-    assert len(exc.cancellation_reasons) == len(
-        exc.__cause__.response["CancellationReasons"])
-
-
-def test_a_real_stale_save_carries_the_record_guards_cancellation_reason(dynamodb: str) -> None:
-    use_endpoint(dynamodb, _Member)
-    create_tables(_Member)
-    stale = _Member(pk="M1", email="a@x.io")
-    stale.save()
-    other = _Member.get("M1")
-    other.email = "b@x.io"
-    other.save()
-    stale.email = "c@x.io"
-    with pytest.raises(ConcurrentModificationError) as caught:
-        stale.save()
-    exc: Any = for_operation(caught.value, "save")
-    assert isinstance(exc, PutError) and isinstance(exc, ConcurrentModificationError)
-    assert exc.cause_response_code == "TransactionCanceledException"
-    failed = [r for r in exc.cancellation_reasons if r is not None]
-    assert [(r.code, r.raw_item["PK"], r.raw_item["email"]) for r in failed] == [
-        ("ConditionalCheckFailed", {"S": "M1"}, {"S": "b@x.io"})]
-
-
-def test_a_model_without_constraints_raises_pynamodbs_own_put_error(dynamodb: str) -> None:
-    use_endpoint(dynamodb, _Note)
-    create_tables(_Note)
-    _Note(pk="N1", text="a").save()
-    with pytest.raises(PutError) as caught:
-        _Note(pk="N1", text="b").save(condition=_Note.pk.does_not_exist())
-    assert type(caught.value) is PutError
-    assert caught.value.cause_response_code == "ConditionalCheckFailedException"
-    assert caught.value.cause_response_message == "The conditional request failed"
