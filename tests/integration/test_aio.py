@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from pynamodb.connection import Connection
 from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
+from support.recorders import listening, operation_of
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -65,20 +66,14 @@ def wire() -> Iterator[list[tuple[str, Any]]]:
     sent: list[tuple[str, Any]] = []
 
     def record(request: Any, **_: Any) -> None:
-        target = request.headers.get("X-Amz-Target")
-        operation = (target.decode() if isinstance(target, bytes) else target).rpartition(".")[2]
         body = request.body.decode() if isinstance(request.body, bytes) else request.body
         body = _CREATED.sub('"created": {"S": "<now>"}', body)
         parsed = json.loads(body)
         parsed.pop("ClientRequestToken", None)
-        sent.append((operation, parsed))
+        sent.append((operation_of(request), parsed))
 
-    client = connection.client_for(Person.Meta)
-    client.meta.events.register_last("before-send.dynamodb", record)
-    try:
+    with listening([connection.client_for(Person.Meta)], record, last=True):
         yield sent
-    finally:
-        client.meta.events.unregister("before-send.dynamodb", record)
 
 
 def _seed() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import boto3
 import pytest
+from support.recorders import Wire
 
 from dynaunique import (
     Atomic,
@@ -83,57 +84,6 @@ PREFIXES: dict[str, type[Model]] = {"USER#": User, "MEMBER#": Membership, "WS#":
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-class Wire:
-    """Every request the models' clients send, in order."""
-
-    def __init__(self) -> None:
-        #: Operation names, one per HTTP request (botocore 'before-send').
-        self.sent: list[str] = []
-        #: (operation, parameters as passed) (botocore 'before-parameter-build').
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-        self.clients: list[Any] = []
-        self._lock = threading.Lock()
-
-    def clear(self) -> None:
-        self.sent.clear()
-        self.calls.clear()
-
-    def on_send(self, request: Any, **_: Any) -> None:
-        target = request.headers.get("X-Amz-Target", b"")
-        if isinstance(target, bytes):
-            target = target.decode()
-        with self._lock:
-            self.sent.append(target.rsplit(".", 1)[-1])
-
-    def on_params(self, params: Mapping[str, Any], model: Any, **_: Any) -> None:
-        with self._lock:
-            self.calls.append((model.name, copy.deepcopy(dict(params))))
-
-    def hook(self, client: Any) -> None:
-        if any(c is client for c in self.clients):
-            return
-        client.meta.events.register("before-send.dynamodb", self.on_send,
-                                    unique_id="atom-wire-send")
-        client.meta.events.register("before-parameter-build.dynamodb", self.on_params,
-                                    unique_id="atom-wire-params")
-        self.clients.append(client)
-
-    def unhook(self) -> None:
-        for client in self.clients:
-            client.meta.events.unregister("before-send.dynamodb", unique_id="atom-wire-send")
-            client.meta.events.unregister("before-parameter-build.dynamodb",
-                                          unique_id="atom-wire-params")
-        self.clients.clear()
-
-    def all(self, operation: str) -> list[dict[str, Any]]:
-        return [params for op, params in self.calls if op == operation]
-
-    def last(self, operation: str) -> dict[str, Any]:
-        found = self.all(operation)
-        assert found, f"no {operation} was sent; sent: {self.sent}"
-        return found[-1]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 import support.audit_models as fm
+from support import recorders
 
 from dynaunique import ConcurrentModificationError, UniqueViolation, audit, connection
 from dynaunique.testing import create_tables, use_endpoint
@@ -31,20 +32,8 @@ def raw(dynamodb: str) -> Any:
 @contextmanager
 def requests_sent(event: str = "before-send.dynamodb") -> Iterator[list[tuple[str, Any]]]:
     """(operation, body) of every request the library's client sends inside the block."""
-    sent: list[tuple[str, Any]] = []
-
-    def record(request: Any, **_: Any) -> None:
-        target = request.headers["X-Amz-Target"]
-        target = target.decode() if isinstance(target, bytes) else target
-        body = request.body.decode() if isinstance(request.body, bytes) else request.body
-        sent.append((target.rsplit(".", 1)[-1], json.loads(body)))
-
-    events = connection.client_for(Account.Meta).meta.events
-    events.register(event, record, unique_id="audit-test-counter")
-    try:
+    with recorders.requests_sent(connection.client_for(Account.Meta), event) as sent:
         yield sent
-    finally:
-        events.unregister(event, unique_id="audit-test-counter")
 
 
 @contextmanager

@@ -10,6 +10,7 @@ import boto3
 import pytest
 import support.audit_models as fm
 from click.testing import CliRunner, Result
+from support.recorders import listening, target_of
 
 from dynaunique import connection
 from dynaunique.cli import cli, main
@@ -58,15 +59,10 @@ def test_locks_exact_is_one_consistent_get_item(raw: Any, dynamodb: str) -> None
     sent: list[str] = []
 
     def record(request: Any, **_: Any) -> None:
-        target = request.headers["X-Amz-Target"]
-        sent.append(target.decode() if isinstance(target, bytes) else target)
+        sent.append(target_of(request))
 
-    events = connection.client_for(Account.Meta).meta.events
-    events.register("before-send.dynamodb", record, unique_id="cli-counter")
-    try:
+    with listening([connection.client_for(Account.Meta)], record):
         result = run(dynamodb, "locks", "--constraint", "email", "--value", "ADA@x.io", "--exact")
-    finally:
-        events.unregister("before-send.dynamodb", unique_id="cli-counter")
     assert result.exit_code == 0, result.output
     assert sent == ["DynamoDB_20120810.GetItem"]
     assert "ACCT#1 / PROFILE" in result.stdout

@@ -16,6 +16,7 @@ import pytest
 from pynamodb.connection import Connection
 from pynamodb.models import Model as PynamoModel
 from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
+from support.recorders import listening
 
 from dynaunique import DynauniqueError, Model, connection
 from dynaunique.attributes import UnicodeAttribute
@@ -131,12 +132,8 @@ def test_extra_headers_reach_the_wire(signalled: str) -> None:
     def record(request: Any, **_: Any) -> None:
         headers.append(request.headers.get("X-Dynaunique-Test"))
 
-    client = connection.client_for(Signalled.Meta)
-    client.meta.events.register("before-send.dynamodb", record)
-    try:
+    with listening([connection.client_for(Signalled.Meta)], record):
         Signalled(pk="S#3", email="x@x.io").save()
-    finally:
-        client.meta.events.unregister("before-send.dynamodb", record)
     assert headers == ["signalled"]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from support.accounts import ACCOUNT_MODELS, MODELS, Account, Session, VAccount
+from support.recorders import listening, operation_of
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -53,21 +54,15 @@ def sent(raw: Any, request: pytest.FixtureRequest) -> Iterator[list[str]]:
         watched.append(callspec.params["model"])
 
     def record(request: Any, **_: Any) -> None:
-        target = request.headers["X-Amz-Target"]
-        if isinstance(target, bytes):
-            target = target.decode()
-        operations.append(target.split(".")[-1])
+        operations.append(operation_of(request))
 
     clients = {}
     for model in watched:
         for client in (connection.client_for(model.Meta),
                        model._get_connection().connection.client):
             clients[id(client)] = client
-    for client in clients.values():
-        client.meta.events.register("before-send.dynamodb", record)
-    yield operations
-    for client in clients.values():
-        client.meta.events.unregister("before-send.dynamodb", record)
+    with listening(clients.values(), record):
+        yield operations
 
 
 # --- reading the raw table -----------------------------------------------------------------------

@@ -6,13 +6,13 @@ PynamoDB connection the reads go through, so each test asserts exactly what was 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from support.compat_models import Inherited, Locked, Neighbour, Plain
+from support.recorders import requests_sent
 
 from dynaunique import InvalidValueError, Model
 from dynaunique.attributes import UnicodeAttribute
@@ -49,18 +49,8 @@ def plain(server: str) -> Iterator[list[tuple[str, dict[str, Any]]]]:
 
 
 def _recorded(model: type[Model]) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    sent: list[tuple[str, dict[str, Any]]] = []
-
-    def record(request: Any, **_: Any) -> None:
-        target = request.headers["X-Amz-Target"]
-        target = target.decode() if isinstance(target, bytes) else target
-        body = request.body.decode() if isinstance(request.body, bytes) else request.body
-        sent.append((target.split(".")[-1], json.loads(body or "{}")))
-
-    client = model._get_connection().connection.client
-    client.meta.events.register("before-send.dynamodb", record)
-    yield sent
-    client.meta.events.unregister("before-send.dynamodb", record)
+    with requests_sent(model._get_connection().connection.client) as sent:
+        yield sent
 
 
 def test_scan_of_a_table_without_locks_sends_pynamodb_scan(

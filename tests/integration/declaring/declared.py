@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import boto3
+from support.recorders import Wire
 
 from dynaunique import (
     Model,
@@ -184,56 +185,6 @@ SECRET = b"decl-meta-secret"
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-class Wire:
-    """Every request dynaunique's client and the models' PynamoDB clients send, in order."""
-
-    def __init__(self) -> None:
-        #: Operation names, one per HTTP request (botocore 'before-send').
-        self.sent: list[str] = []
-        #: (operation, parameters as the caller passed them) (botocore 'before-parameter-build').
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-        self.clients: list[Any] = []
-
-    def clear(self) -> None:
-        self.sent.clear()
-        self.calls.clear()
-
-    def on_send(self, request: Any, **_: Any) -> None:
-        target = request.headers.get("X-Amz-Target", b"")
-        if isinstance(target, bytes):
-            target = target.decode()
-        self.sent.append(target.rsplit(".", 1)[-1])
-
-    def on_params(self, params: Mapping[str, Any], model: Any, **_: Any) -> None:
-        self.calls.append((model.name, copy.deepcopy(dict(params))))
-
-    def writes(self) -> list[str]:
-        return [op for op in self.sent if op not in ("GetItem", "Query", "Scan", "DescribeTable")]
-
-    def last(self, operation: str) -> dict[str, Any]:
-        matching = [params for op, params in self.calls if op == operation]
-        assert matching, f"no {operation} was sent; sent: {self.sent}"
-        return matching[-1]
-
-
-    def hook(self, client: Any) -> None:
-        """Record what ``client`` sends until the test ends."""
-        if any(c is client for c in self.clients):
-            return
-        client.meta.events.register("before-send.dynamodb", self.on_send,
-                                    unique_id="decl-wire-send")
-        client.meta.events.register("before-parameter-build.dynamodb", self.on_params,
-                                    unique_id="decl-wire-params")
-        self.clients.append(client)
-
-    def unhook(self) -> None:
-        for client in self.clients:
-            client.meta.events.unregister("before-send.dynamodb", unique_id="decl-wire-send")
-            client.meta.events.unregister("before-parameter-build.dynamodb",
-                                          unique_id="decl-wire-params")
-        self.clients.clear()
 
 
 def tables(wire: Wire, *models: type[Model]) -> None:
