@@ -19,6 +19,7 @@ from typing import Any
 
 import boto3
 import pytest
+from support.invariants import assert_clean
 from support.recorders import Wire
 
 from dynaunique import (
@@ -38,7 +39,6 @@ from dynaunique.atomic import current_unit
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.locks import RESERVED_PREFIX, untyped
 from dynaunique.testing import create_tables, use_endpoint
-from dynaunique.unit_of_work import locks_of
 
 # --- models (tables prefixed atom_, unique to this file) -----------------------------------------
 
@@ -129,20 +129,10 @@ def record_keys(model: type[Model]) -> list[str]:
 
 def assert_consistent() -> None:
     """Each table holds exactly the locks its records require, each owned by its record."""
-    for table_model in (User, Workspace):
-        wanted: dict[str, dict[str, Any]] = {}
-        for item in raw_items(table_model):
-            pk = item["PK"]["S"]
-            if pk.startswith(RESERVED_PREFIX):
-                continue
-            model = next(m for p, m in PREFIXES.items() if pk.startswith(p))
-            info = model._du_info
-            assert info is not None
-            key = {k: untyped(item[k]) for k in info.key_attributes if k is not None}
-            for lock in locks_of(info, model.from_raw_data(copy.deepcopy(item))).values():
-                assert lock.key not in wanted, f"two records need {lock.key}"
-                wanted[lock.key] = key
-        assert lock_owners(table_model) == wanted
+    def model_of(item: dict[str, Any]) -> type[Model]:
+        return next(m for p, m in PREFIXES.items() if item["PK"]["S"].startswith(p))
+
+    assert_clean(MODELS, User.Meta.host, model_of=model_of)
 
 
 def item_keys(request: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -9,13 +9,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import boto3
 import pytest
 import support.audit_models as fm
 from support import recorders
+from support.tables import raw_tables
 
 from dynaunique import ConcurrentModificationError, UniqueViolation, audit, connection
-from dynaunique.testing import create_tables, use_endpoint
 
 Account = fm.AuditAccount
 Team = fm.AuditTeam
@@ -24,9 +23,7 @@ Team = fm.AuditTeam
 @pytest.fixture
 def raw(dynamodb: str) -> Any:
     """A plain boto3 client on the test server, with the audit tables created and empty."""
-    use_endpoint(dynamodb, *fm.MODELS)
-    create_tables(*fm.MODELS)
-    return boto3.client("dynamodb", endpoint_url=dynamodb, region_name="us-east-1")
+    return raw_tables(dynamodb, *fm.MODELS)
 
 
 @contextmanager

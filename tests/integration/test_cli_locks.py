@@ -6,15 +6,15 @@ import json
 import sys
 from typing import Any
 
-import boto3
 import pytest
 import support.audit_models as fm
 from click.testing import CliRunner, Result
 from support.recorders import listening, target_of
+from support.tables import raw_tables
 
 from dynaunique import connection
 from dynaunique.cli import cli, main
-from dynaunique.testing import create_tables, use_endpoint
+from dynaunique.testing import use_endpoint
 
 MODULE = fm.__name__
 Account = fm.AuditAccount
@@ -22,9 +22,7 @@ Account = fm.AuditAccount
 
 @pytest.fixture
 def raw(dynamodb: str) -> Any:
-    use_endpoint(dynamodb, *fm.MODELS)
-    create_tables(*fm.MODELS)
-    return boto3.client("dynamodb", endpoint_url=dynamodb, region_name="us-east-1")
+    return raw_tables(dynamodb, *fm.MODELS)
 
 
 def run(endpoint: str, *args: str) -> Result:

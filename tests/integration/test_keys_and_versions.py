@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
 from pynamodb.exceptions import PutError
+from support.tables import raw_tables
 
 from dynaunique import ConcurrentModificationError, Model, atomic
 from dynaunique.attributes import (
@@ -53,9 +53,7 @@ class Doc(Model):
 
 @pytest.fixture
 def raw(dynamodb: str) -> Any:
-    use_endpoint(dynamodb, Reading, Blob, Doc)
-    create_tables(Reading, Blob, Doc)
-    return boto3.client("dynamodb", endpoint_url=dynamodb, region_name="us-east-1")
+    return raw_tables(dynamodb, Reading, Blob, Doc)
 
 
 def items(raw: Any, table: str) -> list[dict[str, Any]]:

@@ -10,13 +10,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import boto3
 import pytest
+from support.tables import raw_tables, scan_all
 
 from dynaunique import Model, UniqueViolation, connection, normalizers
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.locks import RESERVED_PREFIX
-from dynaunique.testing import create_tables, use_endpoint
 
 THREADS = 12
 ROUNDS = 20
@@ -33,27 +32,14 @@ class Member(Model):
 
 @pytest.fixture
 def raw(dynamodb: str) -> Any:
-    use_endpoint(dynamodb, Member)
-    create_tables(Member)
-    return boto3.client("dynamodb", endpoint_url=dynamodb, region_name="us-east-1")
-
-
-def scan_all(raw: Any) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": "race_members", "ConsistentRead": True}
-    while True:
-        page = raw.scan(**kwargs)
-        items.extend(page["Items"])
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return raw_tables(dynamodb, Member)
 
 
 def table_state(raw: Any) -> tuple[dict[str, str], dict[str, str]]:
     """(record PK → stored email, lock key → owner PK) of the whole table."""
     record_emails: dict[str, str] = {}
     locks: dict[str, str] = {}
-    for item in scan_all(raw):
+    for item in scan_all(raw, "race_members"):
         pk = item["PK"]["S"]
         if pk.startswith(RESERVED_PREFIX):
             assert item["SK"] == {"S": "LOCK"}

@@ -7,11 +7,10 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
-import boto3
 import pytest
+from support.tables import raw_tables
 
 from dynaunique import UniqueViolation, aio, connection
-from dynaunique.testing import create_tables, use_endpoint
 
 from .test_races import ROUNDS, THREADS, Member, one_winner, table_state
 
@@ -22,9 +21,7 @@ TASKS = THREADS
 
 @pytest.fixture
 def raw(aio_dynamodb: str) -> Any:
-    use_endpoint(aio_dynamodb, Member)
-    create_tables(Member)
-    return boto3.client("dynamodb", endpoint_url=aio_dynamodb, region_name="us-east-1")
+    return raw_tables(aio_dynamodb, Member)
 
 
 async def together(calls: list[Awaitable[object]]) -> list[BaseException | None]:

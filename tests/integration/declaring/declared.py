@@ -3,12 +3,12 @@ is sent, raw reads of the tables and the lock-consistency check."""
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import boto3
+from support.invariants import assert_clean
 from support.recorders import Wire
 
 from dynaunique import (
@@ -24,7 +24,6 @@ from dynaunique.attributes import (
 )
 from dynaunique.locks import RESERVED_PREFIX, untyped
 from dynaunique.testing import create_tables
-from dynaunique.unit_of_work import locks_of
 
 # --- models (tables prefixed decl_, unique to this file) -----------------------------------------
 
@@ -233,24 +232,18 @@ def records(model: type[Model]) -> list[dict[str, Any]]:
 def assert_consistent(*models: type[Model]) -> None:
     """Each table holds exactly the locks its records require, each owned by its record."""
     for model in models:
-        attr = hash_attr(model)
-        info = model._du_info
-        assert info is not None
-        wanted: dict[str, dict[str, Any]] = {}
-        for item in records(model):
-            owner_model = model
-            for prefix, candidate in SHARED_PREFIXES.items():
-                if candidate.Meta.table_name == model.Meta.table_name and \
-                        item[attr]["S"].startswith(prefix):
-                    owner_model = candidate
-            owner_info = owner_model._du_info
-            assert owner_info is not None
-            key = {k: untyped(item[k]) for k in info.key_attributes if k is not None}
-            instance = owner_model.from_raw_data(copy.deepcopy(item))
-            for lock in locks_of(owner_info, instance).values():
-                assert lock.key not in wanted, f"two records need {lock.key}"
-                wanted[lock.key] = key
-        assert lock_owners(model) == wanted
+        assert_clean([model], model.Meta.host, model_of=functools.partial(owner_model, model))
+
+
+def owner_model(model: type[Model], item: dict[str, Any]) -> type[Model]:
+    """The model of a record item of ``model``'s table: the one its key prefix names where the
+    table is shared, else ``model``."""
+    attr = hash_attr(model)
+    for prefix, candidate in SHARED_PREFIXES.items():
+        if candidate.Meta.table_name == model.Meta.table_name and \
+                item[attr]["S"].startswith(prefix):
+            return candidate
+    return model
 
 
 def transact_keys(request: Mapping[str, Any], attr: str = "PK") -> list[tuple[str, str]]:
