@@ -11,16 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import functools
 import json
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import boto3
 import pytest
 from support.invariants import assert_clean
 from support.recorders import Wire
+from support.tables import raw_items
 
 from dynaunique import (
     Atomic,
@@ -101,19 +100,6 @@ def wire(dynamodb: str) -> Iterator[Wire]:
         recorder.hook(model._get_connection().connection.client)
     yield recorder
     recorder.unhook()
-
-
-@functools.cache
-def raw_client(endpoint: str) -> Any:
-    """A client of our own for inspecting tables, so that its reads are not counted."""
-    return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
-
-
-def raw_items(model: type[Model]) -> list[dict[str, Any]]:
-    """Every item of the model's table, lock items included, read consistently."""
-    client = raw_client(model.Meta.host)
-    return list(client.scan(TableName=model.Meta.table_name, ConsistentRead=True)["Items"])
 
 
 def lock_owners(model: type[Model]) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,6 @@ the same code through ``dynaunique migrate``)."""
 from __future__ import annotations
 
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.migrations_workspace import Workspace
+from support.migrations_workspace import Workspace, open_workspace
 
 from dynaunique.errors import ConcurrentModificationError, MigrationError, UniqueViolation
 from dynaunique.locks import lock_key
@@ -32,12 +31,7 @@ UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 
 @pytest.fixture
 def ws(dynamodb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    workspace = Workspace(tmp_path, dynamodb, TABLE)
-    workspace.create_table()
-    yield workspace
+    yield open_workspace(tmp_path, dynamodb, TABLE, monkeypatch)
 
 
 def _seed(ws: Workspace, count: int, prefix: str = "user") -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from support.migrations_workspace import Workspace
+from support.migrations_workspace import Workspace, open_workspace
 
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError
@@ -25,12 +25,7 @@ UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 
 @pytest.fixture
 def ws(dynamodb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    workspace = Workspace(tmp_path, dynamodb, TABLE)
-    workspace.create_table()
-    yield workspace
+    yield open_workspace(tmp_path, dynamodb, TABLE, monkeypatch)
 
 
 def run(*args: str) -> Result:

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from support.log_events import events, levels
-from support.migrations_workspace import Workspace
+from support.migrations_workspace import Workspace, open_workspace
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -261,12 +261,7 @@ def test_silent_below_info_nothing_is_built(tables: str,
 
 @pytest.fixture
 def ws(dynamodb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    workspace = Workspace(tmp_path, dynamodb, "observe_migration")
-    workspace.create_table()
-    yield workspace
+    yield open_workspace(tmp_path, dynamodb, "observe_migration", monkeypatch)
 
 
 def test_a_migration_reports_its_progress_as_events(

@@ -12,9 +12,12 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
+
+if TYPE_CHECKING:
+    import pytest
 
 #: Model module source; ``{table}``, ``{email}`` (extra UnicodeAttribute options for email)
 #: ``{meta}`` (extra Meta lines) and ``{extra}`` (extra class body) are filled in.
@@ -147,3 +150,16 @@ class Workspace:
                 continue
             out[f"UNIQ#{name}#{normalize(value)}"] = pk
         return out
+
+
+def open_workspace(root: Path, endpoint: str, table: str,
+                   monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """A :class:`Workspace` in ``root`` with its table created; ``root`` is the current directory
+    and first on ``sys.path`` for the test, and no bytecode is written (a redeployed
+    ``models.py`` must be read again, not its cached bytecode)."""
+    monkeypatch.chdir(root)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    workspace = Workspace(root, endpoint, table)
+    workspace.create_table()
+    return workspace

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from dynaunique.testing import create_tables, use_endpoint
+from support.invariants import scan_table
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -30,3 +31,9 @@ def scan_all(raw: Any, table: str) -> list[dict[str, Any]]:
         if "LastEvaluatedKey" not in page:
             return items
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def raw_items(model: type[Model]) -> list[dict[str, Any]]:
+    """Every item of the model's table, lock items included, read consistently (with a client
+    of the suite's own, so that its reads are not counted on the model's clients)."""
+    return scan_table(model.Meta.host, model.Meta.table_name)

@@ -7,9 +7,9 @@ import functools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import boto3
 from support.invariants import assert_clean
 from support.recorders import Wire
+from support.tables import raw_items
 
 from dynaunique import (
     Model,
@@ -192,19 +192,6 @@ def tables(wire: Wire, *models: type[Model]) -> None:
     for model in models:
         wire.hook(model._get_connection().connection.client)
     wire.clear()
-
-
-@functools.cache
-def raw_client(endpoint: str) -> Any:
-    """A client of our own for inspecting tables, so that its reads are not counted."""
-    return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
-
-
-def raw_items(model: type[Model]) -> list[dict[str, Any]]:
-    """Every item of the model's table, lock items included, read consistently."""
-    client = raw_client(model.Meta.host)
-    return list(client.scan(TableName=model.Meta.table_name, ConsistentRead=True)["Items"])
 
 
 def hash_attr(model: type[Model]) -> str:
