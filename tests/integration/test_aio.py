@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -349,16 +348,6 @@ async def test_close_drops_the_loops_clients_and_they_come_back(people: str) -> 
     await Person(pk="A", email="a@x.io").asave()
     await aio.close()
     assert (await Person.aget("A", "PROFILE")).email == "a@x.io"
-
-
-def test_the_sync_api_never_imports_the_async_client() -> None:
-    code = ("import sys, dynaunique, dynaunique.atomic, dynaunique.testing; "
-            "assert 'httpx' not in sys.modules and 'dynaunique.aio' not in sys.modules")
-    import subprocess
-    import sys
-
-    subprocess.run([sys.executable, "-c", code], check=True,
-                   env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 
 class Mocked(Model):

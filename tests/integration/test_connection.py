@@ -20,7 +20,7 @@ from support.recorders import listening
 
 from dynaunique import DynauniqueError, Model, connection
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.connection import RetryPolicy, connection_for, policy_for
+from dynaunique.connection import connection_for
 from dynaunique.testing import create_tables
 
 
@@ -140,22 +140,6 @@ def test_extra_headers_reach_the_wire(signalled: str) -> None:
 def test_botocore_retries_are_off_so_dynaunique_decides_every_resend(signalled: str) -> None:
     config = connection_for(Signalled.Meta).client.meta.config
     assert config.retries == {"total_max_attempts": 1, "mode": "standard"}
-
-
-def test_the_retry_policy_comes_from_the_model_settings() -> None:
-    class Meta:
-        max_retry_attempts = 5
-        base_backoff_ms = 40
-
-    assert policy_for(Meta) == RetryPolicy(max_conflict_retries=8, max_network_retries=5,
-                                           base_delay=0.04)
-
-    class Defaults:
-        pass
-
-    # PynamoDB's defaults: 3 retries, 25 ms.
-    assert policy_for(Defaults) == RetryPolicy(max_conflict_retries=8, max_network_retries=3,
-                                               base_delay=0.025)
 
 
 def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> None:

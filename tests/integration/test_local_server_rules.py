@@ -5,7 +5,6 @@ end to end over HTTP with boto3 against the session's server.
 
 from __future__ import annotations
 
-import base64
 import time
 import uuid
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from support.local_server import client, create_table, server_state
 
-from dynaunique._server_rules import MAX_ITEM_BYTES, attribute_value_size, item_size
+from dynaunique._server_rules import MAX_ITEM_BYTES, item_size
 from dynaunique.testing import (
     LocalServerError,
     reset_local_dynamodb,
@@ -25,35 +24,6 @@ from dynaunique.testing import (
 TABLE = "rules"
 
 # --- sizes, as DynamoDB counts them -------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("value", "size"),
-    [
-        ({"S": "abc"}, 3),
-        ({"S": "é€"}, 5),  # UTF-8 bytes, not characters
-        ({"N": "123.45"}, 4),  # 5 significant digits: 3 bytes, plus 1
-        ({"N": "100"}, 2),  # trailing zeroes do not count
-        ({"N": "0.001"}, 2),  # nor leading ones
-        ({"N": "-12345678901"}, 7),
-        ({"N": "1.5E+10"}, 2),
-        ({"B": base64.b64encode(b"\x00\x01\x02\x03").decode()}, 4),  # decoded bytes
-        ({"BOOL": True}, 1),
-        ({"NULL": True}, 1),
-        ({"SS": ["a", "bc"]}, 3),
-        ({"NS": ["1", "22", "333"]}, 2 + 2 + 3),
-        ({"L": [{"S": "a"}, {"N": "1"}]}, 3 + (1 + 1) + (1 + 2)),
-        ({"M": {"ab": {"S": "c"}}}, 3 + 1 + 2 + 1),
-        ({"L": []}, 3),
-        ({"M": {"x": {"L": [{"NULL": True}]}}}, 3 + 1 + 1 + (3 + 1 + 1)),
-    ],
-)
-def test_attribute_value_size(value: dict[str, Any], size: int) -> None:
-    assert attribute_value_size(value) == size
-
-
-def test_item_size_counts_names_and_values() -> None:
-    assert item_size({"PK": {"S": "k"}, "count": {"N": "42"}}) == (2 + 1) + (5 + 2)
 
 
 # --- limits ---------------------------------------------------------------------------------------

@@ -17,10 +17,8 @@ from support.migrations_workspace import Workspace, open_workspace
 from dynaunique.errors import ConcurrentModificationError, MigrationError, UniqueViolation
 from dynaunique.locks import lock_key
 from dynaunique.migrations import (
-    Counters,
     DuplicatesFound,
     MigrationExecutor,
-    SilentReporter,
 )
 from dynaunique.migrations.executor import InjectedCrash
 from dynaunique.migrations.recorder import Progress
@@ -540,8 +538,3 @@ def test_duplicates_fixed_through_the_model_then_a_rerun_finishes(ws: Workspace)
     assert len(ws.locks()) == 4
 
 
-def test_counters_add_up() -> None:
-    total = Counters(scanned=1, written=2, write_units=1.5)
-    total.add(Counters(scanned=3, duplicates=1, write_units=0.5))
-    assert total == Counters(scanned=4, written=2, duplicates=1, write_units=2.0)
-    assert SilentReporter().note("x") is None

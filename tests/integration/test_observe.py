@@ -123,11 +123,6 @@ def ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
 # --- log events ----------------------------------------------------------------------------------
 
 
-def test_the_package_logger_is_silent_by_default() -> None:
-    handlers = logging.getLogger("dynaunique").handlers
-    assert [type(h) for h in handlers] == [logging.NullHandler]
-
-
 def test_a_unique_violation_is_one_info_event_with_its_fields(
         tables: str, caught: pytest.LogCaptureFixture) -> None:
     Member(pk="A", email="ada@x.io").save()
