@@ -43,7 +43,7 @@ from benchmarks.models import TABLE, BenchAccount, fake_credentials, fresh_table
 from dynaunique import audit
 from dynaunique.locks import lock_item
 from dynaunique.testing import local_dynamodb
-from dynaunique.ui.app import PAGE_SECONDS
+from dynaunique.ui._app import PAGE_SECONDS
 
 MODELS = [BenchAccount]
 KEYS = ("PK", "SK")

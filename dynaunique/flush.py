@@ -26,7 +26,6 @@ generator under asyncio, so both send the same requests and settle them the same
 from __future__ import annotations
 
 import contextvars
-import enum
 import logging
 import sys
 from collections.abc import Iterator, Mapping
@@ -35,6 +34,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from dynaunique._kinds import Kind
 from dynaunique.connection import Steps, connection_for, policy_for, run
 from dynaunique.errors import (
     ConcurrentModificationError,
@@ -62,7 +62,7 @@ from dynaunique.unit_of_work import (
 MAX_ATTEMPTS = 4
 
 
-class OpKind(enum.Enum):
+class OpKind(Kind):
     """What a unit of work does to one object."""
 
     SAVE = "save"

@@ -1,8 +1,7 @@
 """Send a Plan to DynamoDB and map every failure back to the write that caused it.
 
-``render(plan)`` builds the request (pure: TransactItems in plan order, so slot *i* of
-``CancellationReasons`` is ``plan.writes[i]``; PynamoDB's own ``TransactWrite`` reorders items, so
-it is not used). ``execute(plan, connection)`` sends it as ONE request through
+:mod:`dynaunique._render` builds the request (slot *i* of ``CancellationReasons`` is
+``plan.writes[i]``). ``execute(plan, connection)`` sends it as ONE request through
 :func:`dynaunique.connection.send` (the one boundary and retry loop): one ``ClientRequestToken``
 per call, reused by every resend. A failed condition is never retried here and nothing is ever
 sent after it: the refusal becomes one dynaunique error, except that after an ambiguous failure
@@ -14,263 +13,51 @@ this call's write proves the earlier attempt landed, whole — that is success.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import marshal
 import time
-import uuid
 from collections.abc import Callable, Collection, Mapping
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from pynamodb.connection import Connection
 
+from dynaunique._render import (
+    MAX_BYTES,
+    MAX_ITEMS,
+    check_size,
+    encode,
+    new_token,
+    render,
+    render_checked,
+    render_write,
+    to_json,
+)
 from dynaunique.connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, run, send_steps
 from dynaunique.errors import (
     ConcurrentModificationError,
     ConditionCheckFailedError,
     DynauniqueError,
     ForeignLockError,
-    TransactionTooLargeError,
     UniqueViolation,
 )
 from dynaunique.locks import OWNER_ATTR, untyped
 from dynaunique.observe import HASHED, emit
 from dynaunique.observe import write_logger as _log
 from dynaunique.unit_of_work import (
-    Absent,
     ConditionCheck,
-    Expression,
-    Guard,
-    HeldBy,
     LockDelete,
     LockPut,
     Plan,
     RecordDelete,
     RecordPut,
     RecordUpdate,
-    Typed,
-    Unchanged,
     Write,
 )
 
-MAX_ITEMS = 100
-MAX_BYTES = 4 * 1024 * 1024
-
-
-# --- rendering (pure) ----------------------------------------------------------------------------
-
-
-class _Placeholders:
-    """Allocates ``#gN`` names and ``:gN`` values for one request item."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-        self.values: dict[str, Typed] = {}
-        self._by_attr: dict[str, str] = {}
-
-    def name(self, attr: str) -> str:
-        placeholder = self._by_attr.get(attr)
-        if placeholder is None:
-            placeholder = self._by_attr[attr] = f"#g{len(self.names)}"
-            self.names[placeholder] = attr
-        return placeholder
-
-    def value(self, typed_value: Typed) -> str:
-        placeholder = f":g{len(self.values)}"
-        self.values[placeholder] = typed_value
-        return placeholder
-
-
-def _guard_text(guard: Guard, hash_attr: str, ph: _Placeholders) -> str:
-    if isinstance(guard, Absent):
-        return f"attribute_not_exists({ph.name(hash_attr)})"
-    if isinstance(guard, Unchanged):
-        parts = [f"attribute_exists({ph.name(hash_attr)})"]
-        for attr, expected in guard.expected:
-            if expected is None:
-                parts.append(f"attribute_not_exists({ph.name(attr)})")
-            else:
-                parts.append(f"{ph.name(attr)} = {ph.value(expected)}")
-        return " AND ".join(parts)
-    # HeldBy: missing, or owned by one of the owners (compared key attribute by key attribute).
-    alternatives = [f"attribute_not_exists({ph.name(hash_attr)})"]
-    for owner in guard.owners:
-        terms = [
-            f"{ph.name(OWNER_ATTR)}.{ph.name(attr)} = {ph.value(value)}"
-            for attr, value in owner.items()
-        ]
-        alternatives.append("(" + " AND ".join(terms) + ")")
-    return " OR ".join(alternatives)
-
-
-@lru_cache(maxsize=512)
-def _held_by_template(
-    hash_attr: str, shapes: tuple[tuple[str, ...], ...]
-) -> tuple[str, tuple[tuple[str, str], ...]]:
-    # Every lock write of a table has the same guard but for the owner values: render it once
-    # per shape (exactly as _guard_text would), then only fill the values in.
-    ph = _Placeholders()
-    owners = tuple({attr: {"S": ""} for attr in shape} for shape in shapes)
-    text = _guard_text(HeldBy(owners), hash_attr, ph)
-    return text, tuple(ph.names.items())
-
-
-def _held_by(op: dict[str, Any], guard: HeldBy, hash_attr: str) -> dict[str, Any]:
-    text, names = _held_by_template(hash_attr, tuple(tuple(o) for o in guard.owners))
-    values = [value for owner in guard.owners for value in owner.values()]
-    op["ConditionExpression"] = text
-    op["ExpressionAttributeNames"] = dict(names)
-    op["ExpressionAttributeValues"] = {f":g{i}": value for i, value in enumerate(values)}
-    return op
-
-
-def _condition(parts: list[str]) -> str | None:
-    parts = [p for p in parts if p]
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return parts[0]
-    return " AND ".join(f"({p})" for p in parts)
-
-
-def _with_expressions(op: dict[str, Any], ph: _Placeholders, condition: str | None,
-                      extra: Expression | None) -> dict[str, Any]:
-    names = dict(ph.names)
-    values = dict(ph.values)
-    if extra is not None:
-        names.update(extra.names)
-        values.update(extra.values)
-    if condition is not None:
-        op["ConditionExpression"] = condition
-    if names:
-        op["ExpressionAttributeNames"] = names
-    if values:
-        op["ExpressionAttributeValues"] = values
-    return op
-
-
-def _hash_attr(key: Mapping[str, Any]) -> str:
-    # Keys are built hash attribute first.
-    return next(iter(key))
-
-
-def render_write(write: Write) -> tuple[str, dict[str, Any]]:
-    """One write as (operation, parameters): ``("Put", {"TableName": ..., "Item": ...})``."""
-    ph = _Placeholders()
-    if isinstance(write, RecordPut):
-        user = write.condition.text if write.condition is not None else ""
-        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
-        op: dict[str, Any] = {"TableName": write.table, "Item": write.item}
-        return "Put", _with_expressions(op, ph, _condition([guard, user]), write.condition)
-    if isinstance(write, RecordUpdate):
-        user = write.condition.text if write.condition is not None else ""
-        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
-        op = {"TableName": write.table, "Key": write.key, "UpdateExpression": write.update.text}
-        op = _with_expressions(op, ph, _condition([guard, user]), write.condition)
-        if write.update.names:
-            op.setdefault("ExpressionAttributeNames", {}).update(write.update.names)
-        if write.update.values:
-            op.setdefault("ExpressionAttributeValues", {}).update(write.update.values)
-        return "Update", op
-    if isinstance(write, RecordDelete):
-        user = write.condition.text if write.condition is not None else ""
-        guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
-        op = {"TableName": write.table, "Key": write.key}
-        return "Delete", _with_expressions(op, ph, _condition([guard, user]), write.condition)
-    if isinstance(write, LockPut):
-        op = {"TableName": write.table, "Item": write.item}
-        return "Put", _held_by(op, write.guard, _hash_attr(write.key))
-    if isinstance(write, LockDelete):
-        op = {"TableName": write.table, "Key": write.key}
-        return "Delete", _held_by(op, write.guard, _hash_attr(write.key))
-    op = {"TableName": write.table, "Key": write.key}
-    return "ConditionCheck", _with_expressions(op, ph, write.condition.text, write.condition)
-
-
-def render(plan: Plan) -> dict[str, Any]:
-    """The request ``plan`` is sent as, without its per-call ``ClientRequestToken``.
-
-    A transaction renders as ``{"TransactItems": [...]}``; a plan that is one record write
-    renders as that single request's parameters plus ``"Operation"``
-    (``PutItem``/``UpdateItem``/``DeleteItem``). Every request asks for its consumed capacity,
-    as PynamoDB's connection does.
-    """
-    if not plan.is_transaction:
-        kind, params = render_write(plan.writes[0])
-        operation = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}[kind]
-        params = {"Operation": operation, **params}
-        if not plan.pynamodb:
-            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        if operation == "UpdateItem":
-            params["ReturnValues"] = "ALL_NEW"
-        params["ReturnConsumedCapacity"] = "TOTAL"
-        return params
-    items = []
-    for write in plan.writes:
-        kind, params = render_write(write)
-        if kind != "ConditionCheck":
-            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        items.append({kind: params})
-    return {"TransactItems": items, "ReturnConsumedCapacity": "TOTAL"}
-
-
-def render_checked(plan: Plan) -> dict[str, Any]:
-    """:func:`render`, refusing (as a real send would) a transaction over DynamoDB's limits."""
-    request = render(plan)
-    check_size(request)
-    return request
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        import base64
-
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, Decimal):
-        return str(value)
-    raise TypeError(f"cannot render {type(value).__name__}")
-
-
-def to_json(request: Mapping[str, Any]) -> str:
-    """The request as indented JSON (binary values base64-encoded, as the wire carries them)."""
-    return json.dumps(request, indent=2, ensure_ascii=False, default=_json_default)
-
-
-def encode(request: Mapping[str, Any]) -> bytes:
-    """The request as bytes its size and its digest are taken from (``marshal``).
-
-    The strings and binary values are there as UTF-8 and raw bytes, plus a few bytes per value:
-    close to DynamoDB's own accounting of a transaction's size (JSON would count ``\\uXXXX``
-    escapes and base64). It is deterministic within a process, all a token digest needs, and
-    costs a fifth of ``repr`` and a seventh of JSON on every save's path.
-    """
-    # Version 2: no back-references, so a value repeated in several items counts each time.
-    return marshal.dumps(dict(request), 2)
-
-
-def check_size(request: Mapping[str, Any], encoded: bytes | None = None) -> None:
-    """Refuse a transaction over DynamoDB's limits before anything is sent."""
-    items = request.get("TransactItems")
-    if items is None:
-        return
-    size = len(encoded if encoded is not None else encode(request))
-    if len(items) > MAX_ITEMS or size > MAX_BYTES:
-        raise TransactionTooLargeError(len(items), size, MAX_ITEMS, MAX_BYTES)
-
-
-def new_token(request: Mapping[str, Any], encoded: bytes | None = None) -> str:
-    """A ClientRequestToken for one logical call: a random part plus the request's digest.
-
-    Content alone would make a genuine create → delete → create of the same values within
-    DynamoDB's 10-minute token window look like a resend; the random part prevents that. The
-    token is made once per call and reused by its resends, so the digest only has to be
-    deterministic within this process.
-    """
-    digest = hashlib.sha256(encoded if encoded is not None else encode(request)).hexdigest()
-    return f"{uuid.uuid4().hex[:12]}-{digest[:23]}"
+__all__ = [
+    "MAX_BYTES", "MAX_ITEMS", "check_size", "encode", "execute", "execute_steps", "new_token",
+    "render", "render_checked", "render_write", "same_item", "to_json",
+]
 
 
 # --- executing -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import support.audit_models as fm
 from ui_server import UIServer, running_ui
 
 from dynaunique import audit
-from dynaunique.ui import views
+from dynaunique.ui import _views as views
 
 Account = fm.AuditAccount
 PHONE = "+15550042"

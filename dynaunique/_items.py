@@ -1,0 +1,324 @@
+"""The items of a dynaunique table — records and locks — and the one way to name each.
+
+Everything that writes or reads items (the model's write path, the audit, the migrations) asks
+this module: what a model looks like (:class:`ModelInfo`), a record's primary key
+(:func:`record_key`, :func:`key_of`), a lock's owner (:func:`owner_key`), the locks a record
+requires (:func:`locks_of`, :func:`lock_of`) and which model an item is a record of
+(:func:`claim`). No I/O.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from dynaunique.constraints import UniqueConstraint
+from dynaunique.errors import ConfigurationError, InvalidValueError
+from dynaunique.locks import RESERVED_PREFIX, is_reserved_key, lock_key, untyped
+
+Typed = dict[str, Any]
+#: A record's primary key as DynamoDB values: ``{"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}}``.
+TypedKey = dict[str, Any]
+
+SECRET_ENV = "DYNAUNIQUE_LOCK_SECRET"
+
+
+# --- what a model looks like to the planner ------------------------------------------------------
+
+
+@attrs.frozen
+class BoundConstraint:
+    """A constraint bound to one model: the python field names mapped to stored attributes."""
+
+    constraint: UniqueConstraint
+    #: DynamoDB attribute names of ``constraint.fields``, in the same order.
+    attr_names: tuple[str, ...]
+    #: Converts a field's python value to the value that is encoded (datetimes → their string).
+    to_lockable: tuple[Callable[[Any], Any], ...] = attrs.field(eq=False, repr=False)
+    #: True when every field's value is encoded as it is (no conversion to apply).
+    plain: bool = attrs.field(default=False, eq=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self.constraint.name
+
+
+@attrs.frozen
+class ModelInfo:
+    """What the planner needs to know about a model class, computed once at class definition."""
+
+    name: str
+    table: str
+    hash_attr: str
+    range_attr: str | None
+    hash_field: str
+    range_field: str | None
+    version_attr: str | None
+    version_field: str | None
+    ttl_attr: str | None
+    ttl_field: str | None
+    constraints: tuple[BoundConstraint, ...]
+    #: ``Meta.lock_secret`` (str or bytes) or None to fall back to the environment.
+    meta_secret: bytes | None = attrs.field(default=None, repr=False)
+    #: DynamoDB types of the hash and range keys (``S``, ``N`` or ``B``).
+    hash_type: str = "S"
+    range_type: str | None = None
+
+    def typed_key(self, hash_value: Any, range_value: Any = None) -> TypedKey:
+        """The typed primary key of serialized key values (as PynamoDB serializes them)."""
+        key = {self.hash_attr: {self.hash_type: hash_value}}
+        if self.range_attr is not None and range_value is not None:
+            key[self.range_attr] = {self.range_type or "S": range_value}
+        return key
+
+    @property
+    def key_attributes(self) -> tuple[str, str | None]:
+        """The table's hash and range key attribute names."""
+        return self.hash_attr, self.range_attr
+
+    @property
+    def has_conditions(self) -> bool:
+        """Whether any constraint is conditional (its lock depends on arbitrary fields)."""
+        return any(b.constraint.condition is not None for b in self.constraints)
+
+    def secret(self) -> bytes:
+        """The HMAC secret of hashed constraints: ``Meta.lock_secret``, else the environment."""
+        if self.meta_secret is not None:
+            return self.meta_secret
+        env = os.environ.get(SECRET_ENV)
+        if env:
+            return env.encode("utf-8")
+        raise ConfigurationError(
+            f"{self.name} has a hashed unique constraint but no secret: set Meta.lock_secret on "
+            f"the model or the environment variable {SECRET_ENV}"
+        )
+
+
+# --- locks ----------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class LockRef:
+    """One lock a record holds (or would hold): its name, key and the value it protects."""
+
+    constraint: str
+    fields: tuple[str, ...]
+    key: str
+    #: The normalized value (a tuple for composite constraints) — shown in errors and locks.
+    value: Any
+    hashed: bool = False
+
+
+class _RecordingValues(dict[str, Any]):
+    """An instance's ``attribute_values`` that notes every attribute read through it."""
+
+    def __init__(self, data: Mapping[str, Any], reads: set[str]) -> None:
+        super().__init__(data)
+        self.reads = reads
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads.add(key)
+        return super().__getitem__(key)
+
+
+def _evaluate(condition: Callable[[Any], bool], instance: Any, reads: set[str] | None) -> bool:
+    """Evaluate a constraint's condition, noting (into ``reads``) the attributes it reads.
+
+    A deterministic condition that read only the attributes S of a state gives the same answer
+    on every state that agrees on S — so guarding a write on S (plus the constrained fields) is
+    enough to know the stored record holds exactly the locks this state holds.
+    """
+    values = getattr(instance, "attribute_values", None)
+    if reads is None or not isinstance(values, dict):
+        return bool(condition(instance))
+    names: set[str] = set()
+    instance.attribute_values = _RecordingValues(values, names)
+    try:
+        return bool(condition(instance))
+    finally:
+        instance.attribute_values = values
+        attributes = type(instance).get_attributes()
+        reads.update(attributes[n].attr_name for n in names if n in attributes)
+
+
+def lock_of(info: ModelInfo, bound: BoundConstraint, values: Sequence[Any]) -> LockRef | None:
+    """The lock ``bound``'s constraint requires for these field values (None: a None is never
+    locked). The values are the fields' python values as stored; the constraint's condition is
+    not evaluated here (:func:`locks_of` does)."""
+    constraint = bound.constraint
+    normalized = constraint.normalized(values)
+    if None in normalized:
+        return None
+    lockable = (normalized if bound.plain else
+                tuple(conv(v) for conv, v in zip(bound.to_lockable, normalized, strict=True)))
+    secret = info.secret() if constraint.hashed else None
+    return LockRef(
+        constraint=constraint.name,
+        fields=constraint.fields,
+        key=lock_key(constraint.name, lockable, secret=secret),
+        value=constraint.display_value(lockable),
+        hashed=constraint.hashed,
+    )
+
+
+def locks_of(info: ModelInfo, instance: Any, reads: set[str] | None = None) -> dict[str, LockRef]:
+    """The locks ``instance``'s current values require, by lock name (no lock for a None).
+
+    With ``reads``, the stored names of the attributes that conditions read are added to it.
+    """
+    held: dict[str, LockRef] = {}
+    for bound in info.constraints:
+        constraint = bound.constraint
+        lock = lock_of(info, bound, [getattr(instance, field) for field in constraint.fields])
+        if lock is None:
+            continue
+        if constraint.condition is not None and not _evaluate(constraint.condition, instance,
+                                                                reads):
+            continue
+        held[constraint.name] = lock
+    return held
+
+
+# --- record keys and owners ----------------------------------------------------------------------
+
+
+def record_key(info: ModelInfo, item: Mapping[str, Typed]) -> TypedKey:
+    """The typed primary key of a serialized record, checked against the reserved prefix."""
+    if info.hash_attr not in item:
+        raise InvalidValueError(f"{info.name} has no value for its hash key {info.hash_field!r}")
+    key = {info.hash_attr: item[info.hash_attr]}
+    if is_reserved_key(untyped(item[info.hash_attr])):
+        raise InvalidValueError(
+            f"{info.name}'s hash key {untyped(item[info.hash_attr])!r} starts with 'UNIQ#', which "
+            "is reserved for dynaunique's lock items"
+        )
+    if info.range_attr is not None:
+        if info.range_attr not in item:
+            raise InvalidValueError(
+                f"{info.name} has no value for its range key {info.range_field!r}"
+            )
+        key[info.range_attr] = item[info.range_attr]
+    return key
+
+
+def key_of(key_attributes: tuple[str, str | None], item: Mapping[str, Any]) -> TypedKey | None:
+    """The typed primary key of any item of a table (None when a key attribute is missing)."""
+    hash_attr, range_attr = key_attributes
+    if hash_attr not in item:
+        return None
+    key = {hash_attr: item[hash_attr]}
+    if range_attr is not None:
+        if range_attr not in item:
+            return None
+        key[range_attr] = item[range_attr]
+    return key
+
+
+def owner_key(key_attributes: tuple[str, str | None], owner: Any) -> TypedKey | None:
+    """A lock's ``owner`` map as a primary key of its table (None when absent or malformed)."""
+    if not isinstance(owner, Mapping):
+        return None
+    names = [name for name in key_attributes if name is not None]
+    if set(owner) != set(names):
+        return None
+    return {name: owner[name] for name in names}
+
+
+def key_id(key: Mapping[str, Any]) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """A hashable, order-free identity of a typed key (two equal keys have equal ids)."""
+    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in key.items()))
+
+
+def plain_key(key: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A typed key as plain values: ``{"PK": "ACCT#1", "SK": "PROFILE"}``."""
+    return {k: untyped(v) for k, v in (key or {}).items()}
+
+
+# --- which model an item is a record of ----------------------------------------------------------
+
+
+def is_dynaunique_item(key_attributes: tuple[str, str | None], item: Mapping[str, Any]) -> bool:
+    """Whether ``item`` is one of dynaunique's own (a lock or a system item), by its hash key."""
+    hash_value = item.get(key_attributes[0], {}).get("S")
+    return isinstance(hash_value, str) and hash_value.startswith(RESERVED_PREFIX)
+
+
+def _fits(model: Any, item: Mapping[str, Any]) -> bool:
+    """Whether ``item`` has every attribute ``model`` requires (non-nullable ones)."""
+    for attribute in model.get_attributes().values():
+        if not attribute.null and attribute.attr_name not in item:
+            return False
+    return True
+
+
+def _hook(model: Any, item: Mapping[str, Any]) -> bool | None:
+    """``Meta.is_record(raw_item)`` when the model defines it."""
+    hook = getattr(model.Meta, "is_record", None)
+    return None if hook is None else bool(hook(dict(item)))
+
+
+def claim(models: Sequence[Any], item: Mapping[str, Any]) -> tuple[Any | None, str | None]:
+    """The model of ``models`` (the models of one table) that ``item`` is a record of.
+
+    Returns ``(model, None)``, ``(None, None)`` when no model claims it (not a record: a
+    dynaunique item, a key attribute missing, or every ``Meta.is_record`` hook said no), or
+    ``(None, problem)`` when several models fit it equally and would require different locks.
+    The rule, in order: a ``Meta.is_record(raw)`` hook that says yes wins; hooks that say no
+    rule their model out; among the rest, the stored discriminator of a polymorphic model
+    names the most derived class; else the model whose non-null attributes are all present and
+    that knows most of the item's attributes; a tie between models that require the same locks
+    is no problem (the first is taken).
+    """
+    if not models:
+        return None, None
+    key_attributes = (models[0]._du_info.hash_attr, models[0]._du_info.range_attr)
+    if is_dynaunique_item(key_attributes, item) or key_of(key_attributes, item) is None:
+        return None, None
+    verdicts = {model: _hook(model, item) for model in models}
+    claimed = [m for m, v in verdicts.items() if v is True]
+    if len(claimed) == 1:
+        return claimed[0], None
+    candidates = claimed or [m for m, v in verdicts.items() if v is None]
+    if not candidates:
+        return None, None
+    if len(candidates) == 1:
+        return candidates[0], None
+    for model in candidates:
+        try:
+            stored = model._get_discriminator_class(dict(item))
+        except Exception:  # an unknown discriminator value: not this model
+            stored = None
+        if stored is not None:
+            owners = [m for m in candidates if issubclass(stored, m)]
+            if owners:
+                return max(owners, key=lambda m: len(m.__mro__)), None
+
+    def rank(model: Any) -> tuple[bool, int]:
+        names = {a.attr_name for a in model.get_attributes().values()}
+        return _fits(model, item), sum(1 for name in item if name in names)
+
+    best = max(rank(m) for m in candidates)
+    tied = [m for m in candidates if rank(m) == best]
+    if len(tied) == 1:
+        return tied[0], None
+    keys = set()
+    for model in tied:
+        try:
+            keys.add(frozenset(r.key for r in locks_of(model._du_info,
+                                                       model.from_raw_data(dict(item))).values()))
+        except ConfigurationError:
+            raise
+        except Exception:  # unreadable as this model: not the same locks
+            keys.add(frozenset({model.__name__}))
+    if len(keys) == 1:
+        return tied[0], None
+    return None, ("several models fit it equally and require different locks: "
+                  + ", ".join(m.__name__ for m in tied))
