@@ -22,14 +22,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from reliability import point
-from reliability.gaps import GapPlain, GapVersioned, unguarded_followups
-from reliability.proxy import Fault, FaultProxy
 from support.invariants import assert_sound, check, raw_item
 
 from dynaunique import (
@@ -47,6 +44,9 @@ from dynaunique.attributes import (
     UnicodeAttribute,
 )
 from dynaunique.testing import create_tables
+from reliability import point
+from reliability.gaps import GapPlain, GapVersioned, unguarded_followups
+from reliability.proxy import Fault, FaultProxy
 
 
 class Flagged(Model):
@@ -90,21 +90,12 @@ def _shared_model_of(raw: dict[str, Any]) -> type[Model] | None:
     return Person if pk.startswith("P#") else Team if pk.startswith("T#") else None
 
 
-@pytest.fixture(scope="module")
-def _wire_server(dynaunique_endpoint: str) -> Iterator[FaultProxy]:
-    with FaultProxy(dynaunique_endpoint) as running:
-        yield running
-
-
 @pytest.fixture
-def wire(dynamodb: str, _wire_server: FaultProxy) -> Iterator[FaultProxy]:
-    """The proxy in front of the freshly reset server, every model pointed at it."""
-    _wire_server.clear()
-    point(_wire_server.url, *MODELS)
+def wire(proxy: FaultProxy) -> FaultProxy:
+    """The suite's proxy in front of the freshly reset server, every model pointed at it."""
+    point(proxy.url, *MODELS)
     create_tables(*MODELS)
-    yield _wire_server
-    _wire_server.wait_idle()
-    _wire_server.clear()
+    return proxy
 
 
 def _lock_only(operation: str, body: dict[str, Any]) -> bool:
