@@ -1,7 +1,8 @@
 """The ``dynaunique`` command: parse, delegate to the library, print. Nothing else.
 
-Each group of commands lives in its own module (``demo``, ``locks``, ``migrations``, ``ui``) and
-only parses options, calls the Python API and prints its report objects (or serves a page).
+Each group of commands lives in its own module (``locks``, ``migrations``, ``ui``; the demo, with
+its scenario, in the ``_demo`` package) and only parses options, calls the Python API and prints
+its report objects (or serves a page).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from dynaunique.cli import demo, locks, migrations, ui
+    from dynaunique.cli import locks, migrations, ui
+    from dynaunique.cli._demo import command as demo
 
     for module in (demo, locks, migrations, ui):
         for command in module.COMMANDS:

@@ -1,4 +1,4 @@
-"""What several commands share: loading the user's models and pointing them at an endpoint."""
+"""What commands share: loading the user's models, pointing them at an endpoint, exit status 2."""
 
 from __future__ import annotations
 
@@ -12,6 +12,17 @@ import click
 
 from dynaunique.errors import ConfigurationError
 from dynaunique.model import Model
+
+
+class CannotRun(click.ClickException):
+    """A command could not run at all (bad module, unreachable endpoint, no credentials).
+
+    Exit status 2, like a usage error, so that 1 keeps the meaning each command gives it
+    (``check``: findings; ``demo``: a promise broken).
+    """
+
+    exit_code = 2
+
 
 #: ``--endpoint``: any DynamoDB endpoint; defaults to the standard AWS environment variable.
 endpoint_option = click.option(

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dynaunique import audit
-from dynaunique.cli._common import endpoint_option, load_models, point_at
+from dynaunique.cli._common import CannotRun, endpoint_option, load_models, point_at
 from dynaunique.errors import DynauniqueError
 from dynaunique.model import Model
 from dynaunique.transaction import to_json
@@ -29,18 +29,12 @@ _STATUS_STYLES = {audit.FIXED: "green", audit.ALREADY_FIXED: "green", audit.NOT_
                   audit.SKIPPED: "yellow", audit.FAILED: "red"}
 
 
-class _CommandFailed(click.ClickException):
-    """A command could not run; exit 2 so that 1 keeps meaning "findings"."""
-
-    exit_code = 2
-
-
 @contextmanager
 def _reported() -> Iterator[None]:
     try:
         yield
     except DynauniqueError as exc:
-        raise _CommandFailed(str(exc)) from exc
+        raise CannotRun(str(exc)) from exc
 
 
 def _models(module: str, endpoint: str | None) -> list[type[Model]]:

@@ -263,13 +263,13 @@ def test_plan_repair_is_pure_and_guards_every_write(raw: Any) -> None:
                                                    ":g1": {"S": "PROFILE"}}
     # The owner must still be exactly as read: email new@x.io, so it still does not need old@.
     assert check["Key"] == fm.account_key("ACCT#MOVED")
-    assert check["ConditionExpression"].startswith("attribute_exists(#r0) AND #r1 = :r1")
-    assert check["ExpressionAttributeNames"]["#r1"] == "email"
-    assert check["ExpressionAttributeValues"][":r1"] == {"S": "new@x.io"}
+    assert check["ConditionExpression"].startswith("attribute_exists(#g0) AND #g1 = :g0")
+    assert check["ExpressionAttributeNames"]["#g1"] == "email"
+    assert check["ExpressionAttributeValues"][":g0"] == {"S": "new@x.io"}
 
     gone = actions["UNIQ#EMAIL#gone@x.io"].request()["TransactItems"][1]["ConditionCheck"]
     assert (gone["Key"], gone["ConditionExpression"]) == (
-        fm.account_key("ACCT#GONE"), "attribute_not_exists(#r0)")
+        fm.account_key("ACCT#GONE"), "attribute_not_exists(#g0)")
 
     put = actions["UNIQ#TEAM_NAME#blue"].request()["TransactItems"]
     assert put[0]["Put"]["Item"]["owner"] == {"M": {"PK": {"S": "TEAM#BLUE"},
@@ -280,7 +280,7 @@ def test_plan_repair_is_pure_and_guards_every_write(raw: Any) -> None:
     transfer = actions["UNIQ#EMAIL#shared@x.io"].request()["TransactItems"]
     assert [next(iter(item)) for item in transfer] == ["Put", "ConditionCheck", "ConditionCheck"]
     assert transfer[0]["Put"]["ExpressionAttributeValues"][":g0"] == {"S": "ACCT#OLDOWNER"}
-    assert transfer[1]["ConditionCheck"]["ConditionExpression"] == "attribute_not_exists(#r0)"
+    assert transfer[1]["ConditionCheck"]["ConditionExpression"] == "attribute_not_exists(#g0)"
     assert transfer[2]["ConditionCheck"]["Key"] == fm.account_key("ACCT#NEWOWNER")
 
 

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from dynaunique.cli import cli
-from dynaunique.demo import (
+from dynaunique.cli._demo import (
     ADA_KEY,
     GRACE_KEY,
     open_demo,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from dynaunique import demo
+from dynaunique.cli import _demo as demo
 from dynaunique.cli import cli
-from dynaunique.demo import (
+from dynaunique.cli._demo import (
     ItemSummary,
     RaceOutcome,
     RaceReport,

@@ -1,0 +1,122 @@
+"""Send a repair plan: one guarded TransactWriteItems per action, re-planned when a guard fails.
+
+A failed guard means the lock or a record changed since it was read: the key is read again
+consistently and the action planned afresh from that state. A record is never written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+import attrs
+
+from dynaunique.errors import DynauniqueError, WriteConflict
+from dynaunique.transaction import execute
+
+from ._judge import Finding, _involved, _recheck
+from ._kinds import ActionKind, RepairStatus
+from ._plan import RepairAction, RepairPlan, _action, remedy
+from ._tables import Cost, _Meter, _Table, _table_for, _tables
+
+# How often apply_repair re-reads and retries an action whose guard failed.
+_REPAIR_ATTEMPTS = 4
+
+
+@attrs.frozen
+class RepairOutcome:
+    """What happened to one action: ``fixed``, ``already_fixed``, ``not_fixed``, ``skipped``,
+    ``failed``."""
+
+    action: RepairAction
+    status: RepairStatus
+    message: str
+    #: TransactWriteItems sent for this action (0 when the state had already been fixed).
+    writes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"action": self.action.to_dict(), "status": self.status.value,
+                "message": self.message, "writes": self.writes}
+
+
+@attrs.frozen
+class RepairResult:
+    """The result of :func:`apply_repair`."""
+
+    outcomes: tuple[RepairOutcome, ...]
+    unfixable: tuple[Finding, ...]
+    cost: Cost
+
+    @property
+    def ok(self) -> bool:
+        """True when every action ended fixed (or already fixed) and nothing was unfixable."""
+        return not self.unfixable and all(
+            o.status in (RepairStatus.FIXED, RepairStatus.ALREADY_FIXED) for o in self.outcomes)
+
+    def counts(self) -> dict[str, int]:
+        """Outcomes per status, keyed by the statuses' words."""
+        counts = {status.value: 0 for status in RepairStatus}
+        for outcome in self.outcomes:
+            counts[outcome.status] += 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"ok": self.ok, "counts": self.counts(),
+                "outcomes": [o.to_dict() for o in self.outcomes],
+                "unfixable": [dict(f.to_dict(), remedy=remedy(f)) for f in self.unfixable],
+                "cost": self.cost.to_dict()}
+
+
+def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str],
+               meter: _Meter) -> RepairOutcome:
+    current: RepairAction | None = action
+    sent = 0
+    for attempt in range(_REPAIR_ATTEMPTS):
+        if attempt > 0:
+            # The guard failed: something changed. Read the key again and decide afresh.
+            finding = _recheck(table, action.finding.lock_key, _involved(action.finding), meter)
+            if finding is None:
+                return RepairOutcome(action, RepairStatus.ALREADY_FIXED,
+                                     "already consistent when re-read (fixed meanwhile)", sent)
+            current = _action(table, finding, drop_unknown)
+            if current is None:
+                return RepairOutcome(action, RepairStatus.NOT_FIXED,
+                                     f"now {finding.kind}: {finding.message}", sent)
+        assert current is not None
+        try:
+            sent += 1
+            meter.add("TransactWriteItems")
+            execute(current.plan, table.client)
+        except WriteConflict:
+            continue
+        except DynauniqueError as exc:
+            return RepairOutcome(action, RepairStatus.FAILED, str(exc), sent)
+        return RepairOutcome(action, RepairStatus.FIXED, f"{sent} TransactWriteItems", sent)
+    return RepairOutcome(action, RepairStatus.SKIPPED,
+                         f"the records kept changing ({_REPAIR_ATTEMPTS} tries); run check again",
+                         sent)
+
+
+def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
+                 progress: Callable[[RepairOutcome], None] | None = None) -> RepairResult:
+    """Send a repair plan, one guarded TransactWriteItems per action; never touches a record.
+
+    A guard that fails (the lock or a record changed since it was read) is not an error: the key
+    is read again consistently and the action re-planned from that state, up to four times;
+    ``already_fixed`` when the state became consistent meanwhile, ``not_fixed`` when it became
+    something repair must not fix (e.g. a duplicate: a missing lock's value taken by another
+    record). ``drop_unknown`` must repeat the names given to :func:`plan_repair` for retries.
+    """
+    tables = _tables(plan.models)
+    meter = _Meter()
+    drops = set(drop_unknown) | {a.finding.constraint for a in plan.actions
+                                 if a.kind == ActionKind.DROP_UNKNOWN}
+    outcomes = []
+    for action in plan.actions:
+        outcome = _apply_one(_table_for(tables, action.finding.table), action, drops, meter)
+        outcomes.append(outcome)
+        if progress is not None:
+            progress(outcome)
+    return RepairResult(tuple(outcomes), plan.unfixable, meter.cost())
