@@ -10,8 +10,11 @@ report and touch no record. The modules, one job each:
 * :mod:`~dynaunique.migrations.autodetector` — state diff → operations;
 * :mod:`~dynaunique.migrations.writer` — operations → migration file source;
 * :mod:`~dynaunique.migrations.loader` — migration files → ordered migrations and state;
-* :mod:`~dynaunique.migrations.recorder` — the ledger: applied migrations, progress, leases;
-* :mod:`~dynaunique.migrations.executor` — plan and run: backfill, sweep, remove, record;
+* :mod:`~dynaunique.migrations.recorder` — the ledger: applied migrations and progress (its
+  layout in ``_ledger``, the lease in ``_lease``, the calls to DynamoDB in ``_dynamo``);
+* :mod:`~dynaunique.migrations.executor` — plan and run: which steps (``_plan``), scanning a
+  phase in segments (``_segments``), a page's work (``_pages``), one record's lock
+  (``_settle``), one lock write (``_lockwrites``), what the caller is told (``_report``);
 * :mod:`~dynaunique.migrations.project` — settings and wiring for one models module.
 
 See docs/migrations.md.
@@ -19,16 +22,16 @@ See docs/migrations.md.
 
 from __future__ import annotations
 
-from dynaunique.migrations.executor import (
+from dynaunique.migrations._ledger import Counters
+from dynaunique.migrations._plan import MigrationStatus, Step
+from dynaunique.migrations._report import (
     Duplicate,
     DuplicatesFound,
     MigrateResult,
-    MigrationExecutor,
-    MigrationStatus,
     Reporter,
     SilentReporter,
-    Step,
 )
+from dynaunique.migrations.executor import MigrationExecutor
 from dynaunique.migrations.loader import Migration, MigrationLoader
 from dynaunique.migrations.operations import (
     AddUniqueConstraint,
@@ -39,7 +42,7 @@ from dynaunique.migrations.operations import (
     RunPython,
 )
 from dynaunique.migrations.project import MakeResult, Project, Settings, load_settings
-from dynaunique.migrations.recorder import Counters, MigrationRecorder
+from dynaunique.migrations.recorder import MigrationRecorder
 from dynaunique.migrations.state import ConstraintState, ProjectState
 
 __all__ = [

@@ -21,18 +21,19 @@ Migration files import this module as ``ops``::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from dynaunique.errors import MigrationError
+from dynaunique.migrations._kinds import PhaseKind
 from dynaunique.migrations.state import ConstraintState, ProjectState, resolve
 
-#: Phase kinds.
-FILL = "fill"
-SWEEP = "sweep"
-REMOVE = "remove"
-RUN = "run"
+#: Phase kinds (the names this module exported before they were an enum).
+FILL = PhaseKind.FILL
+SWEEP = PhaseKind.SWEEP
+REMOVE = PhaseKind.REMOVE
+RUN = PhaseKind.RUN
 
 
 def _to_state(value: ConstraintState | Mapping[str, Any]) -> ConstraintState:
@@ -70,7 +71,7 @@ class Phase:
     ``remove`` deletes); ``function`` is what a ``run`` phase calls.
     """
 
-    kind: str
+    kind: PhaseKind = attrs.field(converter=PhaseKind)
     model: str
     table: str | None
     constraint: ConstraintState | None = None
@@ -116,16 +117,36 @@ class Operation:
 
 
 @attrs.frozen
-class AddUniqueConstraint(Operation):
+class _OneConstraint(Operation):
+    """An operation that adds or removes one whole constraint: one phase each way."""
+
+    #: The kind of the phase that applies it, and of the one that unapplies it.
+    forward_kind: ClassVar[PhaseKind]
+    backward_kind: ClassVar[PhaseKind]
+
+    model: str
+    table: str
+    constraint: ConstraintState = attrs.field(converter=_to_state)
+
+    def phases(self, *, backwards: bool = False) -> tuple[Phase, ...]:
+        kind = self.backward_kind if backwards else self.forward_kind
+        return (Phase(kind, self.model, self.table, self.constraint),)
+
+    def deconstruct(self) -> tuple[str, dict[str, Any]]:
+        return type(self).__name__, {"model": self.model, "table": self.table,
+                                     "constraint": self.constraint.to_dict()}
+
+
+@attrs.frozen
+class AddUniqueConstraint(_OneConstraint):
     """Add ``constraint`` to ``model``: backfill a lock for every existing record.
 
     Duplicates stop the migration (reported, nothing overwritten). Unapplied by deleting the
     constraint's locks.
     """
 
-    model: str
-    table: str
-    constraint: ConstraintState = attrs.field(converter=_to_state)
+    forward_kind = FILL
+    backward_kind = REMOVE
 
     def state_forwards(self, state: ProjectState) -> ProjectState:
         existing = state.model(self.model)
@@ -134,44 +155,27 @@ class AddUniqueConstraint(Operation):
                                  "at this point of the migration history")
         return state.with_constraint(self.model, self.table, self.constraint)
 
-    def phases(self, *, backwards: bool = False) -> tuple[Phase, ...]:
-        kind = REMOVE if backwards else FILL
-        return (Phase(kind, self.model, self.table, self.constraint),)
-
     def describe(self) -> str:
         return (f"Add unique constraint {self.constraint.describe()} to {self.model} "
                 f"(table {self.table}): backfill its locks")
 
-    def deconstruct(self) -> tuple[str, dict[str, Any]]:
-        return "AddUniqueConstraint", {"model": self.model, "table": self.table,
-                                       "constraint": self.constraint.to_dict()}
-
 
 @attrs.frozen
-class RemoveUniqueConstraint(Operation):
+class RemoveUniqueConstraint(_OneConstraint):
     """Remove ``constraint`` from ``model``: delete its locks (each guarded by its owner).
 
     ``constraint`` is the full declaration being removed, so unapplying can backfill it again.
     """
 
-    model: str
-    table: str
-    constraint: ConstraintState = attrs.field(converter=_to_state)
+    forward_kind = REMOVE
+    backward_kind = FILL
 
     def state_forwards(self, state: ProjectState) -> ProjectState:
         return state.without_constraint(self.model, self.constraint.name)
 
-    def phases(self, *, backwards: bool = False) -> tuple[Phase, ...]:
-        kind = FILL if backwards else REMOVE
-        return (Phase(kind, self.model, self.table, self.constraint),)
-
     def describe(self) -> str:
         return (f"Remove unique constraint {self.constraint.describe()} from {self.model} "
                 f"(table {self.table}): delete its locks")
-
-    def deconstruct(self) -> tuple[str, dict[str, Any]]:
-        return "RemoveUniqueConstraint", {"model": self.model, "table": self.table,
-                                          "constraint": self.constraint.to_dict()}
 
 
 @attrs.frozen

@@ -4,6 +4,7 @@ the same code through ``dynaunique migrate``)."""
 
 from __future__ import annotations
 
+import importlib
 import random
 import threading
 import time
@@ -20,7 +21,7 @@ from dynaunique.migrations import (
     DuplicatesFound,
     MigrationExecutor,
 )
-from dynaunique.migrations.executor import InjectedCrash
+from dynaunique.migrations._hooks import InjectedCrash
 from dynaunique.migrations.recorder import Progress
 
 TABLE = "mig_backfill_accounts"
@@ -335,6 +336,66 @@ def test_items_that_are_not_the_models_records_are_skipped(ws: Workspace) -> Non
     assert ws.locks() == {f"UNIQ#EMAIL#user{i}@x.io": f"ACCT#{i:03d}" for i in range(3)}
 
 
+#: Two models of one table: an Invite carries an email too, but it is not an Account.
+SHARED_TABLE_MODELS = '''\
+from dynaunique import Model, normalizers
+from dynaunique.attributes import UnicodeAttribute
+
+
+class Account(Model):
+    class Meta:
+        table_name = "{table}"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UnicodeAttribute(null=True, unique=True, normalize=normalizers.casefold)
+
+
+class Invite(Model):
+    inviter = UnicodeAttribute()
+    email = UnicodeAttribute(null=True)
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+
+    class Meta:
+        table_name = "{table}"
+        region = "us-east-1"
+'''
+
+
+def test_the_backfill_locks_exactly_the_records_the_audit_expects_locks_of(
+        ws: Workspace) -> None:
+    """An invite readable as an Account (every Account attribute it needs is there) is the
+    audit's Invite (it knows more of the item): the backfill leaves it alone. Before both asked
+    one rule, the backfill locked the invite's email as an Account's — a duplicate of the
+    account's own, and a lock the audit then reported — so ``check`` after ``migrate`` was not
+    clean."""
+    from dynaunique import audit
+
+    ws.put_raw("ACCT#001", email="ada@x.io")
+    ws.put_raw("ACCT#002", email="bob@x.io")
+    ws.put_raw("INV#001", email="ADA@x.io", inviter="ACCT#002")  # the same email as ACCT#001
+    ws.put_raw("INV#002", email="cy@x.io", inviter="ACCT#001")
+    (ws.directory / "models.py").write_text(SHARED_TABLE_MODELS.format(table=TABLE),
+                                            encoding="utf-8")
+    sys.modules.pop(ws.module, None)
+    models = importlib.import_module(ws.module)
+    for model in (models.Account, models.Invite):
+        model.Meta.host = ws.endpoint
+        model._connection = None
+    assert ws.project().make_migrations().changed
+
+    result = ws.project().executor().migrate()
+
+    totals = result.totals["0001_initial: fill Account.EMAIL"]
+    assert (totals.scanned, totals.records, totals.skipped, totals.duplicates) == (4, 2, 2, 0)
+    assert ws.locks() == {"UNIQ#EMAIL#ada@x.io": "ACCT#001", "UNIQ#EMAIL#bob@x.io": "ACCT#002"}
+    report = audit.check([models.Account, models.Invite])
+    assert report.findings == ()
+    assert report.tables[0].records == 4
+
+
 # --- what is sent --------------------------------------------------------------------------------
 
 
@@ -509,6 +570,37 @@ def test_run_python_runs_once_forwards_and_its_inverse_backwards(ws: Workspace) 
     ws.project().executor().migrate("0001")
     assert ws.records() == {}
     assert ws.locks() == {}
+
+
+def test_the_ledger_stores_its_kinds_as_the_strings_it_always_did(ws: Workspace) -> None:
+    """The kinds are enums now; the ledger items carry exactly the strings they carried before
+    (so a ledger written by an older version keeps being read, and the other way round)."""
+    _prepare(ws)
+    project = ws.project()
+    recorder = project.recorder()
+    app = project.app
+    recorder.start_job("0001_initial#0#F#0", 1, "fill Account.EMAIL")
+    recorder.save_progress(Progress("0001_initial#0#F#0", 1, 0))
+    recorder.record_applied("0001_initial")
+    lease = recorder.acquire(seconds=30)
+    workers = None
+    try:
+        stored = {i["PK"]["S"]: i["ledger"]["M"] for i in ws.scan() if i["PK"]["S"] in ws.ledger()}
+        assert {pk: (d["kind"], d.get("mode")) for pk, d in stored.items()} == {
+            f"UNIQ#~JOB#{app}#0001_initial#0#F#0": ({"S": "job"}, None),
+            f"UNIQ#~PROGRESS#{app}#0001_initial#0#F#0#1#0": ({"S": "progress"}, None),
+            f"UNIQ#~MIGRATION#{app}#0001_initial": ({"S": "migration"}, None),
+            f"UNIQ#~LEASE#{app}": ({"S": "lease"}, {"S": "exclusive"}),
+        }
+        lease.release()
+        workers = recorder.acquire(seconds=30, worker=(0, 2))
+        shared = next(i["ledger"]["M"] for i in ws.scan() if i["PK"]["S"] == f"UNIQ#~LEASE#{app}")
+        assert (shared["kind"], shared["mode"], shared["holder"]) == (
+            {"S": "lease"}, {"S": "workers"}, {"S": "workers"})
+    finally:
+        lease.release()
+        if workers is not None:
+            workers.release()
 
 
 # --- the core, seen from a migration -------------------------------------------------------------

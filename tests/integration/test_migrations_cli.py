@@ -331,13 +331,15 @@ class Progressing:
 
 
 def test_a_crashed_backfill_resumes_from_the_ledger(ws: Workspace) -> None:
-    from dynaunique.migrations.executor import InjectedCrash
+    from dynaunique.migrations._hooks import InjectedCrash, fail_after_records
 
     _seed(ws, 40)
     ws.deploy(email=UNIQUE_EMAIL)
     run("makemigrations", ws.module)
+    executor = ws.project().executor(page_size=10)
+    fail_after_records(executor, 25)
     with pytest.raises(InjectedCrash):
-        ws.project().executor(page_size=10, fail_after_records=25).migrate()
+        executor.migrate()
     status = run("showmigrations", ws.module, "--endpoint", ws.endpoint)
     assert " [ ] 0001_initial  (partly applied: fill Account.EMAIL 0/1 segments done)" \
         in status.stdout

@@ -1,0 +1,162 @@
+"""The one way migrations talk to DynamoDB: the call boundary, batch reads and deletes, and a
+table's key schema.
+
+:func:`call` is where botocore errors become :class:`~dynaunique.errors.MigrationError` (and a
+failed condition a :class:`ConditionFailed` the caller interprets).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from dynaunique._items import key_id
+from dynaunique.connection import Refused, RetryPolicy, send
+from dynaunique.errors import DynauniqueError, MigrationError
+from dynaunique.locks import LOCK_SORT_KEY
+
+#: The attribute holding all of a ledger item's data (no index may be keyed on it).
+LEDGER_ATTR = "ledger"
+
+#: Bulk work tolerates longer waits than a user's save: throttling is expected under a cap.
+BULK_POLICY = RetryPolicy(max_conflict_retries=12, max_network_retries=6, base_delay=0.05,
+                          max_delay=5.0)
+
+class ConditionFailed(Exception):
+    """A conditional write's condition did not hold; ``item`` is the item as it is (or None).
+
+    Internal: callers always catch it and decide what the failure means.
+    """
+
+    def __init__(self, item: Mapping[str, Any] | None) -> None:
+        super().__init__("condition failed")
+        self.item = dict(item) if item is not None else None
+
+
+def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
+         sleep: Any = time.sleep, **params: Any) -> dict[str, Any]:
+    """Send ``operation`` (``"put_item"``…) through dynaunique's one boundary and retry loop.
+
+    Every write migrations send is idempotent (guarded by ownership, or a plain overwrite of a
+    ledger item), so resending after an ambiguous failure is safe.
+
+    :raises ConditionFailed: the request's condition did not hold.
+    :raises MigrationError: any other refusal, or the retries ran out.
+    """
+    name = "".join(part.title() for part in operation.split("_"))
+    try:
+        return send(connection, name, params, policy=policy, sleep=sleep)
+    except Refused as refused:
+        if refused.code == "ConditionalCheckFailedException":
+            raise ConditionFailed(refused.response.get("Item")) from None
+        if refused.code == "ResourceNotFoundException":
+            raise MigrationError(
+                f"table {params.get('TableName')!r} does not exist (or the endpoint is "
+                "wrong): create it before migrating"
+            ) from refused.error
+        raise MigrationError(
+            f"DynamoDB refused {operation} on {params.get('TableName')!r}: {refused.code}: "
+            f"{refused.message}"
+        ) from refused.error
+    except MigrationError:
+        raise
+    except DynauniqueError as exc:
+        raise MigrationError(f"{operation} on {params.get('TableName')!r}: {exc}") from exc
+
+
+def batch_get(client: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
+              consistent: bool = True) -> list[dict[str, Any]]:
+    """Strongly consistent BatchGetItem of any number of keys (chunks of 100, retries the
+    unprocessed ones); the items found, in no particular order."""
+    found: list[dict[str, Any]] = []
+    pending = list({key_id(k): k for k in keys}.values())
+    attempts = 0
+    while pending:
+        chunk, pending = pending[:100], pending[100:]
+        response = call(client, "batch_get_item", RequestItems={
+            table: {"Keys": [dict(k) for k in chunk], "ConsistentRead": consistent}
+        })
+        found.extend(response.get("Responses", {}).get(table, []))
+        unprocessed = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+        if unprocessed:
+            attempts += 1
+            if attempts > BULK_POLICY.max_conflict_retries:
+                raise MigrationError("DynamoDB kept leaving BatchGetItem keys unprocessed")
+            time.sleep(BULK_POLICY.delay(attempts))
+            pending = list(unprocessed) + pending
+    return found
+
+
+def batch_delete(client: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> None:
+    """Unconditional BatchWriteItem deletes (chunks of 25), for ledger items only."""
+    pending = [dict(k) for k in keys]
+    attempts = 0
+    while pending:
+        chunk, pending = pending[:25], pending[25:]
+        response = call(client, "batch_write_item", RequestItems={
+            table: [{"DeleteRequest": {"Key": k}} for k in chunk]
+        })
+        unprocessed = response.get("UnprocessedItems", {}).get(table, [])
+        if unprocessed:
+            attempts += 1
+            if attempts > BULK_POLICY.max_conflict_retries:
+                raise MigrationError("DynamoDB kept leaving BatchWriteItem requests unprocessed")
+            time.sleep(BULK_POLICY.delay(attempts))
+            pending = [r["DeleteRequest"]["Key"] for r in unprocessed] + pending
+
+
+@attrs.frozen
+class TableKeys:
+    """A table's key schema as DescribeTable reports it, for building ledger and lock keys."""
+
+    table: str
+    hash_attr: str
+    range_attr: str | None
+    #: Key attributes of the table's indexes: no ledger or lock attribute may be one of them.
+    index_attrs: frozenset[str] = frozenset()
+    #: DescribeTable's approximate item count (refreshed every ~6 hours by DynamoDB).
+    item_count: int = 0
+
+    @property
+    def key_attributes(self) -> tuple[str, str | None]:
+        """Hash and range key attribute names."""
+        return self.hash_attr, self.range_attr
+
+    def key(self, hash_value: str) -> dict[str, Any]:
+        """The typed primary key of a dynaunique item with this hash key value."""
+        key: dict[str, Any] = {self.hash_attr: {"S": hash_value}}
+        if self.range_attr is not None:
+            key[self.range_attr] = {"S": LOCK_SORT_KEY}
+        return key
+
+
+def describe_table(client: Any, table: str) -> TableKeys:
+    """Read ``table``'s key schema; it must have string keys (as lock items need)."""
+    description = call(client, "describe_table", TableName=table)["Table"]
+    types = {a["AttributeName"]: a["AttributeType"]
+             for a in description.get("AttributeDefinitions", [])}
+    hash_attr = range_attr = None
+    for element in description["KeySchema"]:
+        if element["KeyType"] == "HASH":
+            hash_attr = element["AttributeName"]
+        else:
+            range_attr = element["AttributeName"]
+    assert hash_attr is not None
+    for attr in (hash_attr, range_attr):
+        if attr is not None and types.get(attr) != "S":
+            raise MigrationError(f"table {table!r} has a non-string key attribute {attr!r}; "
+                                 "dynaunique's lock and ledger items need string keys")
+    index_attrs = set()
+    for index in (description.get("GlobalSecondaryIndexes", [])
+                  + description.get("LocalSecondaryIndexes", [])):
+        for element in index.get("KeySchema", []):
+            index_attrs.add(element["AttributeName"])
+    if LEDGER_ATTR in index_attrs:
+        raise MigrationError(f"an index of table {table!r} is keyed on {LEDGER_ATTR!r}, the "
+                             "attribute dynaunique's ledger items use; rename that attribute")
+    return TableKeys(table, hash_attr, range_attr, frozenset(index_attrs),
+                     int(description.get("ItemCount", 0) or 0))
+

@@ -1,0 +1,64 @@
+"""The kinds migrations name with a word, as enums whose values are exactly those words.
+
+Each is a :class:`dynaunique._kinds.Kind` (a ``str`` enum): a member equals its old string
+(``PhaseKind.FILL == "fill"``), and ``str()``, f-strings and ``json.dumps`` give the bare
+value, so the ledger items, JSON and the CLI's output are the same bytes as when these were
+plain strings — and a ledger written before keeps being read.
+"""
+
+from __future__ import annotations
+
+from dynaunique._kinds import Kind
+
+
+class PhaseKind(Kind):
+    """What a phase does to the table: ``fill`` writes the locks a declaration requires,
+    ``sweep`` deletes the locks their owners no longer require, ``remove`` deletes every lock
+    of a constraint, ``run`` calls a RunPython function."""
+
+    FILL = "fill"
+    SWEEP = "sweep"
+    REMOVE = "remove"
+    RUN = "run"
+
+
+class PutOutcome(Kind):
+    """What a lock put guarded "missing, or owned by this record" found: the lock was missing
+    (``new``), already this record's (``present``), or another record holds it (``taken``)."""
+
+    NEW = "new"
+    PRESENT = "present"
+    TAKEN = "taken"
+
+
+class DeleteOutcome(Kind):
+    """What a lock delete guarded "missing, or owned by this record" found: ``deleted``,
+    already gone (``absent``), or another record holds it (``foreign``, left alone)."""
+
+    DELETED = "deleted"
+    ABSENT = "absent"
+    FOREIGN = "foreign"
+
+
+class LedgerKind(Kind):
+    """The ``kind`` field of a ledger item."""
+
+    MIGRATION = "migration"
+    JOB = "job"
+    PROGRESS = "progress"
+    LEASE = "lease"
+
+
+class LeaseMode(Kind):
+    """Who shares the lease: one runner, or the workers of a split backfill."""
+
+    EXCLUSIVE = "exclusive"
+    WORKERS = "workers"
+
+
+class ProgressState(Kind):
+    """The ``state`` of a ``migration_progress`` event."""
+
+    STARTED = "started"
+    RUNNING = "running"
+    FINISHED = "finished"

@@ -1,0 +1,231 @@
+"""The lease: one runner at a time per app (or the workers of one split backfill), renewed
+while it runs.
+
+The lease items (``UNIQ#~LEASE#<app>`` and, per worker segment, ``UNIQ#~LEASE#<app>#<total>#<i>``)
+are ledger items: see :mod:`dynaunique.migrations.recorder`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from dynaunique._writes import now
+from dynaunique.errors import MigrationError
+from dynaunique.locks import untyped
+from dynaunique.migrations._dynamo import LEDGER_ATTR, ConditionFailed, TableKeys, call
+from dynaunique.migrations._kinds import LeaseMode, LedgerKind
+from dynaunique.migrations._ledger import LEASE_PREFIX, ledger_key
+
+
+def _holder_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Lease:
+    """One runner at a time per app: a lease item with an expiry, renewed while running.
+
+    An exclusive runner (``migrate``) takes ``UNIQ#~LEASE#<app>`` when it is absent, expired or
+    already its own. Workers of a split backfill (``--segment I --total-segments N``) share it in
+    ``workers`` mode (all with the same N) and each also takes its segment's own lease. A runner
+    that fails to renew before the expiry stops with an error at its next checkpoint. Every
+    write a migration sends is guarded and verified, so even two runners overlapping after a
+    lost lease cannot corrupt locks; the lease keeps the work from being done twice and makes
+    the second runner's mistake visible.
+    """
+
+    def __init__(self, client: Any, keys: TableKeys, app: str, *, seconds: float,
+                 worker: tuple[int, int] | None = None) -> None:
+        self.client = client
+        self.keys = keys
+        self.app = app
+        self.seconds = seconds
+        self.worker = worker
+        self.holder = _holder_id()
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._main = ledger_key(keys, app, LEASE_PREFIX)
+        self._segment = (ledger_key(keys, app, LEASE_PREFIX, worker[1], worker[0])
+                         if worker is not None else None)
+
+    # --- expressions
+
+    def _names(self, **extra: str) -> dict[str, str]:
+        return {"#h": self.keys.hash_attr, "#l": LEDGER_ATTR, "#e": "expires",
+                "#o": "holder", **extra}
+
+    def _expiry(self) -> float:
+        return time.time() + self.seconds
+
+    def _describe(self, item: Mapping[str, Any] | None) -> str:
+        if item is None or LEDGER_ATTR not in item:
+            return "another runner"
+        data = untyped(item[LEDGER_ATTR])
+        left = max(0.0, float(data.get("expires", 0)) - time.time())
+        if data.get("mode") == LeaseMode.WORKERS:
+            return (f"{len(data.get('workers', {}))} backfill worker(s) split in "
+                    f"{data.get('total')} segments (lease expires in {left:.0f} s)")
+        return f"{data.get('holder', 'another runner')} (lease expires in {left:.0f} s)"
+
+    def _refuse(self, item: Mapping[str, Any] | None) -> MigrationError:
+        return MigrationError(
+            f"another `dynaunique migrate` of {self.app!r} is running: "
+            f"{self._describe(item)}. Wait for it to finish; if it crashed, rerun after its "
+            "lease expires (the rerun resumes from the ledger)."
+        )
+
+    def _put_exclusive(self, key: Mapping[str, Any]) -> None:
+        epoch = time.time()
+        try:
+            call(self.client, "put_item", TableName=self.keys.table,
+                 Item={**key, LEDGER_ATTR: {"M": {
+                     "kind": {"S": LedgerKind.LEASE.value},
+                     "mode": {"S": LeaseMode.EXCLUSIVE.value},
+                     "holder": {"S": self.holder}, "expires": {"N": repr(self._expiry())},
+                     "acquired": {"S": now()}}}},
+                 ConditionExpression="attribute_not_exists(#h) OR #l.#e < :now OR #l.#o = :me",
+                 ExpressionAttributeNames=self._names(),
+                 ExpressionAttributeValues={":now": {"N": repr(epoch)},
+                                            ":me": {"S": self.holder}},
+                 ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ConditionFailed as exc:
+            raise self._refuse(exc.item) from None
+
+    def _join_workers(self) -> None:
+        assert self.worker is not None
+        total = self.worker[1]
+        client, table = self.client, self.keys.table
+        names = self._names(**{"#m": "mode", "#t": "total", "#w": "workers",
+                               "#me": self.holder})
+        try:
+            call(client, "put_item", TableName=table, Item={**self._main, LEDGER_ATTR: {"M": {
+                     "kind": {"S": LedgerKind.LEASE.value}, "mode": {"S": LeaseMode.WORKERS.value},
+                     "total": {"N": str(total)}, "holder": {"S": LeaseMode.WORKERS.value},
+                     "expires": {"N": repr(self._expiry())},
+                     "workers": {"M": {self.holder: {"N": repr(self._expiry())}}},
+                     "acquired": {"S": now()}}}},
+                 ConditionExpression="attribute_not_exists(#h) OR #l.#e < :now",
+                 ExpressionAttributeNames={k: names[k] for k in ("#h", "#l", "#e")},
+                 ExpressionAttributeValues={":now": {"N": repr(time.time())}})
+            return
+        except ConditionFailed:
+            pass
+        try:
+            call(client, "update_item", TableName=table, Key=self._main,
+                 UpdateExpression="SET #l.#w.#me = :exp, #l.#e = :exp",
+                 ConditionExpression="#l.#m = :workers AND #l.#t = :total",
+                 ExpressionAttributeNames={k: names[k] for k in ("#l", "#w", "#me", "#e", "#m",
+                                                                 "#t")},
+                 ExpressionAttributeValues={":exp": {"N": repr(self._expiry())},
+                                            ":workers": {"S": LeaseMode.WORKERS.value},
+                                            ":total": {"N": str(total)}},
+                 ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ConditionFailed as exc:
+            raise self._refuse(exc.item) from None
+
+    # --- lifecycle
+
+    def acquire(self) -> None:
+        """Take the lease (and the segment's, for a worker) and start the renewal thread."""
+        if self.worker is None:
+            self._put_exclusive(self._main)
+        else:
+            self._join_workers()
+            assert self._segment is not None
+            try:
+                self._put_exclusive(self._segment)
+            except MigrationError:
+                self._leave_workers()
+                raise MigrationError(
+                    f"segment {self.worker[0]} of {self.worker[1]} of {self.app!r} is "
+                    "already being run by another worker"
+                ) from None
+        self._thread = threading.Thread(target=self._renew_loop, name="dynaunique-lease",
+                                        daemon=True)
+        self._thread.start()
+
+    def renew(self) -> None:
+        """Push the expiry forward; sets ``lost`` if the lease is no longer ours."""
+        try:
+            if self.worker is None:
+                self._renew_exclusive(self._main)
+            else:
+                assert self._segment is not None
+                self._join_workers()
+                self._renew_exclusive(self._segment)
+        except (ConditionFailed, MigrationError):
+            self.lost.set()
+
+    def _renew_exclusive(self, key: Mapping[str, Any]) -> None:
+        call(self.client, "update_item", TableName=self.keys.table, Key=dict(key),
+             UpdateExpression="SET #l.#e = :exp",
+             ConditionExpression="#l.#o = :me",
+             ExpressionAttributeNames={"#l": LEDGER_ATTR, "#e": "expires", "#o": "holder"},
+             ExpressionAttributeValues={":exp": {"N": repr(self._expiry())},
+                                        ":me": {"S": self.holder}})
+
+    def _renew_loop(self) -> None:
+        interval = max(self.seconds / 3, 0.05)
+        while not self._stop.wait(interval):
+            self.renew()
+
+    def check(self) -> None:
+        """Raise if the lease was lost (another runner may have taken over)."""
+        if self.lost.is_set():
+            raise MigrationError(
+                f"lost the migrations lease of {self.app!r} (it could not be renewed in "
+                "time); stopped at the last checkpoint: rerun to resume"
+            )
+
+    def _leave_workers(self) -> None:
+        client, table = self.client, self.keys.table
+        item = call(client, "get_item", TableName=table, Key=self._main,
+                    ConsistentRead=True).get("Item")
+        if item is None:
+            return
+        data = untyped(item[LEDGER_ATTR])
+        if data.get("mode") != LeaseMode.WORKERS:
+            return
+        epoch = time.time()
+        leaving = [w for w, expiry in data.get("workers", {}).items()
+                   if w == self.holder or float(expiry) < epoch]
+        names = {"#l": LEDGER_ATTR, "#w": "workers", "#m": "mode"}
+        if leaving:
+            removes = {f"#x{i}": worker for i, worker in enumerate(leaving)}
+            try:
+                call(client, "update_item", TableName=table, Key=self._main,
+                     UpdateExpression="REMOVE " + ", ".join(f"#l.#w.{p}" for p in removes),
+                     ConditionExpression="#l.#m = :workers",
+                     ExpressionAttributeNames={**names, **removes},
+                     ExpressionAttributeValues={":workers": {"S": LeaseMode.WORKERS.value}})
+            except ConditionFailed:
+                return
+        with contextlib.suppress(ConditionFailed):  # other workers are still on it
+            call(client, "delete_item", TableName=table, Key=self._main,
+                 ConditionExpression="#l.#m = :workers AND size(#l.#w) = :zero",
+                 ExpressionAttributeNames=names,
+                 ExpressionAttributeValues={":workers": {"S": LeaseMode.WORKERS.value},
+                                            ":zero": {"N": "0"}})
+
+    def release(self) -> None:
+        """Stop renewing and give the lease back (best effort: it expires anyway)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        client, table = self.client, self.keys.table
+        own = self._segment if self._segment is not None else self._main
+        with contextlib.suppress(ConditionFailed, MigrationError):
+            call(client, "delete_item", TableName=table, Key=dict(own),
+                 ConditionExpression="#l.#o = :me",
+                 ExpressionAttributeNames={"#l": LEDGER_ATTR, "#o": "holder"},
+                 ExpressionAttributeValues={":me": {"S": self.holder}})
+        if self.worker is not None:
+            with contextlib.suppress(MigrationError):
+                self._leave_workers()

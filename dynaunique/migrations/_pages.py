@@ -1,0 +1,112 @@
+"""What a phase does with one scanned page: fill puts the locks its records require, sweep
+deletes the locks their owners no longer require, remove deletes every lock of the constraint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynaunique._items import LockRef, TypedKey, key_id
+from dynaunique.errors import MigrationError
+from dynaunique.locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
+from dynaunique.migrations._dynamo import batch_get
+from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
+from dynaunique.migrations._ledger import Conflict, Pending
+from dynaunique.migrations._lockwrites import read
+from dynaunique.migrations._phase import Segment
+from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS, Keeper
+
+
+def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
+    """Put the lock every record of the page requires, then verify with one batch read."""
+    run = seg.run
+    wanted: list[tuple[TypedKey, LockRef, dict[str, Any]]] = []
+    for raw in items:
+        if run.load(raw) is None:
+            seg.delta.skipped += 1
+            continue
+        seg.delta.records += 1
+        required = run.required(raw)
+        if required is not None:
+            wanted.append((run.key(raw), required, raw))
+    if not wanted:
+        return
+    # Write-ahead: one ledger write names every lock of the page before any is sent.
+    seg.intend([Pending(ref.key) for _, ref, _ in wanted])
+    outcomes = []
+    for owner, ref, raw in wanted:
+        outcomes.append(keeper.put(seg, owner, ref, raw))
+        keeper.tick()
+    # Verify: a strongly consistent read of every record after its lock write.
+    current = {
+        key_id(run.key(item)): item
+        for item in batch_get(run.client, run.keys.table, [w[0] for w in wanted])
+    }
+    for (owner, ref, _), (outcome, holder) in zip(wanted, outcomes, strict=True):
+        now = run.required(current.get(key_id(owner)))
+        still = now is not None and now.key == ref.key
+        if outcome in (PutOutcome.NEW, PutOutcome.PRESENT):
+            if still:
+                seg.delta.present += outcome == PutOutcome.PRESENT
+                continue
+            conflict = keeper.settle(seg, owner, {ref.key})
+        elif still:
+            conflict = keeper.taken(seg, owner, ref, holder, 0)
+        else:
+            conflict = keeper.settle(seg, owner, set())
+        if conflict is not None:
+            seg.progress.conflicts.append(conflict)
+
+
+def sweep_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
+    """Delete the locks of this constraint that their owners do not require under the
+    phase's declaration (old-shape locks of an altered constraint)."""
+    run = seg.run
+    owners = [item[OWNER_ATTR]["M"] for item in items if OWNER_ATTR in item]
+    current = {
+        key_id(run.key(item)): item
+        for item in (batch_get(run.client, run.keys.table, owners) if owners else [])
+    }
+    stale: list[tuple[TypedKey, str]] = []
+    for item in items:
+        owner = item.get(OWNER_ATTR, {}).get("M")
+        if owner is None:
+            continue
+        seg.delta.records += 1
+        key = item[run.keys.hash_attr]["S"]
+        required = run.required(current.get(key_id(owner)))
+        if required is not None and required.key == key:
+            seg.delta.present += 1
+        else:
+            stale.append((owner, key))
+    if stale:
+        seg.intend([Pending(key, dict(owner)) for owner, key in stale])
+    for owner, key in stale:
+        result = keeper.release_if_stale(seg, owner, key)
+        keeper.tick()
+        if isinstance(result, Conflict):
+            seg.progress.conflicts.append(result)
+
+
+def remove_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
+    """Delete every lock of the constraint, each guarded by the owner it names."""
+    run = seg.run
+    for item in items:
+        key = item[run.keys.hash_attr]["S"]
+        current: dict[str, Any] | None = item
+        for _ in range(MAX_SETTLE_ROUNDS):
+            if current is None:
+                break
+            owner = current.get(OWNER_ATTR, {}).get("M", {})
+            if keeper.delete(seg, key, owner) != DeleteOutcome.FOREIGN:
+                seg.delta.records += 1
+                break
+            # The owner changed since the scan read it: read the lock again.
+            current = read(run, lock_primary_key(run.keys.key_attributes, key))
+            if current is not None and (
+                    current.get(MODEL_ATTR, {}).get("S") != run.phase.model
+                    or current.get(CONSTRAINT_ATTR, {}).get("S") != run.name):
+                current = None
+        else:
+            raise MigrationError(f"lock {key!r} keeps changing owner; rerun to retry")
+        keeper.tick()

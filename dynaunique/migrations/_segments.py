@@ -1,0 +1,183 @@
+"""Scanning a phase in segments: one thread per segment, a page at a time, each page's work
+checkpointed in the ledger, and the stored duplicates re-checked at the end of a segment.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from dynaunique._items import key_id
+from dynaunique.locks import CONSTRAINT_ATTR, MODEL_ATTR, RESERVED_PREFIX
+from dynaunique.migrations._dynamo import call
+from dynaunique.migrations._kinds import PhaseKind, ProgressState
+from dynaunique.migrations._lease import Lease
+from dynaunique.migrations._ledger import Conflict, Counters, Progress
+from dynaunique.migrations._pages import fill_page, remove_page, sweep_page
+from dynaunique.migrations._phase import PhaseRun, Segment
+from dynaunique.migrations._report import Reporter, progress_event
+from dynaunique.migrations._settle import Keeper
+from dynaunique.migrations.ratelimit import TokenBucket
+from dynaunique.migrations.recorder import MigrationRecorder
+
+_PAGES: dict[PhaseKind, Callable[[Keeper, Segment, list[dict[str, Any]]], None]] = {
+    PhaseKind.FILL: fill_page, PhaseKind.SWEEP: sweep_page, PhaseKind.REMOVE: remove_page,
+}
+
+
+class SegmentRunner:
+    """Runs the segments of a phase for one runner (all segments, or a worker's one)."""
+
+    def __init__(self, keeper: Keeper, recorder: MigrationRecorder, reporter: Reporter, *,
+                 worker: str, threads: int, page_size: int, conflict_cap: int,
+                 bucket: TokenBucket | None) -> None:
+        self.keeper = keeper
+        self.recorder = recorder
+        self.reporter = reporter
+        #: The runner's name in progress items: ``all``, or ``I/N`` for a worker.
+        self.worker = worker
+        self.threads = threads
+        self.page_size = page_size
+        self.conflict_cap = conflict_cap
+        self.bucket = bucket
+        self._stop = threading.Event()
+
+    def run(self, run: PhaseRun, todo: list[Progress], lease: Lease, label: str) -> None:
+        """Work on the ``todo`` segments of ``run``'s phase, one thread each (up to
+        ``threads``); the first error stops the others at their next page, checkpointed."""
+        if not todo:
+            return
+        threads = min(self.threads, len(todo))
+        if threads == 1:
+            for progress in todo:
+                self._run_segment(run, progress, lease, label)
+            return
+        errors: list[BaseException] = []
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dynaunique-scan") as pool:
+            futures = [pool.submit(self._run_segment, run, p, lease, label) for p in todo]
+            for future in futures:
+                try:
+                    future.result()
+                except BaseException as exc:
+                    # Stop the other segments at their next page; they checkpoint first.
+                    self._stop.set()
+                    errors.append(exc)
+        self._stop.clear()
+        if errors:
+            raise errors[0]
+
+    def _run_segment(self, run: PhaseRun, progress: Progress, lease: Lease, label: str) -> None:
+        seg = Segment(run, progress, self.worker, self.recorder, self.bucket)
+        progress.blocked = False
+        if progress.pending:
+            # The last run died between writing locks and verifying them: verify them now.
+            for pending in list(progress.pending):
+                conflict = self.keeper.resume_pending(seg, pending)
+                if conflict is not None:
+                    progress.conflicts.append(conflict)
+            progress.pending = []
+            self._flush(seg, label)
+        if progress.conflicts:
+            # A rerun after the user fixed data: re-check the contested records first.
+            self._recheck_all(seg, label)
+        while not progress.done:
+            if self._stop.is_set():
+                return
+            if len(progress.conflicts) >= self.conflict_cap:
+                # Stored conflicts must be fixed before the scan goes on.
+                progress.blocked = True
+                self._flush(seg, label)
+                return
+            lease.check()
+            params: dict[str, Any] = {
+                "TableName": run.keys.table, "Limit": self.page_size,
+                "Segment": progress.segment, "TotalSegments": progress.total,
+                **_scan_filter(run),
+            }
+            if progress.last_key is not None:
+                params["ExclusiveStartKey"] = progress.last_key
+            page = call(run.client, "scan", **params)
+            items = page.get("Items", [])
+            seg.delta.scanned += len(items)
+            _PAGES[run.phase.kind](self.keeper, seg, items)
+            progress.conflicts = unique(progress.conflicts)
+            progress.pending = []
+            progress.last_key = page.get("LastEvaluatedKey")
+            progress.done = progress.last_key is None
+            self._flush(seg, label)
+            if progress.done and progress.conflicts:
+                # Report only what still holds at the end: the application may have resolved
+                # a duplicate found early in the scan (or created one that is now gone).
+                self._recheck_all(seg, label)
+
+    def _recheck_all(self, seg: Segment, label: str) -> None:
+        """Re-examine every stored conflict of the segment and keep those that still stand."""
+        progress = seg.progress
+        # The stored list stays as it is until every conflict was re-checked: checkpoints taken
+        # meanwhile (intents) must not lose the ones not yet looked at.
+        standing: list[Conflict] = []
+        for conflict in list(progress.conflicts):
+            standing.extend(self.keeper.recheck(seg, conflict))
+        progress.conflicts = unique(standing)
+        # Each settle returned only after a read confirmed its writes: nothing is in flight.
+        progress.pending = []
+        # The counter becomes the number of duplicates standing now; the reporter gets the change.
+        seg.delta.duplicates = len(progress.conflicts) - progress.counters.duplicates
+        self._flush(seg, label)
+
+    def _flush(self, seg: Segment, label: str) -> None:
+        """Checkpoint: fold the segment's new counters into its progress item and save it."""
+        delta, seg.delta = seg.delta, Counters()
+        seg.progress.counters.add(delta)
+        seg.save()
+        self.reporter.advance(label, delta)
+        progress_event(ProgressState.RUNNING, label, seg.progress.counters, seg.run.estimate,
+                        segment=seg.progress.segment, segments=seg.progress.total)
+
+
+def _scan_filter(run: PhaseRun) -> dict[str, Any]:
+    """Fill scans the records (dynaunique's items filtered out), the others the phase's locks."""
+    if run.phase.kind == PhaseKind.FILL:
+        return {
+            "FilterExpression": "NOT begins_with(#h, :reserved)",
+            "ExpressionAttributeNames": {"#h": run.keys.hash_attr},
+            "ExpressionAttributeValues": {":reserved": {"S": RESERVED_PREFIX}},
+        }
+    return {
+        "FilterExpression": "begins_with(#h, :prefix) AND #m = :model AND #c = :constraint",
+        "ExpressionAttributeNames": {"#h": run.keys.hash_attr, "#m": MODEL_ATTR,
+                                     "#c": CONSTRAINT_ATTR},
+        "ExpressionAttributeValues": {
+            ":prefix": {"S": f"{RESERVED_PREFIX}{run.name}#"},
+            ":model": {"S": run.phase.model},
+            ":constraint": {"S": run.name},
+        },
+    }
+
+
+def unique(conflicts: list[Conflict]) -> list[Conflict]:
+    """``conflicts`` without repeats (one per lock and record)."""
+    seen: set[tuple[str, Any]] = set()
+    out = []
+    for conflict in conflicts:
+        ident = (conflict.lock, key_id(conflict.record))
+        if ident not in seen:
+            seen.add(ident)
+            out.append(conflict)
+    return out
+
+
+def finished(progress: Progress) -> bool:
+    """Whether a segment needs no more work."""
+    # Done scanning is not enough: unverified writes (a crash) or standing conflicts remain work.
+    return progress.done and not progress.pending and not progress.conflicts
+
+
+def sum_counters(progress: Sequence[Progress]) -> Counters:
+    """The counters of every segment, summed."""
+    out = Counters()
+    for p in progress:
+        out.add(p.counters)
+    return out
