@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
