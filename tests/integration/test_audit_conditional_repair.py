@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 import pytest
+from support.tables import raw_tables
 
 from dynaunique import Model, UniqueConstraint, audit
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.testing import create_tables, use_endpoint
 
 TABLE = "audit_conditional_members"
 LOCK = {"PK": {"S": "UNIQ#ACTIVE_EMAIL#acme#ada@x.io"}}
@@ -35,9 +34,7 @@ class ActiveMember(Model):
 @pytest.fixture
 def raw(dynamodb: str) -> Any:
     """A boto3 client on the test server, and an active member written without its lock."""
-    use_endpoint(dynamodb, ActiveMember)
-    create_tables(ActiveMember)
-    client = boto3.client("dynamodb", endpoint_url=dynamodb, region_name="us-east-1")
+    client = raw_tables(dynamodb, ActiveMember)
     client.put_item(TableName=TABLE, Item={"PK": {"S": "M#1"}, "tenant": {"S": "acme"},
                                            "email": {"S": "ada@x.io"}, "status": {"S": "active"}})
     return client

@@ -1,7 +1,7 @@
 """The reliability suite: concurrent soak, injected network faults, hostile input, lock ownership.
 
-Each test ends with a full invariant check (``invariants.py``): every record holds exactly the
-locks its values require, and no lock exists without such a record.
+Each test ends with a full invariant check (``tests/support/invariants.py``): every record holds
+exactly the locks its values require, and no lock exists without such a record.
 """
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ import socket
 from typing import Any
 
 import pytest
+from support.invariants import assert_clean
 
 from dynaunique import Model, OutcomeUnknownError, UnreachableError, atomic
 from dynaunique.testing import create_tables, use_endpoint
 
-from .invariants import assert_clean
 from .proxy import Fault, FaultProxy
 from .test_faults import (
     EXHAUSTING,

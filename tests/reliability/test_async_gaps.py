@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import pytest
 from pynamodb.exceptions import DoesNotExist
+from support.invariants import assert_clean
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -30,7 +31,6 @@ from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables, reset_local_dynamodb
 
 from . import point
-from .invariants import assert_clean
 from .proxy import Fault, FaultProxy
 
 pytestmark = pytest.mark.anyio

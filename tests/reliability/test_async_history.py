@@ -5,9 +5,9 @@ records and a few values — several tasks on one record at the same time, each 
 objects (a never-loaded object, or a copy it loaded with ``aget``). Every outcome is recorded;
 the only failures a call may end with are the library's answers to a race (the value is taken,
 the record changed or vanished under a loaded copy, conflicts kept on). At the end the invariant
-checker (``invariants.py``) must find the locks equal to the live values exactly — no value held
-by two records, no lock without its holder, none missing — and a fresh record can take no held
-value. ``--soak-ops N`` lengthens the run.
+checker (``tests/support/invariants.py``) must find the locks equal to the live values exactly —
+no value held by two records, no lock without its holder, none missing — and a fresh record can
+take no held value. ``--soak-ops N`` lengthens the run.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from pynamodb.exceptions import DoesNotExist
+from support.invariants import assert_clean
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -30,7 +31,6 @@ from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttr
 from dynaunique.testing import create_tables
 
 from . import point
-from .invariants import assert_clean
 
 if TYPE_CHECKING:
     from .conftest import Summary

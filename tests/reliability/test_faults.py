@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 import pytest
+from support.invariants import assert_clean, raw_item
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -35,7 +36,6 @@ from dynaunique.connection import policy_for
 from dynaunique.testing import create_tables
 
 from . import point
-from .invariants import assert_clean, raw_item
 from .proxy import Fault, FaultProxy, Recorded
 
 #: Generous, so a busy CI machine never turns a slow answer into an unplanned resend; the

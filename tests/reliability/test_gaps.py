@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 import pytest
+from support.invariants import assert_sound, check, probe_held_values
 
 from dynaunique import ConcurrentModificationError, DynauniqueError, Model, atomic
 from dynaunique.attributes import VersionAttribute
@@ -42,7 +43,6 @@ from .gaps import (
     swap_back,
     unguarded_followups,
 )
-from .invariants import assert_sound, check, probe_held_values
 from .proxy import FaultProxy
 
 #: Gaps attacked: before request 2, 3, … of the call.

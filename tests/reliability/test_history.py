@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from support.invariants import check, raw_client, scan_table
 
 from dynaunique import Model, UniqueViolation
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
@@ -34,7 +35,6 @@ from .history import (
     implausible_violations,
     summary,
 )
-from .invariants import check, raw_client, scan_table
 
 if TYPE_CHECKING:
     from .conftest import Summary

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.invariants import assert_clean, raw_client, scan_table
 
 from dynaunique import (
     ConfigurationError,
@@ -54,7 +55,6 @@ from dynaunique.locks import (
 from dynaunique.testing import create_tables
 
 from . import point
-from .invariants import assert_clean, raw_client, scan_table
 
 NAME = "EMAIL"
 

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.invariants import raw_item
 
 from dynaunique.testing import create_tables
 
 from . import point
 from .gaps import GapPlain
-from .invariants import raw_item
 from .proxy import Fault, FaultProxy
 
 

@@ -1,14 +1,15 @@
 """Observability of the faults: the ``resend`` event after an answer lost on the wire, and the
 ``drift_detected`` / ``foreign_lock_skipped`` events when a lock a record's values imply is held
 by another record (crafted with a raw write, as tests/reliability/test_ownership.py does).
-The other events are in tests/test_observe.py."""
+The other events are in tests/integration/test_observe.py."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
-from log_events import events, levels
+from support.invariants import assert_clean, raw_client, raw_item
+from support.log_events import events, levels
 
 from dynaunique import Model
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
@@ -16,7 +17,6 @@ from dynaunique.locks import lock_key
 from dynaunique.testing import create_tables
 
 from . import point
-from .invariants import assert_clean, raw_client, raw_item
 from .proxy import Fault, FaultProxy
 
 TABLE = "rel_observe"

@@ -14,14 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support import invariants
+from support.invariants import assert_clean, raw_client, raw_item, scan_table
 
 from dynaunique import Model, UniqueViolation, atomic
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.locks import lock_item, lock_key, lock_primary_key
 from dynaunique.testing import create_tables
 
-from . import invariants, point
-from .invariants import assert_clean, raw_client, raw_item, scan_table
+from . import point
 
 TABLE = "rel_ownership"
 X = "x@x.io"

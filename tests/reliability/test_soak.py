@@ -34,6 +34,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.invariants import assert_clean, raw_item
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -47,7 +48,6 @@ from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables
 
 from . import point
-from .invariants import assert_clean, raw_item
 from .proxy import Fault, FaultProxy
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from local_server_helpers import server_state
+from support.local_server import server_state
 
 from dynaunique.testing import set_conflict_rate
 

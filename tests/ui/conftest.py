@@ -6,17 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
-import fixtures_audit_models as fm
 import pytest
+import support.audit_models as fm
+from support.tables import raw_tables
 from ui_server import UIServer, running_ui
 
-from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
+from dynaunique.testing import reset_local_dynamodb
 
 
 @pytest.fixture(scope="module")
 def read_only(dynaunique_endpoint: str) -> Iterator[UIServer]:
-    """``dynaunique ui fixtures_audit_models --endpoint ...``: no repairs."""
+    """``dynaunique ui support.audit_models --endpoint ...``: no repairs."""
     with running_ui("--endpoint", dynaunique_endpoint) as server:
         yield server
 
@@ -36,6 +36,4 @@ def raw(dynaunique_endpoint: str) -> Any:
     this resets the same session server.
     """
     reset_local_dynamodb(dynaunique_endpoint)
-    use_endpoint(dynaunique_endpoint, *fm.MODELS)
-    create_tables(*fm.MODELS)
-    return boto3.client("dynamodb", endpoint_url=dynaunique_endpoint, region_name="us-east-1")
+    return raw_tables(dynaunique_endpoint, *fm.MODELS)

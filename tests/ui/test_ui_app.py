@@ -7,7 +7,7 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-import fixtures_audit_models as fm
+import support.audit_models as fm
 from ui_server import UIServer, running_ui
 
 from dynaunique import audit

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_plus
 
-import fixtures_audit_models as fm
 import pytest
+import support.audit_models as fm
 from ui_server import SHOTS, UIServer
 
 from dynaunique import audit

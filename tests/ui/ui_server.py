@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-#: The folder of fixtures_audit_models, which the command imports from its current directory.
+#: The folder of support.audit_models, which the command imports from its current directory.
 TESTS = Path(__file__).resolve().parent.parent
 #: Where the browser tests save their screenshots: docs/_static/ui (committed, shown in
 #: docs/operating-locks.md) when DYNAUNIQUE_UPDATE_SCREENSHOTS=1, else a scratch folder, so that
@@ -92,7 +92,7 @@ def _pump(stream: Any, lines: queue.Queue[str]) -> None:
 
 
 @contextmanager
-def running_ui(*args: str, module: str = "fixtures_audit_models") -> Iterator[UIServer]:
+def running_ui(*args: str, module: str = "support.audit_models") -> Iterator[UIServer]:
     """``dynaunique ui MODULE --port 0 ARGS...`` until the block ends (then it is terminated)."""
     command = [sys.executable, "-c", "from dynaunique.cli import main; main()",
                "ui", module, "--port", "0", *args]

@@ -1,0 +1,27 @@
+"""The ``wire`` fixture of the declaring tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from dynaunique import connection as du_connection
+from dynaunique.testing import use_endpoint
+
+from .declared import MODELS, Wire
+
+
+@pytest.fixture
+def wire(dynamodb: str) -> Iterator[Wire]:
+    """Point every model at the server and record what is sent (tables are created per test)."""
+    # Retarget only when needed: a new PynamoDB connection means a new botocore client, which
+    # costs far more than the test itself.
+    stale = [m for m in MODELS if m.Meta.host != dynamodb]
+    if stale:
+        use_endpoint(dynamodb, *stale)
+    recorder = Wire()
+    for model in MODELS:
+        recorder.hook(du_connection.client_for(model.Meta))
+    yield recorder
+    recorder.unhook()

@@ -1,0 +1,98 @@
+"""The benchmark suite's quick run works end to end: it writes every table, and the request
+counts — deterministic, unlike the timings — are the physical minimum for every operation."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+# benchmarks/ is a folder of the repository, not part of the installed package: plain `pytest`
+# (unlike `python -m pytest`) does not put the repository root on sys.path.
+ROOT = str(Path(__file__).resolve().parents[2])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from benchmarks import overhead  # noqa: E402
+from benchmarks import run as bench  # noqa: E402
+
+# operation → (requests sent in order, items written, items read); see docs/performance.md.
+MINIMUM = {
+    "create": (("TransactWriteItems",), 3, 0),
+    "update_unique": (("TransactWriteItems",), 3, 0),
+    "update_plain": (("PutItem",), 1, 0),
+    "update_actions_unique": (("TransactWriteItems",), 3, 0),
+    "update_actions_plain": (("UpdateItem",), 1, 0),
+    "delete_loaded": (("TransactWriteItems",), 3, 0),
+    "delete_unloaded": (("GetItem", "TransactWriteItems"), 3, 1),
+    "get_by_unique": (("GetItem", "GetItem"), 0, 2),
+    "swap": (("TransactWriteItems",), 4, 0),
+}
+
+HEADINGS = (
+    "# Performance",
+    "## Machine and versions",
+    "## Round trips and items per operation",
+    "## Client-side overhead per save",
+    "## Throughput under contention",
+    "## Bulk: migration backfill and audit, per record",
+)
+
+
+def test_quick_suite_writes_the_report_with_every_table(dynamodb: str, tmp_path: Path) -> None:
+    out = tmp_path / "performance.md"
+    suite = bench.produce(["--quick", "--peer", "off", "--endpoint", dynamodb, "--out", str(out)])
+
+    page = out.read_text(encoding="utf-8")
+    for heading in HEADINGS:
+        assert f"\n{heading}\n" in f"\n{page}", heading
+    assert "| create (k = 2 unique values) | 1 RT / 3 written (TransactWrite), 6 WCU |" in page
+
+    # 1. Round trips and items: dynaunique and the hand-written code both at the minimum.
+    rows = {row.key: row for row in suite.roundtrips.rows}
+    assert set(rows) == set(MINIMUM)
+    for key, (operations, written, read) in MINIMUM.items():
+        dyn = rows[key].dynaunique
+        assert (dyn.operations, dyn.written, dyn.read) == (operations, written, read), key
+        assert dyn.same_counts(rows[key].minimum), key
+        hand = rows[key].handwritten
+        if hand is not None:
+            assert (hand.round_trips, hand.written, hand.read) == (len(operations), written,
+                                                                   read), key
+    assert suite.roundtrips.state.clean
+
+    # 2. Overhead: every implementation timed on both transports.
+    assert [r.transport for r in suite.overhead] == ["stub (before-send handler)",
+                                                     "null HTTP server on 127.0.0.1"]
+    for result in suite.overhead:
+        assert result.rounds == bench.QUICK.stub_rounds or result.rounds == bench.QUICK.null_rounds
+        for op in overhead.OPS:
+            assert all(result.times[op][v]["median"] > 0 for v in overhead.VARIANTS)
+    assert suite.profile is not None and suite.profile.tree
+    assert suite.stages is not None
+    if suite.stages.skipped is None:
+        for op in overhead.OPS:
+            assert set(suite.stages.steps[op]) == set(overhead.STEP_NAMES)
+            assert suite.stages.save[op] > 0 and suite.stages.floor[op] > 0
+
+    # 3. Contention: one account per email, every lock right, one request per attempt at least.
+    assert [r.implementation for r in suite.contention] == ["dynaunique", "hand-written boto3"]
+    for race in suite.contention:
+        assert race.errors == 0
+        assert race.created == race.distinct_emails
+        assert race.created + race.taken == race.attempts
+        assert race.requests >= race.attempts
+        assert race.state.clean and race.state.records == race.created
+
+    # 4. Bulk: a part whose module exists ran and was right; a missing module is reported.
+    kinds = {r.kind for r in suite.bulk.runs}
+    for part, module in (("backfill", "dynaunique.migrations"), ("audit", "dynaunique.audit")):
+        if importlib.util.find_spec(module) is None:
+            assert part in suite.bulk.not_measured and part not in kinds
+        else:
+            assert part not in suite.bulk.not_measured, suite.bulk.not_measured[part]
+            assert part in kinds
+    assert all(r.correct for r in suite.bulk.runs)
+    for run in suite.bulk.runs:
+        if run.kind == "backfill":
+            assert run.written >= 2 * run.records  # k = 2 locks per record at least

@@ -1,0 +1,157 @@
+"""dynaunique.connection: every request goes through a PynamoDB connection, as PynamoDB's would.
+
+Against the local server: a model with no ``Meta.region`` writes to the region botocore's chain
+gives (where PynamoDB writes); PynamoDB's signals fire for dynaunique's transactions; a mock of
+``Connection._make_api_call`` (how PynamoDB's own tests mock) sees them; ``extra_headers`` reach
+the wire; ``max_retry_attempts``/``base_backoff_ms`` become the retry policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+from pynamodb.connection import Connection
+from pynamodb.models import Model as PynamoModel
+from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
+from support.recorders import listening
+
+from dynaunique import DynauniqueError, Model, connection
+from dynaunique.attributes import UnicodeAttribute
+from dynaunique.connection import connection_for
+from dynaunique.testing import create_tables
+
+
+class Regional(Model):
+    """No Meta.region: the region comes from botocore's chain (AWS_DEFAULT_REGION here)."""
+
+    class Meta:
+        table_name = "conn_regional"
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(unique=True, null=True)
+
+
+class PlainRegional(PynamoModel):
+    """PynamoDB's own model on the same table: where PynamoDB reads, dynaunique must write."""
+
+    class Meta:
+        table_name = "conn_regional"
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+
+
+class Signalled(Model):
+    class Meta:
+        table_name = "conn_signalled"
+        region = "us-east-1"
+        extra_headers = {"X-Dynaunique-Test": "signalled"}
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(unique=True, null=True)
+
+
+@pytest.fixture
+def regional(dynaunique_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    for model in (Regional, PlainRegional):
+        model.Meta.host = dynaunique_endpoint
+        model.Meta.region = None
+        model._connection = None
+    # Connections are cached by settings; this test changes the environment under one key.
+    connection._connections.clear()
+    create_tables(PlainRegional)
+    yield dynaunique_endpoint
+    connection._connections.clear()
+
+
+def test_a_model_without_region_writes_where_pynamodb_writes(regional: str) -> None:
+    assert connection_for(Regional.Meta).client.meta.region_name == "eu-west-1"
+    Regional(pk="R#1", email="ada@x.io").save()
+    # PynamoDB's own model, same settings, reads the record back: same region, same table.
+    assert PlainRegional.get("R#1", consistent_read=True).email == "ada@x.io"
+    assert PlainRegional.get("UNIQ#EMAIL#ada@x.io", consistent_read=True) is not None
+    # The table exists only in eu-west-1 on the server: us-east-1 has no such table.
+    PlainRegional.Meta.region = "us-east-1"
+    PlainRegional._connection = None
+    assert not PlainRegional.exists()
+
+
+@pytest.fixture
+def signalled(dynamodb: str) -> str:
+    Signalled.Meta.host = dynamodb
+    Signalled._connection = None
+    create_tables(Signalled)
+    return dynamodb
+
+
+def test_pynamodb_signals_fire_for_every_dynaunique_request(signalled: str) -> None:
+    seen: list[tuple[str, str, str | None]] = []
+
+    def pre(sender: Any, operation_name: str, table_name: str | None, req_uuid: Any) -> None:
+        seen.append(("pre", operation_name, table_name))
+
+    def post(sender: Any, operation_name: str, table_name: str | None, req_uuid: Any) -> None:
+        seen.append(("post", operation_name, table_name))
+
+    pre_dynamodb_send.connect(pre)
+    post_dynamodb_send.connect(post)
+    try:
+        account = Signalled(pk="S#1", email="ada@x.io")
+        account.save()
+        Signalled.get_by_unique("email", "ada@x.io")
+        account.delete()
+    finally:
+        pre_dynamodb_send.disconnect(pre)
+        post_dynamodb_send.disconnect(post)
+    assert seen == [
+        ("pre", "TransactWriteItems", None), ("post", "TransactWriteItems", None),
+        ("pre", "GetItem", "conn_signalled"), ("post", "GetItem", "conn_signalled"),
+        ("pre", "GetItem", "conn_signalled"), ("post", "GetItem", "conn_signalled"),
+        ("pre", "TransactWriteItems", None), ("post", "TransactWriteItems", None),
+    ]
+
+
+def test_a_mock_of_make_api_call_sees_dynaunique_requests(signalled: str) -> None:
+    """PynamoDB's own tests mock Connection._make_api_call: dynaunique's writes go through it."""
+    with mock.patch.object(Connection, "_make_api_call", return_value={}) as called:
+        Signalled(pk="S#2", email="grace@x.io").save()
+    operation, params = called.call_args.args
+    assert operation == "TransactWriteItems"
+    assert [next(iter(item)) for item in params["TransactItems"]] == ["Put", "Put"]
+    assert params["ReturnConsumedCapacity"] == "TOTAL"
+    assert params["ClientRequestToken"]
+
+
+def test_extra_headers_reach_the_wire(signalled: str) -> None:
+    headers: list[str | None] = []
+
+    def record(request: Any, **_: Any) -> None:
+        headers.append(request.headers.get("X-Dynaunique-Test"))
+
+    with listening([connection.client_for(Signalled.Meta)], record):
+        Signalled(pk="S#3", email="x@x.io").save()
+    assert headers == ["signalled"]
+
+
+def test_botocore_retries_are_off_so_dynaunique_decides_every_resend(signalled: str) -> None:
+    config = connection_for(Signalled.Meta).client.meta.config
+    assert config.retries == {"total_max_attempts": 1, "mode": "standard"}
+
+
+def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> None:
+    """The same ClientRequestToken with another body (IdempotentParameterMismatchException, as
+    DynamoDB and the embedded server answer) is a DynauniqueError that says nothing was applied.
+    dynaunique never reuses a token across calls; this forces one to show the mapping."""
+    first = Signalled(pk="S#10", email="first@x.io")
+    second = Signalled(pk="S#11", email="second@x.io")
+    with mock.patch("dynaunique.transaction.new_token", return_value="fixed-token-1"):
+        first.save()
+        with pytest.raises(DynauniqueError, match=r"ClientRequestToken .* different request"):
+            second.save()
+    assert Signalled.count("S#11") == 0
+    with pytest.raises(Signalled.DoesNotExist):
+        Signalled.get_by_unique("email", "second@x.io")

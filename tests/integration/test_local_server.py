@@ -1,0 +1,245 @@
+"""Tests of dynaunique.testing: the local server, its reset, its serialization, and its cleanup.
+
+Everything here talks to a real server process over HTTP; nothing uses ``mock_aws``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.exceptions import ClientError
+from pynamodb.attributes import UnicodeAttribute
+from pynamodb.models import Model
+from support import local_server as local_server_helpers
+from support.local_server import client
+
+from dynaunique.testing import (
+    LocalDynamoDB,
+    LocalServerError,
+    create_tables,
+    local_dynamodb,
+    reset_local_dynamodb,
+    use_endpoint,
+)
+
+TABLE = "testing-table"
+THREADS = 12
+ROUNDS = 10
+# moto walks the whole table inside each transaction, so a fuller table widens the window in
+# which unserialized requests interleave. With 1000 items, stock moto (`python -m moto.server`)
+# failed every one of 80 measured rounds (HTTP 500 "dictionary changed size during iteration",
+# or more than one winner); the serialized server must give exactly one winner every time.
+FILL = 1000
+
+
+def create_table(ddb: Any, name: str = TABLE) -> None:
+    local_server_helpers.create_table(ddb, name)
+
+
+def port_of(endpoint: str) -> int:
+    port = urlsplit(endpoint).port
+    assert port is not None
+    return port
+
+
+def refuses_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_endpoint_is_local_http(dynamodb: str) -> None:
+    parts = urlsplit(dynamodb)
+    assert parts.scheme == "http"
+    assert parts.hostname == "127.0.0.1"
+    assert port_of(dynamodb) > 0
+
+
+def test_boto3_can_create_put_and_get(dynamodb: str) -> None:
+    ddb = client(dynamodb)
+    create_table(ddb)
+    ddb.put_item(TableName=TABLE, Item={"PK": {"S": "a"}, "v": {"N": "1"}})
+    got = ddb.get_item(TableName=TABLE, Key={"PK": {"S": "a"}}, ConsistentRead=True)
+    assert got["Item"] == {"PK": {"S": "a"}, "v": {"N": "1"}}
+
+
+def test_reset_deletes_every_table(dynamodb: str) -> None:
+    ddb = client(dynamodb)
+    create_table(ddb)
+    ddb.put_item(TableName=TABLE, Item={"PK": {"S": "a"}})
+    reset_local_dynamodb(dynamodb)
+    assert ddb.list_tables()["TableNames"] == []
+
+
+def test_dynamodb_fixture_starts_each_test_clean(dynamodb: str) -> None:
+    # Earlier tests in this module created TABLE on the same (session-wide) server.
+    assert client(dynamodb).list_tables()["TableNames"] == []
+
+
+def test_fake_credentials_are_set_for_the_session(dynamodb: str) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        assert os.environ.get(name)
+
+
+def race_round(ddb: Any, round_no: int) -> list[str]:
+    """THREADS threads race to take one lock item; return the outcome of each thread."""
+    barrier = threading.Barrier(THREADS)
+    outcomes: list[str] = [""] * THREADS
+
+    def contend(i: int) -> None:
+        items = [
+            {
+                "Put": {
+                    "TableName": TABLE,
+                    "Item": {"PK": {"S": f"UNIQ#EMAIL#r{round_no}"}, "owner": {"S": f"t{i}"}},
+                    "ConditionExpression": "attribute_not_exists(PK)",
+                }
+            },
+            {"Put": {"TableName": TABLE, "Item": {"PK": {"S": f"REC#r{round_no}#t{i}"}}}},
+        ]
+        barrier.wait()
+        try:
+            ddb.transact_write_items(TransactItems=items)
+            outcomes[i] = "won"
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if code == "TransactionCanceledException" and reasons[0] == "ConditionalCheckFailed":
+                outcomes[i] = "lost"
+            else:
+                outcomes[i] = f"error {code} {reasons}"
+        except Exception as exc:  # an HTTP 500 or a dropped connection is a failure too
+            outcomes[i] = f"error {exc!r}"
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return outcomes
+
+
+def fill_table(ddb: Any, count: int) -> None:
+    for start in range(0, count, 25):
+        batch = [
+            {"PutRequest": {"Item": {"PK": {"S": f"FILL#{n}"}}}}
+            for n in range(start, min(count, start + 25))
+        ]
+        ddb.batch_write_item(RequestItems={TABLE: batch})
+
+
+def test_serialized_server_has_exactly_one_winner_per_race(dynamodb: str) -> None:
+    ddb = client(dynamodb, pool=THREADS * 2)
+    create_table(ddb)
+    fill_table(ddb, FILL)
+    for round_no in range(ROUNDS):
+        outcomes = race_round(ddb, round_no)
+        assert outcomes.count("won") == 1, outcomes
+        assert outcomes.count("lost") == THREADS - 1, outcomes
+
+        # All or nothing: the winner's record landed, and no loser's record did.
+        lock = ddb.get_item(
+            TableName=TABLE, Key={"PK": {"S": f"UNIQ#EMAIL#r{round_no}"}}, ConsistentRead=True
+        )["Item"]
+        winner = f"t{outcomes.index('won')}"
+        assert lock["owner"] == {"S": winner}
+        keys = [{"PK": {"S": f"REC#r{round_no}#t{i}"}} for i in range(THREADS)]
+        found = ddb.batch_get_item(RequestItems={TABLE: {"Keys": keys, "ConsistentRead": True}})[
+            "Responses"
+        ][TABLE]
+        assert [item["PK"]["S"] for item in found] == [f"REC#r{round_no}#{winner}"]
+
+
+def test_context_manager_stops_the_server() -> None:
+    with local_dynamodb() as endpoint:
+        port = port_of(endpoint)
+        assert client(endpoint).list_tables()["TableNames"] == []
+    assert refuses_connections(port)
+
+
+def test_server_is_stopped_when_the_block_raises() -> None:
+    server = LocalDynamoDB()
+    with pytest.raises(ZeroDivisionError), server as endpoint:
+        assert server.running
+        port = port_of(endpoint)
+        1 / 0  # noqa: B018
+    assert not server.running
+    assert server.returncode is not None
+    assert refuses_connections(port)
+    server.stop()  # idempotent
+
+
+def test_start_failure_reports_the_servers_stderr() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = LocalDynamoDB(port=taken.getsockname()[1])
+        with pytest.raises(LocalServerError, match=r"exited before it was ready[\s\S]*stderr"):
+            server.start()
+    assert not server.running
+
+
+def test_reset_of_an_unreachable_server_is_a_clear_error() -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(LocalServerError, match="could not reset"):
+        reset_local_dynamodb(f"http://127.0.0.1:{port}")
+
+
+class Widget(Model):
+    class Meta:
+        table_name = "widgets"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    colour = UnicodeAttribute(null=True)
+
+
+class WidgetAlias(Model):
+    """A second model on the same table, as lock items and records share one."""
+
+    class Meta:
+        table_name = "widgets"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+
+
+@pytest.fixture
+def widgets(dynamodb: str) -> Iterator[str]:
+    saved = {m: (m.Meta.host, m.Meta.region) for m in (Widget, WidgetAlias)}
+    use_endpoint(dynamodb, Widget, WidgetAlias)
+    yield dynamodb
+    for model, (host, region) in saved.items():
+        model.Meta.host, model.Meta.region = host, region
+        model._connection = None
+
+
+def test_use_endpoint_and_create_tables(widgets: str) -> None:
+    assert Widget.Meta.host == widgets
+    assert Widget.Meta.region == "us-east-1"
+    create_tables(Widget, WidgetAlias)  # one table for both
+    create_tables(Widget)  # already there: no error
+    Widget(pk="w1", colour="red").save()
+    assert Widget.get("w1", consistent_read=True).colour == "red"
+    assert WidgetAlias.get("w1", consistent_read=True).pk == "w1"
+    assert client(widgets).list_tables()["TableNames"] == ["widgets"]
+
+
+def test_use_endpoint_drops_a_cached_connection(widgets: str) -> None:
+    create_tables(Widget)
+    Widget(pk="w1").save()
+    with local_dynamodb() as other:
+        use_endpoint(other, Widget)
+        assert not Widget.exists()  # a fresh server: the cached connection was not reused
+        create_tables(Widget)
+        assert list(Widget.scan()) == []
+    use_endpoint(widgets, Widget)
+    assert [w.pk for w in Widget.scan()] == ["w1"]

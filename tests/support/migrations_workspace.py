@@ -1,0 +1,165 @@
+"""Helpers for the migrations tests: a throw-away models package per test, raw table reads.
+
+Each test gets a package with a unique name under ``tmp_path`` (so import caching never mixes
+two tests' models), rewrites its ``models.py`` to simulate a deploy, and inspects the table with
+raw boto3 calls rather than through dynaunique.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+if TYPE_CHECKING:
+    import pytest
+
+#: Model module source; ``{table}``, ``{email}`` (extra UnicodeAttribute options for email)
+#: ``{meta}`` (extra Meta lines) and ``{extra}`` (extra class body) are filled in.
+MODELS = '''\
+"""Test models (generated)."""
+
+from dynaunique import Model, UniqueConstraint, normalizers
+from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
+
+
+def active_only(account):
+    return account.status == "active"
+
+
+def strip_casefold(value):
+    return normalizers.casefold(normalizers.strip(value))
+
+
+class Account(Model):
+    class Meta:
+        table_name = "{table}"
+        region = "us-east-1"
+{meta}
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UnicodeAttribute(null=True{email})
+    handle = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(null=True)
+    version = VersionAttribute(null=True)
+{extra}
+'''
+
+
+class Workspace:
+    """A models package in ``root`` (on ``sys.path``) whose ``models.py`` can be redeployed."""
+
+    def __init__(self, root: Path, endpoint: str, table: str) -> None:
+        self.root = root
+        self.endpoint = endpoint
+        self.table = table
+        self.package = f"migpkg_{uuid.uuid4().hex[:10]}"
+        self.module = f"{self.package}.models"
+        self.directory = root / self.package
+        self.directory.mkdir()
+        (self.directory / "__init__.py").write_text("", encoding="utf-8")
+        self.migrations = self.directory / "dynamigrations"
+        self.client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+
+    def deploy(self, *, email: str = "", meta: str = "", extra: str = "") -> Any:
+        """Write ``models.py`` with these options and (re)import it; returns the module."""
+        source = MODELS.format(table=self.table, email=email,
+                               meta=textwrap.indent(meta, " " * 8) if meta else "",
+                               extra=textwrap.indent(extra, " " * 4) if extra else "")
+        (self.directory / "models.py").write_text(source, encoding="utf-8")
+        sys.modules.pop(self.module, None)
+        importlib.invalidate_caches()
+        module = importlib.import_module(self.module)
+        for value in vars(module).values():
+            meta_class = getattr(value, "Meta", None)
+            if meta_class is not None and getattr(meta_class, "table_name", None):
+                meta_class.host = self.endpoint
+                value._connection = None
+        return module
+
+    def project(self, **settings: Any) -> Any:
+        """A migrations Project over this workspace's models module."""
+        from dynaunique.cli._common import load_models
+        from dynaunique.migrations import Project, Settings
+
+        return Project(self.module, load_models(self.module), settings=Settings(**settings))
+
+    def create_table(self) -> None:
+        """The table with a string hash key ``PK`` and range key ``SK``."""
+        self.client.create_table(
+            TableName=self.table,
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
+                       {"AttributeName": "SK", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
+                                  {"AttributeName": "SK", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+
+    def put_raw(self, pk: str, **attributes: Any) -> None:
+        """Write a record with a plain PutItem (as data written before any constraint)."""
+        item: dict[str, Any] = {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}
+        for name, value in attributes.items():
+            item[name] = {"N": str(value)} if isinstance(value, int) else {"S": value}
+        self.client.put_item(TableName=self.table, Item=item)
+
+    def scan(self) -> list[dict[str, Any]]:
+        """Every item of the table (raw)."""
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
+        while True:
+            page = self.client.scan(**kwargs)
+            items.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def locks(self) -> dict[str, str]:
+        """Every lock item: hash key → the owner's PK."""
+        return {
+            item["PK"]["S"]: item["owner"]["M"]["PK"]["S"]
+            for item in self.scan()
+            if item["PK"]["S"].startswith("UNIQ#") and not item["PK"]["S"].startswith("UNIQ#~")
+        }
+
+    def ledger(self) -> set[str]:
+        """The hash keys of every ledger item."""
+        return {i["PK"]["S"] for i in self.scan() if i["PK"]["S"].startswith("UNIQ#~")}
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """Every record (non-dynaunique item): PK → plain attribute values."""
+        out = {}
+        for item in self.scan():
+            pk = item["PK"]["S"]
+            if pk.startswith("UNIQ#"):
+                continue
+            out[pk] = {k: next(iter(v.values())) for k, v in item.items()}
+        return out
+
+    def expected_locks(self, name: str = "EMAIL", field: str = "email",
+                       normalize: Any = str.casefold, when: Any = None) -> dict[str, str]:
+        """The locks the records require: lock key → owner PK."""
+        out = {}
+        for pk, record in self.records().items():
+            value = record.get(field)
+            if value is None or (when is not None and not when(record)):
+                continue
+            out[f"UNIQ#{name}#{normalize(value)}"] = pk
+        return out
+
+
+def open_workspace(root: Path, endpoint: str, table: str,
+                   monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """A :class:`Workspace` in ``root`` with its table created; ``root`` is the current directory
+    and first on ``sys.path`` for the test, and no bytecode is written (a redeployed
+    ``models.py`` must be read again, not its cached bytecode)."""
+    monkeypatch.chdir(root)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    workspace = Workspace(root, endpoint, table)
+    workspace.create_table()
+    return workspace

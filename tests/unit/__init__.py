@@ -1,0 +1,1 @@
+"""Tests of pure code: no server, no network (see tests/README.md)."""

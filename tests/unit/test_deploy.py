@@ -1,0 +1,94 @@
+"""deploy/ without a server: the CloudFormation template passes cfn-lint and grants the proven
+policies, the Terraform module parses and agrees."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from support.deploy_policies import DEPLOY, TABLE_ARN, load_policy, policy_actions
+
+# --- the templates --------------------------------------------------------------------------------
+
+TEMPLATE = DEPLOY / "cloudformation" / "dynaunique-table.yaml"
+
+
+TERRAFORM = DEPLOY / "terraform"
+
+
+def lint(template: Path) -> list[tuple[str, str]]:
+    """cfn-lint's findings (rule id, message) on a template, warnings included."""
+    from cfnlint.api import lint_file
+
+    return [(match.rule.id, match.message) for match in lint_file(template)]
+
+
+def _hcl(name: str) -> dict[str, Any]:
+    import hcl2
+
+    with (TERRAFORM / name).open() as handle:
+        parsed: dict[str, Any] = hcl2.load(handle)
+    return parsed
+
+
+def test_cloudformation_template_passes_cfn_lint() -> None:
+    """No error and no warning; cfn-lint also checks the IAM action names."""
+    assert lint(TEMPLATE) == []
+
+
+def test_cfn_lint_catches_a_broken_template(tmp_path: Path) -> None:
+    """The lint can fail: a non-boolean PITR flag and a misspelt IAM action are both reported."""
+    broken = TEMPLATE.read_text().replace(
+        "PointInTimeRecoveryEnabled: true", "PointInTimeRecoveryEnabled: sometimes"
+    ).replace("- dynamodb:ConditionCheckItem", "- dynamodb:ConditionCheckItems", 1)
+    (tmp_path / "broken.yaml").write_text(broken)
+    assert sorted(rule for rule, _ in lint(tmp_path / "broken.yaml")) == ["E3012", "W3037"]
+
+
+def test_cloudformation_policies_are_the_proven_ones() -> None:
+    """Each managed policy in the template grants exactly the actions of deploy/iam/<role>.json,
+    on the table the template creates; the table has PITR on and string keys."""
+    from cfnlint.decode import decode
+
+    template, problems = decode(str(TEMPLATE))
+    assert problems == []
+    resources = template["Resources"]
+    for role in ("application", "operator", "migrator"):
+        document = resources[f"{role.capitalize()}Policy"]["Properties"]["PolicyDocument"]
+        assert policy_actions(document) == policy_actions(load_policy(role)), role
+        assert [s["Resource"] for s in document["Statement"]] == [{"Fn::GetAtt": ["Table", "Arn"]}]
+    table = resources["Table"]["Properties"]
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    definitions = table["AttributeDefinitions"]["Fn::If"][1:]
+    assert {d["AttributeType"] for both in definitions for d in both} == {"S"}
+
+
+def test_terraform_module_parses_and_is_consistent() -> None:
+    """`terraform validate` needs the AWS provider from the Terraform registry, which this
+    machine cannot reach (docs/deploying.md), so this checks what can be checked offline: every
+    file parses as HCL2, every variable used is declared and every declared one used, the table
+    has PITR on, TTL only when an attribute is named, and each role's policy is read from
+    deploy/iam/<role>.json with the placeholder ARN the file really contains."""
+    files = {path.name: _hcl(path.name) for path in sorted(TERRAFORM.glob("*.tf"))}
+    assert sorted(files) == ["main.tf", "outputs.tf", "variables.tf", "versions.tf"]
+    declared = {name.strip('"') for block in files["variables.tf"]["variable"] for name in block}
+    text = "".join(path.read_text() for path in TERRAFORM.glob("*.tf"))
+    used = set(re.findall(r"\bvar\.(\w+)", text))
+    assert used == declared
+    main = files["main.tf"]
+    [table_block] = [r['"aws_dynamodb_table"'] for r in main["resource"]
+                     if '"aws_dynamodb_table"' in r]
+    table = table_block['"this"']
+    assert table["point_in_time_recovery"] == [{"enabled": True, "__is_block__": True}]
+    assert table["hash_key"] == "${var.hash_key}"
+    [ttl] = table["dynamic"][1:]
+    assert ttl['"ttl"']["for_each"] == "${var.ttl_attribute == null ? [] : [var.ttl_attribute]}"
+    [locals_block] = main["locals"]
+    roles = set(locals_block["roles"])
+    assert roles == {"application", "operator", "migrator"}
+    placeholder = locals_block["placeholder_arn"].strip('"')
+    assert placeholder == TABLE_ARN
+    assert 'file("${path.module}/../iam/${each.key}.json")' in text
+    for role in roles:
+        assert placeholder in (DEPLOY / "iam" / f"{role}.json").read_text()

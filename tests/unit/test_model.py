@@ -1,0 +1,91 @@
+"""dynaunique.Model's declaration checks: a bad class is refused at definition (no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+# Account holds the EMAIL lock name on model_accounts: the last test declares a second model there.
+from support.accounts import Account  # noqa: F401
+
+from dynaunique import (
+    ConfigurationError,
+    Model,
+    UniqueConstraint,
+    normalizers,
+)
+from dynaunique.attributes import (
+    NumberAttribute,
+    UnicodeAttribute,
+)
+
+
+def test_non_string_hash_key_is_refused_at_class_definition() -> None:
+    with pytest.raises(ConfigurationError, match="not a string attribute"):
+        class Numbered(Model):
+            class Meta:
+                table_name = "model_numbered"
+
+            id = NumberAttribute(hash_key=True)
+            email = UnicodeAttribute(unique=True)
+
+
+def test_hash_in_lock_name_is_refused_at_class_definition() -> None:
+    with pytest.raises(ConfigurationError, match="lock name 'E#MAIL' is not allowed"):
+        class Hashy(Model):
+            class Meta:
+                table_name = "model_hashy"
+
+            id = UnicodeAttribute(hash_key=True)
+            email = UnicodeAttribute(unique=True, lock_name="E#MAIL")
+
+
+def test_unknown_normalize_target_is_refused_at_class_definition() -> None:
+    with pytest.raises(ConfigurationError, match=r"normalize= names fields .*\['nickname'\]"):
+        class Page(Model):
+            class Meta:
+                table_name = "model_pages"
+                constraints = [UniqueConstraint(fields=("tenant", "slug"), name="TENANT_SLUG",
+                                                normalize={"nickname": normalizers.casefold})]
+
+            id = UnicodeAttribute(hash_key=True)
+            tenant = UnicodeAttribute()
+            slug = UnicodeAttribute()
+
+
+def test_non_callable_normalize_is_refused_at_class_definition() -> None:
+    with pytest.raises(ConfigurationError, match="normalize= must be callable"):
+        class Named(Model):
+            class Meta:
+                table_name = "model_named"
+
+            id = UnicodeAttribute(hash_key=True)
+            email = UnicodeAttribute(unique=True, normalize="casefold")  # type: ignore[arg-type]
+
+
+def test_constraint_on_an_unknown_field_is_refused_at_class_definition() -> None:
+    with pytest.raises(ConfigurationError, match="names unknown field 'slug'"):
+        class Page(Model):
+            class Meta:
+                table_name = "model_pages"
+                constraints = [UniqueConstraint(fields=("tenant", "slug"), name="TENANT_SLUG")]
+
+            id = UnicodeAttribute(hash_key=True)
+            tenant = UnicodeAttribute()
+
+
+def test_unique_on_a_key_or_normalize_without_unique_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="already unique"):
+        UnicodeAttribute(hash_key=True, unique=True)
+    with pytest.raises(ConfigurationError, match="only apply together with unique=True"):
+        UnicodeAttribute(normalize=normalizers.casefold)
+
+
+def test_two_models_sharing_an_implicit_lock_name_on_one_table_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="both use lock name 'EMAIL'"):
+        class Intruder(Model):
+            class Meta:
+                table_name = "model_accounts"
+
+            pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+            sk = UnicodeAttribute(range_key=True, attr_name="SK")
+            email = UnicodeAttribute(unique=True)
