@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from support.tables import raw_tables, scan_all
 
-from dynaunique import Model, UniqueViolation, connection, normalizers
+from dynaunique import Model, UniqueViolation, normalizers
+from dynaunique import _connection as connection
+from dynaunique._locks import RESERVED_PREFIX
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.locks import RESERVED_PREFIX
 
 THREADS = 12
 ROUNDS = 20

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from support.tables import raw_tables
 
-from dynaunique import UniqueViolation, aio, connection
+from dynaunique import UniqueViolation, aio
+from dynaunique import _connection as connection
 
 from .test_races import ROUNDS, THREADS, Member, one_winner, table_state
 

@@ -35,14 +35,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique.attributes import (
-    BinaryAttribute,
-    BooleanAttribute,
-    NumberAttribute,
-    TTLAttribute,
-    UnicodeAttribute,
-)
-from dynaunique.locks import (
+from dynaunique._locks import (
     LENGTH_HASH_TAG,
     LOCK_ATTRIBUTES,
     MAX_HASH_KEY_BYTES,
@@ -51,6 +44,13 @@ from dynaunique.locks import (
     encode_value,
     lock_key,
     split_lock_key,
+)
+from dynaunique.attributes import (
+    BinaryAttribute,
+    BooleanAttribute,
+    NumberAttribute,
+    TTLAttribute,
+    UnicodeAttribute,
 )
 from dynaunique.testing import create_tables
 

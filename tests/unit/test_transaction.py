@@ -1,4 +1,4 @@
-"""dynaunique.transaction: rendering, size limits, tokens, retries and the mapping of failures.
+"""dynaunique._transaction: rendering, size limits, tokens, retries and the mapping of failures.
 
 ``execute`` runs against a fake connection object that records its calls and answers from a script:
 these are unit tests of the retry and mapping logic. Behaviour against a server is in
@@ -23,30 +23,7 @@ from botocore.exceptions import (
 )
 
 from dynaunique import Model
-from dynaunique.attributes import UnicodeAttribute
-from dynaunique.errors import (
-    ConcurrentModificationError,
-    ConditionCheckFailedError,
-    DynauniqueError,
-    ForeignLockError,
-    OutcomeUnknownError,
-    TransactionTooLargeError,
-    UniqueViolation,
-    UnreachableError,
-)
-from dynaunique.transaction import (
-    MAX_BYTES,
-    MAX_ITEMS,
-    RetryPolicy,
-    check_size,
-    execute,
-    new_token,
-    render,
-    render_checked,
-    same_item,
-    to_json,
-)
-from dynaunique.unit_of_work import (
+from dynaunique._plan import (
     Absent,
     ConditionCheck,
     Expression,
@@ -59,6 +36,29 @@ from dynaunique.unit_of_work import (
     RecordUpdate,
     Unchanged,
     merge,
+)
+from dynaunique._transaction import (
+    MAX_BYTES,
+    MAX_ITEMS,
+    RetryPolicy,
+    check_size,
+    execute,
+    new_token,
+    render,
+    render_checked,
+    same_item,
+    to_json,
+)
+from dynaunique.attributes import UnicodeAttribute
+from dynaunique.errors import (
+    ConcurrentModificationError,
+    ConditionCheckFailedError,
+    DynauniqueError,
+    ForeignLockError,
+    OutcomeUnknownError,
+    TransactionTooLargeError,
+    UniqueViolation,
+    UnreachableError,
 )
 
 
@@ -95,7 +95,7 @@ class FakeClient:
         return outcome
 
     def dispatch(self, operation: str, params: dict[str, Any]) -> Any:
-        """What ``dynaunique.connection.send`` calls on a PynamoDB connection."""
+        """What ``dynaunique._connection.send`` calls on a PynamoDB connection."""
         return self._answer(operation, params)
 
     @property

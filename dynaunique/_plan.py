@@ -1,7 +1,7 @@
 """Plan writes: the loaded state of each object against its current state → a Plan. No I/O.
 
 A :class:`Plan` is data — the exact record and lock writes a save or delete needs, each with its
-guard — so it can be printed, asserted in a unit test, or handed to ``dynaunique.transaction`` to
+guard — so it can be printed, asserted in a unit test, or handed to ``dynaunique._transaction`` to
 execute. The rules (docs/how-it-works.md shows each request):
 
 * create: record put (guarded on absence) + one lock put per lock the record holds;
@@ -31,6 +31,7 @@ from dynaunique._items import (
     record_key,
 )
 from dynaunique._kinds import Kind
+from dynaunique._locks import untyped
 from dynaunique._writes import (
     RECORD_WRITES,
     Absent,
@@ -51,7 +52,6 @@ from dynaunique._writes import (
     unchanged_guard,
 )
 from dynaunique.errors import ConcurrentModificationError, InvalidValueError, UniqueViolation
-from dynaunique.locks import untyped
 
 __all__ = [  # the vocabulary the planner's callers used to import from here
     "RECORD_WRITES",

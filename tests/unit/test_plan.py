@@ -1,4 +1,4 @@
-"""dynaunique.unit_of_work: the exact plan and request of every write (docs/how-it-works.md).
+"""dynaunique._plan (the planner): the exact plan and request of every write (docs/how-it-works.md).
 
 Planning does no I/O, so no server is needed: instances are built in memory and ``_du_loaded`` is
 set to a raw item to stand for "loaded from DynamoDB".
@@ -21,10 +21,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique.attributes import TTLAttribute, UnicodeAttribute, VersionAttribute
-from dynaunique.errors import UnsupportedOperationError
-from dynaunique.transaction import render
-from dynaunique.unit_of_work import (
+from dynaunique._plan import (
     Absent,
     HeldBy,
     LockChange,
@@ -41,6 +38,9 @@ from dynaunique.unit_of_work import (
     plan_delete,
     plan_save,
 )
+from dynaunique._transaction import render
+from dynaunique.attributes import TTLAttribute, UnicodeAttribute, VersionAttribute
+from dynaunique.errors import UnsupportedOperationError
 
 NOW = "2024-05-01T12:00:00.000000+00:00"
 
