@@ -239,7 +239,7 @@ def _state(op: str, n: int) -> BenchAccount:
 def stages(rounds: int) -> Stages:
     """Time each step of dynaunique's saves on the stub transport."""
     from dynaunique import _transaction as transaction
-    from dynaunique._plan import RecordPut
+    from dynaunique._writes import RecordPut
 
     client = stub(point_at(STUB_ENDPOINT))
     clock = time.thread_time_ns

@@ -17,7 +17,7 @@ from benchmarks.consistency import TableState, table_state
 from benchmarks.counting import RequestLog, Sent
 from benchmarks.handwritten import HandWritten, make_client
 from benchmarks.models import TABLE, BenchAccount, fresh_table, point_at
-from dynaunique import _atomic as atomic
+from dynaunique import atomic
 
 
 @attrs.frozen

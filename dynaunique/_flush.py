@@ -35,17 +35,11 @@ from typing import Any, Protocol
 import attrs
 
 from dynaunique._connection import Steps, connection_for, policy_for, run
+from dynaunique._items import LockRef
 from dynaunique._kinds import Kind
-from dynaunique._plan import (
-    ConditionCheck,
-    LockRef,
-    Plan,
-    RecordDelete,
-    RecordPut,
-    Write,
-    merge,
-)
+from dynaunique._plan import Plan, merge
 from dynaunique._transaction import execute_steps, same_item
+from dynaunique._writes import ConditionCheck, RecordDelete, RecordPut, Write
 from dynaunique.errors import (
     ConcurrentModificationError,
     DynauniqueError,

@@ -20,14 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from dynaunique._items import (
-    SECRET_ENV,
-    BoundConstraint,
     LockRef,
     ModelInfo,
     Typed,
     TypedKey,
-    lock_of,
-    locks_of,
     record_key,
 )
 from dynaunique._kinds import Kind
@@ -35,16 +31,13 @@ from dynaunique._locks import untyped
 from dynaunique._writes import (
     RECORD_WRITES,
     Absent,
-    ConditionCheck,
     Expression,
-    Guard,
     HeldBy,
     LockDelete,
     LockPut,
     RecordDelete,
     RecordPut,
     RecordUpdate,
-    Unchanged,
     Write,
     lock_delete,
     lock_put,
@@ -52,40 +45,6 @@ from dynaunique._writes import (
     unchanged_guard,
 )
 from dynaunique.errors import ConcurrentModificationError, InvalidValueError, UniqueViolation
-
-__all__ = [  # the vocabulary the planner's callers used to import from here
-    "RECORD_WRITES",
-    "SECRET_ENV",
-    "Absent",
-    "BoundConstraint",
-    "ChangeKind",
-    "ConditionCheck",
-    "Expression",
-    "Guard",
-    "HeldBy",
-    "LockChange",
-    "LockDelete",
-    "LockPut",
-    "LockRef",
-    "ModelInfo",
-    "Plan",
-    "RecordDelete",
-    "RecordPut",
-    "RecordUpdate",
-    "Typed",
-    "TypedKey",
-    "Unchanged",
-    "Write",
-    "diff_locks",
-    "lock_of",
-    "locks_of",
-    "merge",
-    "plan_delete",
-    "plan_save",
-    "plan_update",
-    "record_key",
-    "unchanged_guard",
-]
 
 
 class ChangeKind(Kind):

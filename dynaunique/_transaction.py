@@ -23,16 +23,7 @@ from pynamodb.connection import Connection
 
 from dynaunique._connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, run, send_steps
 from dynaunique._locks import OWNER_ATTR, untyped
-from dynaunique._plan import (
-    ConditionCheck,
-    LockDelete,
-    LockPut,
-    Plan,
-    RecordDelete,
-    RecordPut,
-    RecordUpdate,
-    Write,
-)
+from dynaunique._plan import Plan
 from dynaunique._render import (
     MAX_BYTES,
     MAX_ITEMS,
@@ -43,6 +34,15 @@ from dynaunique._render import (
     render_checked,
     render_write,
     to_json,
+)
+from dynaunique._writes import (
+    ConditionCheck,
+    LockDelete,
+    LockPut,
+    RecordDelete,
+    RecordPut,
+    RecordUpdate,
+    Write,
 )
 from dynaunique.errors import (
     ConcurrentModificationError,

@@ -77,7 +77,7 @@ def recreate(model: type[Model], key: str, value: str) -> None:
 
 def swap_back(model: type[Model], x: str, y: str, x_value: str, y_value: str) -> None:
     """Put ``x_value`` back on ``x`` and ``y_value`` on ``y``, in one atomic() unit."""
-    from dynaunique import _atomic as atomic
+    from dynaunique import atomic
 
     first = model.get(x, consistent_read=True)
     second = model.get(y, consistent_read=True)

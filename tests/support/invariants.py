@@ -26,6 +26,7 @@ import attrs
 import boto3
 
 from dynaunique import Model
+from dynaunique._items import LockRef, ModelInfo, locks_of
 from dynaunique._locks import (
     CONSTRAINT_ATTR,
     LOCK_SORT_KEY,
@@ -37,7 +38,6 @@ from dynaunique._locks import (
     split_lock_key,
     typed,
 )
-from dynaunique._plan import LockRef, ModelInfo, locks_of
 
 Raw = dict[str, Any]
 #: A record's typed primary key, as lock items store it in ``owner``.

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynaunique import ConfigurationError, Model, UniqueConstraint, normalizers
+from dynaunique._items import SECRET_ENV, LockRef, locks_of
 from dynaunique._locks import lock_key
-from dynaunique._plan import SECRET_ENV, LockRef, locks_of
 from dynaunique.attributes import (
     BinaryAttribute,
     NumberAttribute,

@@ -21,24 +21,18 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique._plan import (
+from dynaunique._items import LockRef, ModelInfo, locks_of
+from dynaunique._plan import LockChange, Plan, merge, plan_delete, plan_save
+from dynaunique._transaction import render
+from dynaunique._writes import (
     Absent,
     HeldBy,
-    LockChange,
     LockDelete,
     LockPut,
-    LockRef,
-    ModelInfo,
-    Plan,
     RecordDelete,
     RecordPut,
     Unchanged,
-    locks_of,
-    merge,
-    plan_delete,
-    plan_save,
 )
-from dynaunique._transaction import render
 from dynaunique.attributes import TTLAttribute, UnicodeAttribute, VersionAttribute
 from dynaunique.errors import UnsupportedOperationError
 

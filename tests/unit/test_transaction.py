@@ -23,20 +23,8 @@ from botocore.exceptions import (
 )
 
 from dynaunique import Model
-from dynaunique._plan import (
-    Absent,
-    ConditionCheck,
-    Expression,
-    HeldBy,
-    LockPut,
-    LockRef,
-    Plan,
-    RecordDelete,
-    RecordPut,
-    RecordUpdate,
-    Unchanged,
-    merge,
-)
+from dynaunique._items import LockRef
+from dynaunique._plan import Plan, merge
 from dynaunique._transaction import (
     MAX_BYTES,
     MAX_ITEMS,
@@ -48,6 +36,17 @@ from dynaunique._transaction import (
     render_checked,
     same_item,
     to_json,
+)
+from dynaunique._writes import (
+    Absent,
+    ConditionCheck,
+    Expression,
+    HeldBy,
+    LockPut,
+    RecordDelete,
+    RecordPut,
+    RecordUpdate,
+    Unchanged,
 )
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import (

@@ -16,8 +16,8 @@ from dynaunique import (
     UniqueViolation,
     atomic,
 )
+from dynaunique._items import SECRET_ENV
 from dynaunique._locks import RESERVED_PREFIX
-from dynaunique._plan import SECRET_ENV
 
 from .declared import (
     SECRET,
