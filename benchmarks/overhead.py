@@ -196,7 +196,7 @@ def run_null_server(rounds: int, warmup: int = 50) -> Result:
 class Stages:
     """dynaunique's save cut into its steps, each timed alone (median thread CPU time, µs).
 
-    Uses dynaunique's internals (``Model._du_plan_save``, ``transaction.render``/``encode``/
+    Uses dynaunique's internals (``Model._du_plan_save``, ``_render.render``/``encode``/
     ``check_size``/``new_token``, ``Model._du_after_save``) — the steps ``save()`` runs — so it
     names where the time goes. If those internals change, the breakdown is skipped, not wrong.
     """
@@ -213,7 +213,7 @@ class Stages:
 
 
 STEP_NAMES = ("Model(...) construction", "_du_plan_save (plan: locks, guards)",
-              "transaction.render (request dict)", "encode + check_size + new_token",
+              "_render.render (request dict)", "encode + check_size + new_token",
               "_du_after_save (snapshot)",
               "rest of save(), by difference (client_for, retry loop; noise can make it < 0)")
 
@@ -238,7 +238,7 @@ def _state(op: str, n: int) -> BenchAccount:
 
 def stages(rounds: int) -> Stages:
     """Time each step of dynaunique's saves on the stub transport."""
-    from dynaunique import _transaction as transaction
+    from dynaunique import _render
     from dynaunique._writes import RecordPut
 
     client = stub(point_at(STUB_ENDPOINT))
@@ -258,12 +258,12 @@ def stages(rounds: int) -> Stages:
                 t2 = clock()
                 plan = account._du_plan_save()
                 t3 = clock()
-                request = transaction.render(plan)
+                request = _render.render(plan)
                 t4 = clock()
                 if plan.is_transaction:
-                    encoded = transaction.encode(request)
-                    transaction.check_size(request, encoded)
-                    transaction.new_token(request, encoded)
+                    encoded = _render.encode(request)
+                    _render.check_size(request, encoded)
+                    _render.new_token(request, encoded)
                 t5 = clock()
                 record = plan.writes[0]
                 assert isinstance(record, RecordPut)
