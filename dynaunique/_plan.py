@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
+from dynaunique import _writes
 from dynaunique._items import (
     LockRef,
     ModelInfo,
@@ -28,22 +29,6 @@ from dynaunique._items import (
 )
 from dynaunique._kinds import Kind
 from dynaunique._locks import untyped
-from dynaunique._writes import (
-    RECORD_WRITES,
-    Absent,
-    Expression,
-    HeldBy,
-    LockDelete,
-    LockPut,
-    RecordDelete,
-    RecordPut,
-    RecordUpdate,
-    Write,
-    lock_delete,
-    lock_put,
-    ttl_epoch,
-    unchanged_guard,
-)
 from dynaunique.errors import ConcurrentModificationError, InvalidValueError, UniqueViolation
 
 
@@ -79,7 +64,7 @@ class LockChange:
 class Plan:
     """The writes of one unit of work and the lock diff that produced them."""
 
-    writes: tuple[Write, ...]
+    writes: tuple[_writes.Write, ...]
     changes: tuple[LockChange, ...] = ()
     #: A model without constraints: its single write is sent as PynamoDB sends it (no
     #: ``ReturnValuesOnConditionCheckFailure``, which only dynaunique's settling reads).
@@ -88,7 +73,7 @@ class Plan:
     @property
     def is_transaction(self) -> bool:
         """False when the plan is one record write and nothing else: a plain conditional write."""
-        return not (len(self.writes) == 1 and isinstance(self.writes[0], RECORD_WRITES))
+        return not (len(self.writes) == 1 and isinstance(self.writes[0], _writes.RECORD_WRITES))
 
     @property
     def has_work(self) -> bool:
@@ -100,7 +85,7 @@ class Plan:
         hold: they were never this record's to delete)."""
         skip = set(lock_keys)
         writes = tuple(w for w in self.writes
-                       if not (isinstance(w, LockDelete) and w.lock.key in skip))
+                       if not (isinstance(w, _writes.LockDelete) and w.lock.key in skip))
         return Plan(writes, self.changes, self.pynamodb)
 
 
@@ -121,7 +106,7 @@ def plan_save(
     loaded_item: Mapping[str, Typed] | None,
     old_locks: Mapping[str, LockRef],
     now: str,
-    condition: Expression | None = None,
+    condition: _writes.Expression | None = None,
     use_version: bool = True,
     condition_reads: Iterable[str] = (),
 ) -> Plan:
@@ -132,15 +117,15 @@ def plan_save(
     """
     key = record_key(info, item)
     if loaded_item is None:
-        record: RecordPut = RecordPut(info.table, info.name, key, item, Absent(), condition,
-                                      create=True)
-        puts = [lock_put(info, lock, key, item, created=now)
+        record = _writes.RecordPut(info.table, info.name, key, item, _writes.Absent(),
+                                   condition, create=True)
+        puts = [_writes.lock_put(info, lock, key, item, created=now)
                 for _, lock in sorted(new_locks.items())]
         return Plan((record, *puts), diff_locks({}, new_locks))
 
-    guard = unchanged_guard(info, loaded_item, use_version=use_version,
+    guard = _writes.unchanged_guard(info, loaded_item, use_version=use_version,
                             condition_reads=condition_reads)
-    record = RecordPut(info.table, info.name, key, item, guard, condition)
+    record = _writes.RecordPut(info.table, info.name, key, item, guard, condition)
     changes = diff_locks(old_locks, new_locks)
     lock_writes = _lock_writes(info, changes, key, loaded_item, item, now)
     return Plan((record, *lock_writes), changes)
@@ -148,20 +133,20 @@ def plan_save(
 
 def _lock_writes(info: ModelInfo, changes: Sequence[LockChange], key: TypedKey,
                  before: Mapping[str, Typed], after: Mapping[str, Typed],
-                 now: str) -> list[Write]:
+                 now: str) -> list[_writes.Write]:
     """The lock puts and deletes that take a record from ``before`` to ``after``."""
-    ttl_changed = ttl_epoch(info, after) != ttl_epoch(info, before)
-    writes: list[Write] = []
+    ttl_changed = _writes.ttl_epoch(info, after) != _writes.ttl_epoch(info, before)
+    writes: list[_writes.Write] = []
     for change in changes:
         if change.kind is ChangeKind.UNCHANGED:
             if change.new is not None and ttl_changed:
                 # Re-put with the new expiry so the lock expires with the record.
-                writes.append(lock_put(info, change.new, key, after, created=now))
+                writes.append(_writes.lock_put(info, change.new, key, after, created=now))
             continue
         if change.new is not None:
-            writes.append(lock_put(info, change.new, key, after, created=now))
+            writes.append(_writes.lock_put(info, change.new, key, after, created=now))
         if change.old is not None:
-            writes.append(lock_delete(info.table, info.key_attributes, change.old, key,
+            writes.append(_writes.lock_delete(info.table, info.key_attributes, change.old, key,
                                       model=info.name))
     return writes
 
@@ -171,16 +156,16 @@ def plan_delete(
     *,
     loaded_item: Mapping[str, Typed],
     old_locks: Mapping[str, LockRef],
-    condition: Expression | None = None,
+    condition: _writes.Expression | None = None,
     use_version: bool = True,
     condition_reads: Iterable[str] = (),
 ) -> Plan:
     """Plan the delete of a loaded record and every lock it holds."""
     key = record_key(info, loaded_item)
-    guard = unchanged_guard(info, loaded_item, use_version=use_version,
+    guard = _writes.unchanged_guard(info, loaded_item, use_version=use_version,
                             condition_reads=condition_reads)
-    record = RecordDelete(info.table, info.name, key, guard, condition)
-    deletes = [lock_delete(info.table, info.key_attributes, lock, key, model=info.name)
+    record = _writes.RecordDelete(info.table, info.name, key, guard, condition)
+    deletes = [_writes.lock_delete(info.table, info.key_attributes, lock, key, model=info.name)
                for _, lock in sorted(old_locks.items())]
     return Plan((record, *deletes), diff_locks(old_locks, {}))
 
@@ -189,13 +174,13 @@ def plan_update(
     info: ModelInfo,
     *,
     loaded_item: Mapping[str, Typed],
-    update: Expression,
+    update: _writes.Expression,
     predicted_item: dict[str, Typed] | None,
     old_locks: Mapping[str, LockRef],
     new_locks: Mapping[str, LockRef],
     lock_relevant: bool,
     now: str,
-    condition: Expression | None = None,
+    condition: _writes.Expression | None = None,
     use_version: bool = True,
     condition_reads: Iterable[str] = (),
     predicted_complete: bool = True,
@@ -211,10 +196,10 @@ def plan_update(
     still decides the locks but is not the record's exact next state.
     """
     key = record_key(info, loaded_item)
-    guard = (unchanged_guard(info, loaded_item, use_version=use_version,
+    guard = (_writes.unchanged_guard(info, loaded_item, use_version=use_version,
                              condition_reads=condition_reads)
              if lock_relevant or info.has_conditions else None)
-    record = RecordUpdate(info.table, info.name, key, update, guard, condition,
+    record = _writes.RecordUpdate(info.table, info.name, key, update, guard, condition,
                           predicted_item if predicted_complete else None)
     if not lock_relevant:
         return Plan((record,), ())
@@ -228,7 +213,7 @@ def _item_id(table: str, key: Mapping[str, Typed]) -> tuple[str, str]:
     return table, repr(sorted((k, sorted(v.items())) for k, v in key.items()))
 
 
-def merge(plans: Sequence[Plan], extra: Iterable[Write] = ()) -> Plan:
+def merge(plans: Sequence[Plan], extra: Iterable[_writes.Write] = ()) -> Plan:
     """Combine the plans of one unit of work into one, as DynamoDB needs it.
 
     DynamoDB rejects two operations on one item in a transaction, so the writes to one lock item
@@ -236,14 +221,14 @@ def merge(plans: Sequence[Plan], extra: Iterable[Write] = ()) -> Plan:
     one put guarded by "owned by the old holder or the new one". Two records taking the same
     value is a :class:`UniqueViolation` before anything is sent.
     """
-    records: list[Write] = []
-    seen_records: dict[tuple[str, str], Write] = {}
-    locks: dict[tuple[str, str], list[LockPut | LockDelete]] = {}
+    records: list[_writes.Write] = []
+    seen_records: dict[tuple[str, str], _writes.Write] = {}
+    locks: dict[tuple[str, str], list[_writes.LockPut | _writes.LockDelete]] = {}
     changes: list[LockChange] = []
     for plan in plans:
         changes.extend(plan.changes)
         for write in plan.writes:
-            if isinstance(write, (LockPut, LockDelete)):
+            if isinstance(write, (_writes.LockPut, _writes.LockDelete)):
                 locks.setdefault(_item_id(write.table, write.key), []).append(write)
                 continue
             ident = _item_id(write.table, write.key)
@@ -263,7 +248,7 @@ def merge(plans: Sequence[Plan], extra: Iterable[Write] = ()) -> Plan:
             )
         seen_records[ident] = write
         records.append(write)
-    lock_writes: list[Write] = []
+    lock_writes: list[_writes.Write] = []
     for group in locks.values():
         lock_writes.append(_fuse(group))
     # One write of a model without constraints, alone: still sent as PynamoDB sends it.
@@ -271,11 +256,12 @@ def merge(plans: Sequence[Plan], extra: Iterable[Write] = ()) -> Plan:
     return Plan((*records, *lock_writes), tuple(changes), pynamodb=alone and plans[0].pynamodb)
 
 
-def _fuse(group: list[LockPut | LockDelete]) -> LockPut | LockDelete:
+def _fuse(group: list[_writes.LockPut | _writes.LockDelete]
+          ) -> _writes.LockPut | _writes.LockDelete:
     if len(group) == 1:
         return group[0]
-    puts = [w for w in group if isinstance(w, LockPut)]
-    deletes = [w for w in group if isinstance(w, LockDelete)]
+    puts = [w for w in group if isinstance(w, _writes.LockPut)]
+    deletes = [w for w in group if isinstance(w, _writes.LockDelete)]
     if len(puts) > 1:
         first, second = puts[0], puts[1]
         raise UniqueViolation(
@@ -290,7 +276,7 @@ def _fuse(group: list[LockPut | LockDelete]) -> LockPut | LockDelete:
     if puts:
         put = puts[0]
         owners = (put.owner, *[o for o in previous if o != put.owner])
-        return attrs.evolve(put, guard=HeldBy(owners))
+        return attrs.evolve(put, guard=_writes.HeldBy(owners))
     if len({repr(d.guard.owners) for d in deletes}) > 1:
         raise ConcurrentModificationError(
             f"two records of this unit of work both believe they hold lock {deletes[0].lock.key!r};"

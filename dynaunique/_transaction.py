@@ -24,17 +24,7 @@ from pynamodb.connection import Connection
 from dynaunique._connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, run, send_steps
 from dynaunique._locks import OWNER_ATTR, untyped
 from dynaunique._plan import Plan
-from dynaunique._render import (
-    MAX_BYTES,
-    MAX_ITEMS,
-    check_size,
-    encode,
-    new_token,
-    render,
-    render_checked,
-    render_write,
-    to_json,
-)
+from dynaunique._render import check_size, encode, new_token, render
 from dynaunique._writes import (
     ConditionCheck,
     LockDelete,
@@ -53,12 +43,6 @@ from dynaunique.errors import (
 )
 from dynaunique.observe import HASHED, emit
 from dynaunique.observe import write_logger as _log
-
-__all__ = [
-    "MAX_BYTES", "MAX_ITEMS", "check_size", "encode", "execute", "execute_steps", "new_token",
-    "render", "render_checked", "render_write", "same_item", "to_json",
-]
-
 
 # --- executing -----------------------------------------------------------------------------------
 

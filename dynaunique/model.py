@@ -26,7 +26,7 @@ from dynaunique._model.binding import ModelMeta
 from dynaunique._model.calls import CallsMixin
 from dynaunique._model.lookup import LookupMixin
 from dynaunique._model.reads import ReadMixin, mark_partial
-from dynaunique._transaction import render_checked
+from dynaunique._render import render_checked
 from dynaunique.errors import UnsupportedOperationError
 
 __all__ = ["Model", "ModelMeta"]

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dynaunique import audit
-from dynaunique._transaction import to_json
+from dynaunique._render import to_json
 from dynaunique.cli._common import CannotRun, endpoint_option, load_models, point_at
 from dynaunique.errors import DynauniqueError
 from dynaunique.model import Model

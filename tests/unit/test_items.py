@@ -20,7 +20,7 @@ from dynaunique._items import (
     owner_key,
     plain_key,
 )
-from dynaunique._transaction import render_write
+from dynaunique._render import render_write
 from dynaunique._writes import (
     Absent,
     ConditionCheck,

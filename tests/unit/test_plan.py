@@ -23,7 +23,7 @@ from dynaunique import (
 )
 from dynaunique._items import LockRef, ModelInfo, locks_of
 from dynaunique._plan import LockChange, Plan, merge, plan_delete, plan_save
-from dynaunique._transaction import render
+from dynaunique._render import render
 from dynaunique._writes import (
     Absent,
     HeldBy,

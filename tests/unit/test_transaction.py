@@ -23,20 +23,19 @@ from botocore.exceptions import (
 )
 
 from dynaunique import Model
+from dynaunique._connection import RetryPolicy
 from dynaunique._items import LockRef
 from dynaunique._plan import Plan, merge
-from dynaunique._transaction import (
+from dynaunique._render import (
     MAX_BYTES,
     MAX_ITEMS,
-    RetryPolicy,
     check_size,
-    execute,
     new_token,
     render,
     render_checked,
-    same_item,
     to_json,
 )
+from dynaunique._transaction import execute, same_item
 from dynaunique._writes import (
     Absent,
     ConditionCheck,
