@@ -1,4 +1,4 @@
-"""Async fixtures of the ``dynaunique.testing`` pytest plugin (registered by it).
+"""Async fixtures of dynaunique's pytest plugin (``dynaunique._pytest_plugin`` registers them).
 
 ``aio_dynamodb``: the ``dynamodb`` fixture for an async test — the session's local server, reset
 — that also closes the event loop's dynaunique HTTP clients when the test ends, so no client
