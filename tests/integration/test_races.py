@@ -88,6 +88,19 @@ def one_winner(round_: int, email: str, members: list[Member], outcomes: list[An
     expected_locks[f"UNIQ#EMAIL#{email}"] = winner.pk
 
 
+def one_mover(round_: int, target: str, loaded: list[Member], outcomes: list[Any],
+              current: dict[str, str]) -> None:
+    """One round of moves' verdict: exactly one member moved to ``target``, every other got a
+    UniqueViolation naming the winner; ``current`` (record PK → email) records the move."""
+    winners = [m.pk for m, outcome in zip(loaded, outcomes, strict=True) if outcome is None]
+    assert len(winners) == 1, f"round {round_}: winners {winners}"
+    for outcome in outcomes:
+        if outcome is not None:
+            assert isinstance(outcome, UniqueViolation), repr(outcome)
+            assert outcome.owner == {"PK": winners[0], "SK": "PROFILE"}
+    current[winners[0]] = target
+
+
 def test_concurrent_signups_on_one_email_have_exactly_one_winner_per_round(raw: Any) -> None:
     expected_records: dict[str, str] = {}
     expected_locks: dict[str, str] = {}
@@ -119,13 +132,7 @@ def test_concurrent_moves_of_different_accounts_to_one_email(raw: Any) -> None:
             return job
 
         outcomes = run_together([move(member) for member in loaded])
-        winners = [m.pk for m, outcome in zip(loaded, outcomes, strict=True) if outcome is None]
-        assert len(winners) == 1, f"round {round_}: winners {winners}"
-        for outcome in outcomes:
-            if outcome is not None:
-                assert isinstance(outcome, UniqueViolation), repr(outcome)
-                assert outcome.owner == {"PK": winners[0], "SK": "PROFILE"}
-        current[winners[0]] = target
+        one_mover(round_, target, loaded, outcomes, current)
         # The winner's old value is free, every loser still holds its own, no orphan.
         assert table_state(raw) == (
             current, {f"UNIQ#EMAIL#{email}": pk for pk, email in current.items()})
