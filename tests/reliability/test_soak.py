@@ -62,8 +62,8 @@ TABLE = "rel_soak"
 
 
 
-class SoakPlain(Model):
-    """Half the accounts: "unchanged since loaded" compares the unique values."""
+class SoakVersioned(Model):
+    """Half the accounts: "unchanged since loaded" is the version."""
 
     class Meta:
         table_name = TABLE
@@ -75,17 +75,22 @@ class SoakPlain(Model):
                              lock_name="EMAIL")
     handle = UnicodeAttribute(unique=True, null=True, lock_name="HANDLE")
     note = UnicodeAttribute(null=True)
+    version = VersionAttribute()
 
 
-class SoakVersioned(SoakPlain):
-    """The other half, on the same table: SoakPlain's fields and a version, which is then what
-    "unchanged since loaded" means."""
+class SoakPlain(Model):
+    """The other half: "unchanged since loaded" compares the unique values."""
 
     class Meta:
         table_name = TABLE
         read_timeout_seconds = 30
 
-    version = VersionAttribute()
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold,
+                             lock_name="EMAIL")
+    handle = UnicodeAttribute(unique=True, null=True, lock_name="HANDLE")
+    note = UnicodeAttribute(null=True)
 
 
 MODELS: tuple[type[Model], ...] = (SoakVersioned, SoakPlain)
