@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_item
 
 from dynaunique import (
@@ -46,32 +47,21 @@ SHORT_TIMEOUT = 0.75
 HOLD = 1.0
 
 
-class FaultPlain(Model):
-    """A model without a version: "unchanged since loaded" compares the unique values."""
-
-    class Meta:
-        table_name = "rel_faults_plain"
-        read_timeout_seconds = READ_TIMEOUT
-        connect_timeout_seconds = READ_TIMEOUT
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold)
-    handle = UnicodeAttribute(unique=True, null=True)
-    note = UnicodeAttribute(null=True)
-    visits = NumberAttribute(default=0)
+def _account_fields() -> dict[str, Any]:
+    """The fields both fault models have, as fresh attributes (a class owns its attributes)."""
+    return {"pk": pk_attr(), "sk": sk_attr("PROFILE"),
+            "email": UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold),
+            "handle": UnicodeAttribute(unique=True, null=True),
+            "note": UnicodeAttribute(null=True),
+            "visits": NumberAttribute(default=0)}
 
 
-class FaultVersioned(FaultPlain):
-    """FaultPlain's fields and a VersionAttribute, on its own table: a second application would
-    bump the version twice."""
-
-    class Meta:
-        table_name = "rel_faults_versioned"
-        read_timeout_seconds = READ_TIMEOUT
-        connect_timeout_seconds = READ_TIMEOUT
-
-    version = VersionAttribute()
+TIMEOUTS = {"read_timeout_seconds": READ_TIMEOUT, "connect_timeout_seconds": READ_TIMEOUT}
+# A model with a VersionAttribute: a second application would bump the version twice.
+FaultVersioned = declare("FaultVersioned", "rel_faults_versioned", meta=TIMEOUTS,
+                         **_account_fields(), version=VersionAttribute())
+# A model without a version: "unchanged since loaded" compares the unique values.
+FaultPlain = declare("FaultPlain", "rel_faults_plain", meta=TIMEOUTS, **_account_fields())
 
 
 MODELS: tuple[type[Model], ...] = (FaultVersioned, FaultPlain)
