@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean
 from support.recorders import Wire
 from support.tables import raw_items
@@ -41,41 +42,19 @@ from dynaunique.testing import create_tables, use_endpoint
 
 # --- models (tables prefixed atom_, unique to this file) -----------------------------------------
 
+# Two unique fields; shares its table with Membership.
+User = declare("User", "atom_users", pk=pk_attr(), sk=sk_attr("USER"),
+               email=UnicodeAttribute(unique=True, normalize=normalizers.casefold),
+               handle=UnicodeAttribute(unique=True, null=True), bio=UnicodeAttribute(null=True))
 
-class User(Model):
-    """Two unique fields; shares its table with Membership."""
+# No constraints at all: a plain record in the same unit of work.
+Membership = declare("Membership", "atom_users", pk=pk_attr(), sk=sk_attr(),
+                     role=UnicodeAttribute(default="owner"))
 
-    class Meta:
-        table_name = "atom_users"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="USER")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold)
-    handle = UnicodeAttribute(unique=True, null=True)
-    bio = UnicodeAttribute(null=True)
-
-
-class Membership(Model):
-    """No constraints at all: a plain record in the same unit of work."""
-
-    class Meta:
-        table_name = "atom_users"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK")
-    role = UnicodeAttribute(default="owner")
-
-
-class Workspace(Model):
-    """A second table, with a version attribute."""
-
-    class Meta:
-        table_name = "atom_workspaces"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    name = UnicodeAttribute(unique=True)
-    plan = UnicodeAttribute(default="free")
-    version = VersionAttribute()
+# A second table, with a version attribute.
+Workspace = declare("Workspace", "atom_workspaces", pk=pk_attr(),
+                    name=UnicodeAttribute(unique=True), plan=UnicodeAttribute(default="free"),
+                    version=VersionAttribute())
 
 
 MODELS: tuple[type[Model], ...] = (User, Membership, Workspace)

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 from support.tables import raw_tables, scan_all
 
-from dynaunique import Model, UniqueViolation, connection, normalizers
+from dynaunique import UniqueViolation, connection, normalizers
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.locks import RESERVED_PREFIX
 
@@ -21,13 +22,8 @@ THREADS = 12
 ROUNDS = 20
 
 
-class Member(Model):
-    class Meta:
-        table_name = "race_members"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold)
+Member = declare("Member", "race_members", pk=pk_attr(), sk=sk_attr("PROFILE"),
+                 email=UnicodeAttribute(unique=True, normalize=normalizers.casefold))
 
 
 @pytest.fixture

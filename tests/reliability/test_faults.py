@@ -57,9 +57,12 @@ def _account_fields() -> dict[str, Any]:
 
 
 TIMEOUTS = {"read_timeout_seconds": READ_TIMEOUT, "connect_timeout_seconds": READ_TIMEOUT}
+
+
 # A model with a VersionAttribute: a second application would bump the version twice.
 FaultVersioned = declare("FaultVersioned", "rel_faults_versioned", meta=TIMEOUTS,
                          **_account_fields(), version=VersionAttribute())
+
 # A model without a version: "unchanged since loaded" compares the unique values.
 FaultPlain = declare("FaultPlain", "rel_faults_plain", meta=TIMEOUTS, **_account_fields())
 

@@ -241,15 +241,12 @@ def test_non_finite_numbers_are_a_clear_error(value: Any) -> None:
 
 # --- through models and the server ---------------------------------------------------------------
 
-
 # NFKC + casefold: different strings may be one value, e.g. "ﬁ" and "FI".
 HostileText = declare("HostileText", "rel_hostile_text", pk=pk_attr(),
                       email=UnicodeAttribute(unique=True, normalize=normalizers.nfkc_casefold))
 
-
 HostileNumber = declare("HostileNumber", "rel_hostile_number", pk=pk_attr(),
                         number=NumberAttribute(unique=True))
-
 
 HostilePair = declare("HostilePair", "rel_hostile_pair",
                       meta={"constraints": [UniqueConstraint(fields=("tenant", "slug"),
@@ -366,28 +363,22 @@ def test_numbers_dynamodb_cannot_store_are_a_clear_error(hostile: str, number: A
 
 # --- one lock namespace shared by several types and a composite --------------------------------
 
-
 TokenText = declare("TokenText", "rel_hostile_tokens", pk=pk_attr(),
                     token=UnicodeAttribute(unique=True, lock_name="TOKEN"))
-
 
 TokenBinary = declare("TokenBinary", "rel_hostile_tokens", pk=pk_attr(),
                       token=BinaryAttribute(unique=True, lock_name="TOKEN", legacy_encoding=False))
 
-
 TokenNumber = declare("TokenNumber", "rel_hostile_tokens", pk=pk_attr(),
                       token=NumberAttribute(unique=True, lock_name="TOKEN"))
 
-
 TokenFlag = declare("TokenFlag", "rel_hostile_tokens", pk=pk_attr(),
                     token=BooleanAttribute(unique=True, lock_name="TOKEN"))
-
 
 TokenPair = declare("TokenPair", "rel_hostile_tokens",
                     meta={"constraints": [UniqueConstraint(fields=("left", "right"),
                                                            name="TOKEN")]},
                     pk=pk_attr(), left=UnicodeAttribute(), right=UnicodeAttribute())
-
 
 # A hashed constraint: its keys are ``\k`` + HMAC, its locks carry no plaintext.
 TokenSecret = declare("TokenSecret", "rel_hostile_tokens",

@@ -74,6 +74,7 @@ def _account_fields() -> dict[str, Any]:
 # Half the accounts: "unchanged since loaded" is the version.
 SoakVersioned = declare("SoakVersioned", TABLE, meta={"read_timeout_seconds": 30},
                         **_account_fields(), version=VersionAttribute())
+
 # The other half: "unchanged since loaded" compares the unique values.
 SoakPlain = declare("SoakPlain", TABLE, meta={"read_timeout_seconds": 30}, **_account_fields())
 

@@ -16,7 +16,7 @@ from dynaunique import Model
 from dynaunique.attributes import UnicodeAttribute
 
 
-def declare(name: str, table: str, *, meta: dict[str, Any] | None = None,
+def declare(name: str, table: str, /, *, meta: dict[str, Any] | None = None,
             **fields: Any) -> Any:
     """``class <name>(Model)`` with ``Meta.table_name = table`` plus ``meta``, and ``fields``.
 

@@ -21,8 +21,8 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
+from support.declare import declare, pk_attr, sk_attr
 
-from dynaunique import Model
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import (
     ConcurrentModificationError,
@@ -61,15 +61,9 @@ from dynaunique.unit_of_work import (
     merge,
 )
 
-
-class Account(Model):
-    class Meta:
-        table_name = "tx_accounts"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
-    username = UnicodeAttribute(unique=True, lock_name="HANDLE", null=True)
+Account = declare("Account", "tx_accounts", pk=pk_attr(), sk=sk_attr("PROFILE"),
+                  email=UnicodeAttribute(unique=True, null=True),
+                  username=UnicodeAttribute(unique=True, lock_name="HANDLE", null=True))
 
 
 A1 = {"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}}
