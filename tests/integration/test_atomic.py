@@ -129,6 +129,16 @@ def saved(*objects: Model) -> None:
         obj.save()
 
 
+def swapping(wire: Wire) -> tuple[User, User]:
+    """USER#1 (ada@x.io) and USER#2 (bob@x.io) saved, the wire cleared, then their emails
+    swapped in memory: the next saves exchange the two values."""
+    ada, bob = user(1, email="ada@x.io"), user(2, email="bob@x.io")
+    saved(ada, bob)
+    wire.clear()
+    ada.email, bob.email = "bob@x.io", "ada@x.io"
+    return ada, bob
+
+
 def signup(n: int) -> tuple[User, Workspace, Membership]:
     return (user(n, handle=f"h{n}"),
             Workspace(pk=f"WS#{n}", name=f"Space {n}"),
@@ -504,10 +514,7 @@ def test_a_task_started_in_a_block_saves_directly_once_the_block_ended(wire: Wir
 
 
 def test_swap_of_two_emails_is_one_transaction_of_owner_transfers(wire: Wire) -> None:
-    ada, bob = user(1, email="ada@x.io"), user(2, email="bob@x.io")
-    saved(ada, bob)
-    wire.clear()
-    ada.email, bob.email = "bob@x.io", "ada@x.io"
+    ada, bob = swapping(wire)
     with atomic():
         ada.save()
         bob.save()
@@ -529,10 +536,7 @@ def test_swap_of_two_emails_is_one_transaction_of_owner_transfers(wire: Wire) ->
 
 
 def test_transfer_is_guarded_by_the_old_owner(wire: Wire) -> None:
-    ada, bob = user(1, email="ada@x.io"), user(2, email="bob@x.io")
-    saved(ada, bob)
-    wire.clear()
-    ada.email, bob.email = "bob@x.io", "ada@x.io"
+    ada, bob = swapping(wire)
     with atomic(dry_run=True) as tx:
         ada.save()
         bob.save()
@@ -786,10 +790,7 @@ def test_dry_run_sends_nothing_and_matches_the_real_request(wire: Wire) -> None:
 
 
 def test_dry_run_of_a_swap_matches_the_real_swap(wire: Wire) -> None:
-    ada, bob = user(1, email="ada@x.io"), user(2, email="bob@x.io")
-    saved(ada, bob)
-    wire.clear()
-    ada.email, bob.email = "bob@x.io", "ada@x.io"
+    ada, bob = swapping(wire)
     with atomic(dry_run=True) as dry_tx:
         ada.save()
         bob.save()
