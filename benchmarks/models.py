@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dynaunique import Model, connection, normalizers
+from dynaunique import Model, normalizers
+from dynaunique import _connection as connection
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import FAKE_AWS_ENV, create_tables, reset_local_dynamodb, use_endpoint
 

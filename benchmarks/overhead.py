@@ -238,8 +238,8 @@ def _state(op: str, n: int) -> BenchAccount:
 
 def stages(rounds: int) -> Stages:
     """Time each step of dynaunique's saves on the stub transport."""
-    from dynaunique import transaction
-    from dynaunique.unit_of_work import RecordPut
+    from dynaunique import _transaction as transaction
+    from dynaunique._writes import RecordPut
 
     client = stub(point_at(STUB_ENDPOINT))
     clock = time.thread_time_ns

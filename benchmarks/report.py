@@ -94,10 +94,10 @@ def render(suite: Suite) -> str:
         "2-core virtual machine: treat them as orders of magnitude.\n")
     add("```text\n" + suite.command + "\n```\n")
     add("`--quick` runs a small version of everything (CI runs it: "
-        "`tests/test_benchmarks_smoke.py`); `--out FILE` writes this page, `--json FILE` the raw "
-        "results. A full run includes the peer, OneTable, when Node.js is installed (running "
-        "`npm ci --prefix benchmarks/peer` first if needed); `--peer off` skips it, `--peer on` "
-        "adds it to a quick run.\n")
+        "`tests/integration/test_benchmarks_smoke.py`); `--out FILE` writes this page, "
+        "`--json FILE` the raw results. A full run includes the peer, OneTable, when Node.js is "
+        "installed (running `npm ci --prefix benchmarks/peer` first if needed); `--peer off` "
+        "skips it, `--peer on` adds it to a quick run.\n")
     add("## Machine and versions\n")
     add("| | |\n|---|---|")
     for key, value in suite.machine.items():

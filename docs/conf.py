@@ -36,7 +36,7 @@ html_title = "dynaunique"
 
 def _public_bases(app: Any, name: str, obj: Any, options: Any, bases: list[type]) -> None:
     """Show what a class is, not how it is built: bases from dynaunique's internal modules
-    (``dynaunique._binding`` …, the mixins ``dynaunique.Model`` is assembled from) are left out
+    (``dynaunique._model.binding`` …, the mixins ``dynaunique.Model`` is assembled from) are left out
     of "Bases:"; their members are private, and the class documents its public ones."""
     bases[:] = [b for b in bases if not b.__module__.startswith("dynaunique._")]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from dynaunique import normalizers
-from dynaunique.atomic import Atomic, atomic
+from dynaunique._atomic import Atomic, atomic
+from dynaunique._render import to_json
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import (
     AuditError,
@@ -53,4 +54,5 @@ __all__ = [
     "WriteConflict",
     "atomic",
     "normalizers",
+    "to_json",
 ]

@@ -15,9 +15,9 @@ from typing import Any
 
 import attrs
 
+from dynaunique._locks import RESERVED_PREFIX, is_reserved_key, lock_key, untyped
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import ConfigurationError, InvalidValueError
-from dynaunique.locks import RESERVED_PREFIX, is_reserved_key, lock_key, untyped
 
 Typed = dict[str, Any]
 #: A record's primary key as DynamoDB values: ``{"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}}``.

@@ -17,6 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from dynaunique._items import Typed
+from dynaunique._locks import OWNER_ATTR
+from dynaunique._plan import Plan
 from dynaunique._writes import (
     Absent,
     ConditionCheck,
@@ -32,8 +34,6 @@ from dynaunique._writes import (
     Write,
 )
 from dynaunique.errors import TransactionTooLargeError
-from dynaunique.locks import OWNER_ATTR
-from dynaunique.unit_of_work import Plan
 
 MAX_ITEMS = 100
 MAX_BYTES = 4 * 1024 * 1024
@@ -216,7 +216,10 @@ def _json_default(value: Any) -> Any:
 
 
 def to_json(request: Mapping[str, Any]) -> str:
-    """The request as indented JSON (binary values base64-encoded, as the wire carries them)."""
+    """The request as indented JSON (binary values base64-encoded, as the wire carries them).
+
+    For what a dry run returns: ``print(dynaunique.to_json(obj.save(dry_run=True)))``.
+    """
     return json.dumps(request, indent=2, ensure_ascii=False, default=_json_default)
 
 

@@ -1,5 +1,5 @@
 """The writes dynaunique sends, as plain data — guards, record and lock writes — and the one
-builder of each lock write. No I/O: :mod:`dynaunique.transaction` renders and sends them.
+builder of each lock write. No I/O: :mod:`dynaunique._transaction` renders and sends them.
 
 Lock puts are guarded "missing, or owned by an allowed owner" (:class:`HeldBy`: the record, or
 for a value moving between two records of one unit of work, its old holder), lock deletes
@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from dynaunique._items import LockRef, ModelInfo, Typed, TypedKey
-from dynaunique.locks import lock_item, lock_primary_key
+from dynaunique._locks import lock_item, lock_primary_key
 
 # --- guards --------------------------------------------------------------------------------------
 

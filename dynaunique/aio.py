@@ -1,11 +1,11 @@
 """The asyncio sender: drives the library's sans-IO steps over an async HTTP client.
 
 ``await arun(steps)`` performs the steps of any of dynaunique's generators (a flush, a read,
-``get_by_unique``) — the same generators :func:`dynaunique.connection.run` drives synchronously
+``get_by_unique``) — the same generators :func:`dynaunique._connection.run` drives synchronously
 — so the async path plans, sends, retries and settles exactly as the sync one does.
 
 Each request is built, signed and parsed by the very botocore client of the model's PynamoDB
-connection (:func:`dynaunique.connection.connection_for`): the same region (unset: botocore's
+connection (:func:`dynaunique._connection.connection_for`): the same region (unset: botocore's
 region chain), host, credentials, timeouts and ``extra_headers`` as the sync path, the same
 botocore event hooks (a ``before-send`` handler that answers — ``moto``'s ``mock_aws``, botocore's
 ``Stubber`` — answers here too), the same error classes; PynamoDB's
@@ -37,7 +37,7 @@ from botocore.hooks import first_non_none_response
 from botocore.httpchecksum import apply_request_checksum, resolve_checksum_context
 from pynamodb.connection import Connection
 
-from dynaunique.connection import Sleep, Steps
+from dynaunique._connection import Sleep, Steps
 from dynaunique.errors import OutcomeUnknownError
 
 __all__ = ["arun", "close", "session"]
@@ -56,7 +56,7 @@ _TABLE_OPERATIONS = frozenset({"DescribeTable", "ListTables", "UpdateTable", "Up
 
 async def arun(steps: Steps[_T]) -> _T:
     """Drive ``steps`` under asyncio: each request over this loop's HTTP client, each backoff
-    as ``asyncio.sleep``. The async twin of :func:`dynaunique.connection.run`."""
+    as ``asyncio.sleep``. The async twin of :func:`dynaunique._connection.run`."""
     try:
         step = next(steps)
         while True:

@@ -11,8 +11,8 @@ from typing import Any
 
 import attrs
 
+from dynaunique._locks import validate_lock_name
 from dynaunique.errors import ConfigurationError
-from dynaunique.locks import validate_lock_name
 from dynaunique.normalizers import Normalizer
 
 Condition = Callable[[Any], bool]

@@ -21,7 +21,7 @@ The tree::
     ├── UnreachableError            DynamoDB could not be reached at all: nothing was applied
     └── MigrationError, AuditError  (raised by the migrations and audit tools)
 
-Botocore errors are mapped to these at exactly one boundary, ``dynaunique.transaction``, with
+Botocore errors are mapped to these at exactly one boundary, ``dynaunique._transaction``, with
 ``raise ... from exc`` so the original stays reachable.
 
 What ``save()``, ``delete()`` and ``update()`` raise because the write was not done as asked (a
@@ -172,7 +172,7 @@ class ConcurrentModificationError(WriteConflict):
     def __init__(self, message: str, *, model: str = "", key: Mapping[str, Any] | None = None,
                  current: Mapping[str, Any] | None = None, write: Any = None) -> None:
         self.model = model
-        #: The planned write whose condition failed (a ``dynaunique.unit_of_work`` value).
+        #: The planned write whose condition failed (a ``dynaunique._plan`` value).
         self.write = write
         self.key = dict(key) if key is not None else None
         #: The item as DynamoDB holds it now (raw attribute values), when it was returned.

@@ -1,12 +1,12 @@
 """Model: a PynamoDB model whose unique constraints are kept by lock items on every write.
 
 This module is Model's API — the sync and asyncio writes and reads, PynamoDB's own methods kept
-safe — over mixins of one job each: the metaclass binds the declared constraints when the class
-is defined (``dynaunique._binding``); every instance remembers the item it was loaded from
-(``dynaunique._instance``); a write diffs that snapshot against the current values
-(``dynaunique._planning``, pure) and is collected by ``atomic()`` or flushed alone
-(``dynaunique._calls``); the snapshot is refreshed only after a write succeeded. Unique lookups
-are ``dynaunique._lookup``'s; the guards that keep lock items out of reads ``dynaunique._reads``'.
+safe — over mixins of one job each, in :mod:`dynaunique._model`: the metaclass binds the
+declared constraints when the class is defined (``binding``); every instance remembers the item
+it was loaded from (``instance``); a write diffs that snapshot against the current values
+(``planning``, pure) and is collected by ``atomic()`` or flushed alone (``calls``); the
+snapshot is refreshed only after a write succeeded. Unique lookups are ``lookup``'s; the guards
+that keep lock items out of reads, ``reads``'.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model as PynamoModel
 from pynamodb.pagination import ResultIterator
 
-from dynaunique._binding import ModelMeta
-from dynaunique._calls import CallsMixin
-from dynaunique._lookup import LookupMixin
-from dynaunique._reads import ReadMixin, mark_partial
-from dynaunique.connection import run
+from dynaunique._connection import run
+from dynaunique._flush import Op, OpKind
+from dynaunique._model.binding import ModelMeta
+from dynaunique._model.calls import CallsMixin
+from dynaunique._model.lookup import LookupMixin
+from dynaunique._model.reads import ReadMixin, mark_partial
+from dynaunique._transaction import render_checked
 from dynaunique.errors import UnsupportedOperationError
-from dynaunique.flush import Op, OpKind
-from dynaunique.transaction import render_checked
 
 __all__ = ["Model", "ModelMeta"]
 

@@ -8,8 +8,8 @@ logging. Each record's message is a readable sentence and its ``dynaunique`` att
 
     record.dynaunique == {"event": "unique_violation", "model": "User", ...}
 
-Events are emitted where the thing happens — the sans-IO generators of ``dynaunique.connection``,
-``dynaunique.transaction`` and ``dynaunique.flush`` — so the sync and the asyncio senders emit
+Events are emitted where the thing happens — the sans-IO generators of ``dynaunique._connection``,
+``dynaunique._transaction`` and ``dynaunique._flush`` — so the sync and the asyncio senders emit
 the very same events. A value of a ``hashed=True`` constraint never appears in any field or
 message: only its lock key (which holds a digest) does. docs/observability.md lists the events.
 

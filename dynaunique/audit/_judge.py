@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from dynaunique._items import TypedKey, key_id, owner_key
-from dynaunique.locks import split_lock_key
+from dynaunique._locks import split_lock_key
 
 from ._kinds import FindingKind, OwnerState
 from ._reads import _read_key

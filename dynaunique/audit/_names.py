@@ -15,14 +15,14 @@ import attrs
 from pynamodb import attributes as pa
 
 from dynaunique._items import BoundConstraint
-from dynaunique.errors import AuditError
-from dynaunique.locks import (
+from dynaunique._locks import (
     MODEL_ATTR,
     RESERVED_PREFIX,
     SYSTEM_PREFIX,
     VALUE_ATTR,
     encode_component,
 )
+from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
 from ._tables import _info, _Table, _tables

@@ -16,8 +16,8 @@ from typing import Any
 import attrs
 
 from dynaunique._items import TypedKey, claim
+from dynaunique._locks import RESERVED_PREFIX, SYSTEM_PREFIX, split_lock_key, untyped
 from dynaunique.errors import AuditError
-from dynaunique.locks import RESERVED_PREFIX, SYSTEM_PREFIX, split_lock_key, untyped
 from dynaunique.model import Model
 
 from ._names import _lock_filter

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from dynaunique._items import LockRef, TypedKey, key_id, owner_key
+from dynaunique._plan import Plan
 from dynaunique._render import render
 from dynaunique._writes import (
     Absent,
@@ -27,7 +28,6 @@ from dynaunique._writes import (
     unchanged_guard,
 )
 from dynaunique.model import Model
-from dynaunique.unit_of_work import Plan
 
 from ._check import AuditReport
 from ._judge import Finding

@@ -11,8 +11,8 @@ from typing import Any
 
 import attrs
 
+from dynaunique._transaction import execute
 from dynaunique.errors import DynauniqueError, WriteConflict
-from dynaunique.transaction import execute
 
 from ._judge import Finding, _involved, _recheck
 from ._kinds import ActionKind, RepairStatus

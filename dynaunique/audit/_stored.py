@@ -14,8 +14,7 @@ from typing import Any
 import attrs
 
 from dynaunique._items import LockRef, TypedKey, claim, is_dynaunique_item, locks_of, plain_key
-from dynaunique.errors import ConfigurationError
-from dynaunique.locks import (
+from dynaunique._locks import (
     CREATED_ATTR,
     LOCK_SORT_KEY,
     MODEL_ATTR,
@@ -26,6 +25,7 @@ from dynaunique.locks import (
     split_lock_key,
     untyped,
 )
+from dynaunique.errors import ConfigurationError
 
 from ._tables import _info, _Table
 

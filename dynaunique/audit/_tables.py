@@ -1,7 +1,7 @@
 """The tables the audit reads: the loaded models of each, and the one way a read is sent and billed.
 
 Every request of the audit goes through :func:`_call` — dynaunique's one boundary and retry loop
-(:func:`dynaunique.connection.send`) — and is counted on a :class:`_Meter`, whose :class:`Cost`
+(:func:`dynaunique._connection.send`) — and is counted on a :class:`_Meter`, whose :class:`Cost`
 each report carries.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
+from dynaunique._connection import Refused, RetryPolicy, connection_for, send
 from dynaunique._items import ModelInfo, TypedKey
-from dynaunique.connection import Refused, RetryPolicy, connection_for, send
+from dynaunique._locks import lock_primary_key
 from dynaunique.errors import AuditError, DynauniqueError
-from dynaunique.locks import lock_primary_key
 from dynaunique.model import Model
 
 _READ_POLICY = RetryPolicy(max_conflict_retries=8, base_delay=0.02, max_delay=2.0)

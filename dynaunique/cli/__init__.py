@@ -21,7 +21,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from dynaunique.cli import locks, migrations, ui
+    from dynaunique.cli import _locks as locks
+    from dynaunique.cli import _migrations as migrations
+    from dynaunique.cli import _ui as ui
     from dynaunique.cli._demo import command as demo
 
     for module in (demo, locks, migrations, ui):

@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
+from dynaunique._connection import Refused, RetryPolicy, send
 from dynaunique._items import key_id
-from dynaunique.connection import Refused, RetryPolicy, send
+from dynaunique._locks import LOCK_SORT_KEY
 from dynaunique.errors import DynauniqueError, MigrationError
-from dynaunique.locks import LOCK_SORT_KEY
 
 #: The attribute holding all of a ledger item's data (no index may be keyed on it).
 LEDGER_ATTR = "ledger"

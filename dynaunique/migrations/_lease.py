@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from dynaunique._locks import untyped
 from dynaunique._writes import now
 from dynaunique.errors import MigrationError
-from dynaunique.locks import untyped
 from dynaunique.migrations._dynamo import LEDGER_ATTR, ConditionFailed, TableKeys, call
 from dynaunique.migrations._kinds import LeaseMode, LedgerKind
 from dynaunique.migrations._ledger import LEASE_PREFIX, ledger_key

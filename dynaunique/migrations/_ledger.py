@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from dynaunique._items import key_id
-from dynaunique.locks import SYSTEM_PREFIX, typed, untyped
+from dynaunique._locks import SYSTEM_PREFIX, typed, untyped
 from dynaunique.migrations._dynamo import TableKeys
 
 MIGRATION_PREFIX = f"{SYSTEM_PREFIX}MIGRATION#"

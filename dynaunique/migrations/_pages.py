@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from dynaunique._items import LockRef, TypedKey, key_id
+from dynaunique._locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique.errors import MigrationError
-from dynaunique.locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique.migrations._dynamo import batch_get
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dynaunique._items import key_id
-from dynaunique.locks import CONSTRAINT_ATTR, MODEL_ATTR, RESERVED_PREFIX
+from dynaunique._locks import CONSTRAINT_ATTR, MODEL_ATTR, RESERVED_PREFIX
 from dynaunique.migrations._dynamo import call
 from dynaunique.migrations._kinds import PhaseKind, ProgressState
 from dynaunique.migrations._lease import Lease

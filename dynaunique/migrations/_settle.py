@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dynaunique._items import LockRef, TypedKey, plain_key
+from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique.errors import MigrationError
-from dynaunique.locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending
 from dynaunique.migrations._lockwrites import read

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique.connection import connection_for
+from dynaunique._connection import connection_for
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import writer
 from dynaunique.migrations.autodetector import detect_changes, suggest_name

@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dynaunique._locks import untyped
 from dynaunique._writes import now
 from dynaunique.errors import MigrationError
-from dynaunique.locks import untyped
 from dynaunique.migrations._dynamo import (
     BULK_POLICY,
     LEDGER_ATTR,

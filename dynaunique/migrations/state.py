@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._binding import bind_constraint
 from dynaunique._items import ModelInfo
+from dynaunique._model.binding import bind_constraint
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import MigrationError
 from dynaunique.normalizers import Composed, compose

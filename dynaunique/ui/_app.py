@@ -29,8 +29,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from dynaunique import audit
+from dynaunique._locks import split_lock_key, untyped
 from dynaunique.errors import DynauniqueError
-from dynaunique.locks import split_lock_key, untyped
 from dynaunique.model import Model
 from dynaunique.ui import _templates as templates
 from dynaunique.ui import _views as views

@@ -17,9 +17,9 @@ from typing import Any
 import attrs
 
 from dynaunique import audit
-from dynaunique.locks import untyped
+from dynaunique._items import BoundConstraint
+from dynaunique._locks import untyped
 from dynaunique.model import Model
-from dynaunique.unit_of_work import BoundConstraint
 
 #: What replaces a hashed value wherever it would have been shown.
 HIDDEN_TEXT = "«hidden: hashed»"

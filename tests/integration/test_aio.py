@@ -26,7 +26,9 @@ from dynaunique import (
     UnsupportedOperationError,
     aio,
     atomic,
-    connection,
+)
+from dynaunique import (
+    _connection as connection,
 )
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint

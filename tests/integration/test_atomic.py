@@ -34,10 +34,10 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique import connection as du_connection
-from dynaunique.atomic import current_unit
+from dynaunique import _connection as du_connection
+from dynaunique._atomic import current_unit
+from dynaunique._locks import RESERVED_PREFIX, untyped
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
-from dynaunique.locks import RESERVED_PREFIX, untyped
 from dynaunique.testing import create_tables, use_endpoint
 
 # --- models (tables prefixed atom_, unique to this file) -----------------------------------------

@@ -14,7 +14,8 @@ import support.audit_models as fm
 from support import recorders
 from support.tables import raw_tables
 
-from dynaunique import ConcurrentModificationError, UniqueViolation, audit, connection
+from dynaunique import ConcurrentModificationError, UniqueViolation, audit
+from dynaunique import _connection as connection
 
 Account = fm.AuditAccount
 Team = fm.AuditTeam

@@ -1,4 +1,4 @@
-"""dynaunique.connection: every request goes through a PynamoDB connection, as PynamoDB's would.
+"""dynaunique._connection: every request goes through a PynamoDB connection, as PynamoDB's would.
 
 Against the local server: a model with no ``Meta.region`` writes to the region botocore's chain
 gives (where PynamoDB writes); PynamoDB's signals fire for dynaunique's transactions; a mock of
@@ -19,9 +19,10 @@ from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 from support.declare import declare
 from support.recorders import listening
 
-from dynaunique import DynauniqueError, connection
+from dynaunique import DynauniqueError
+from dynaunique import _connection as connection
+from dynaunique._connection import connection_for
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.connection import connection_for
 from dynaunique.testing import create_tables
 
 # No Meta.region: the region comes from botocore's chain (AWS_DEFAULT_REGION here).
@@ -140,7 +141,7 @@ def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> 
     dynaunique never reuses a token across calls; this forces one to show the mapping."""
     first = Signalled(pk="S#10", email="first@x.io")
     second = Signalled(pk="S#11", email="second@x.io")
-    with mock.patch("dynaunique.transaction.new_token", return_value="fixed-token-1"):
+    with mock.patch("dynaunique._transaction.new_token", return_value="fixed-token-1"):
         first.save()
         with pytest.raises(DynauniqueError, match=r"ClientRequestToken .* different request"):
             second.save()

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from support.migrations_workspace import Workspace, open_workspace
 
+from dynaunique._locks import lock_key
 from dynaunique.errors import ConcurrentModificationError, MigrationError, UniqueViolation
-from dynaunique.locks import lock_key
 from dynaunique.migrations import (
     DuplicatesFound,
     MigrationExecutor,

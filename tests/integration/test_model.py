@@ -26,9 +26,11 @@ from dynaunique import (
     Model,
     UniqueViolation,
     UnsupportedOperationError,
-    connection,
 )
-from dynaunique.locks import RESERVED_PREFIX
+from dynaunique import (
+    _connection as connection,
+)
+from dynaunique._locks import RESERVED_PREFIX
 from dynaunique.testing import create_tables, use_endpoint
 
 

@@ -36,11 +36,13 @@ from dynaunique import (
     Model,
     UniqueViolation,
     atomic,
-    connection,
     normalizers,
 )
+from dynaunique import (
+    _connection as connection,
+)
+from dynaunique._locks import lock_key
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
-from dynaunique.locks import lock_key
 from dynaunique.observe import HASHED
 from dynaunique.testing import create_tables, set_conflict_rate, use_endpoint
 

@@ -14,9 +14,10 @@ import pytest
 from support.declare import declare, pk_attr, sk_attr
 from support.tables import raw_tables, scan_all
 
-from dynaunique import UniqueViolation, connection, normalizers
+from dynaunique import UniqueViolation, normalizers
+from dynaunique import _connection as connection
+from dynaunique._locks import RESERVED_PREFIX
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.locks import RESERVED_PREFIX
 
 THREADS = 12
 ROUNDS = 20

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from support.tables import raw_tables
 
-from dynaunique import aio, connection
+from dynaunique import _connection as connection
+from dynaunique import aio
 
 from .test_races import ROUNDS, THREADS, Member, one_mover, one_winner, table_state
 

@@ -32,8 +32,8 @@ from dynaunique import (
     atomic,
     normalizers,
 )
+from dynaunique._connection import policy_for
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
-from dynaunique.connection import policy_for
 from dynaunique.testing import create_tables
 
 from . import point

@@ -36,14 +36,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique.attributes import (
-    BinaryAttribute,
-    BooleanAttribute,
-    NumberAttribute,
-    TTLAttribute,
-    UnicodeAttribute,
-)
-from dynaunique.locks import (
+from dynaunique._locks import (
     LENGTH_HASH_TAG,
     LOCK_ATTRIBUTES,
     MAX_HASH_KEY_BYTES,
@@ -52,6 +45,13 @@ from dynaunique.locks import (
     encode_value,
     lock_key,
     split_lock_key,
+)
+from dynaunique.attributes import (
+    BinaryAttribute,
+    BooleanAttribute,
+    NumberAttribute,
+    TTLAttribute,
+    UnicodeAttribute,
 )
 from dynaunique.testing import create_tables
 

@@ -2,7 +2,7 @@
 
 This is the test suite's own checker, deliberately independent of ``dynaunique.audit``: it scans
 the raw table with boto3 (every page, strongly consistent), asks
-``dynaunique.unit_of_work.locks_of`` which lock keys each stored record requires, and compares
+``dynaunique._plan.locks_of`` which lock keys each stored record requires, and compares
 that with the lock items that exist. It reports, precisely:
 
 * **orphans** — lock items no record requires (no owner attribute, owner record missing, or the
@@ -26,7 +26,8 @@ import attrs
 import boto3
 
 from dynaunique import Model
-from dynaunique.locks import (
+from dynaunique._items import LockRef, ModelInfo, locks_of
+from dynaunique._locks import (
     CONSTRAINT_ATTR,
     LOCK_SORT_KEY,
     MODEL_ATTR,
@@ -37,7 +38,6 @@ from dynaunique.locks import (
     split_lock_key,
     typed,
 )
-from dynaunique.unit_of_work import LockRef, ModelInfo, locks_of
 
 Raw = dict[str, Any]
 #: A record's typed primary key, as lock items store it in ``owner``.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dynaunique.connection import RetryPolicy, policy_for
+from dynaunique._connection import RetryPolicy, policy_for
 
 
 def test_the_retry_policy_comes_from_the_model_settings() -> None:

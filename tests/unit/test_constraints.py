@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 from support.declare import declare, pk_attr
 
 from dynaunique import ConfigurationError, Model, UniqueConstraint, normalizers
+from dynaunique._items import SECRET_ENV, LockRef, locks_of
+from dynaunique._locks import lock_key
 from dynaunique.attributes import (
     BinaryAttribute,
     NumberAttribute,
     UnicodeAttribute,
     UTCDateTimeAttribute,
 )
-from dynaunique.locks import lock_key
-from dynaunique.unit_of_work import SECRET_ENV, LockRef, locks_of
 
 
 def is_active(member: Any) -> bool:

@@ -21,6 +21,7 @@ from dynaunique._items import (
     owner_key,
     plain_key,
 )
+from dynaunique._transaction import render_write
 from dynaunique._writes import (
     Absent,
     ConditionCheck,
@@ -33,7 +34,6 @@ from dynaunique._writes import (
     lock_put,
 )
 from dynaunique.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
-from dynaunique.transaction import render_write
 
 CREATED = "2024-05-01T12:00:00.000000+00:00"
 KEYS = ("PK", "SK")
@@ -207,8 +207,8 @@ def test_condition_check_renders_its_guard_or_its_condition(
 def test_kinds_read_as_the_words_they_always_were() -> None:
     import json
 
-    from dynaunique.flush import OpKind
-    from dynaunique.unit_of_work import ChangeKind
+    from dynaunique._flush import OpKind
+    from dynaunique._plan import ChangeKind
 
     assert ChangeKind.MOVED == "moved"
     assert str(ChangeKind.MOVED) == f"{ChangeKind.MOVED}" == "moved"

@@ -1,4 +1,4 @@
-"""dynaunique.locks: exact lock keys and items, and the injectivity of the value encoding."""
+"""dynaunique._locks: exact lock keys and items, and the injectivity of the value encoding."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dynaunique.errors import InvalidValueError
-from dynaunique.locks import (
+from dynaunique._locks import (
     LENGTH_HASH_TAG,
     LOCK_SORT_KEY,
     MAX_HASH_KEY_BYTES,
@@ -34,6 +33,7 @@ from dynaunique.locks import (
     untyped,
     validate_lock_name,
 )
+from dynaunique.errors import InvalidValueError
 
 
 def sha(text: str) -> str:

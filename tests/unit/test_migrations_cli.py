@@ -8,7 +8,7 @@ def test_the_progress_bar_shows_scanned_items_locks_and_duplicates() -> None:
 
     from rich.console import Console
 
-    from dynaunique.cli.migrations import RichReporter
+    from dynaunique.cli._migrations import RichReporter
     from dynaunique.migrations import Counters
 
     buffer = io.StringIO()

@@ -12,10 +12,10 @@ import botocore.exceptions
 import pytest
 
 from dynaunique import Model
+from dynaunique._connection import Request, RetryPolicy, Sleep, run, send_steps
+from dynaunique._flush import Op, OpKind, Unit, flush_steps
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.connection import Request, RetryPolicy, Sleep, run, send_steps
 from dynaunique.errors import UnreachableError
-from dynaunique.flush import Op, OpKind, Unit, flush_steps
 
 POLICY = RetryPolicy(max_conflict_retries=2, max_network_retries=2, base_delay=0.01)
 CONNECTION: Any = object()  # never used: nothing here sends

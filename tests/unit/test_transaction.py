@@ -1,4 +1,4 @@
-"""dynaunique.transaction: rendering, size limits, tokens, retries and the mapping of failures.
+"""dynaunique._transaction: rendering, size limits, tokens, retries and the mapping of failures.
 
 ``execute`` runs against a fake connection object that records its calls and answers from a script:
 these are unit tests of the retry and mapping logic. Behaviour against a server is in
@@ -23,18 +23,9 @@ from botocore.exceptions import (
 )
 from support.declare import declare, pk_attr, sk_attr
 
-from dynaunique.attributes import UnicodeAttribute
-from dynaunique.errors import (
-    ConcurrentModificationError,
-    ConditionCheckFailedError,
-    DynauniqueError,
-    ForeignLockError,
-    OutcomeUnknownError,
-    TransactionTooLargeError,
-    UniqueViolation,
-    UnreachableError,
-)
-from dynaunique.transaction import (
+from dynaunique._items import LockRef
+from dynaunique._plan import Plan, merge
+from dynaunique._transaction import (
     MAX_BYTES,
     MAX_ITEMS,
     RetryPolicy,
@@ -46,19 +37,27 @@ from dynaunique.transaction import (
     same_item,
     to_json,
 )
-from dynaunique.unit_of_work import (
+from dynaunique._writes import (
     Absent,
     ConditionCheck,
     Expression,
     HeldBy,
     LockPut,
-    LockRef,
-    Plan,
     RecordDelete,
     RecordPut,
     RecordUpdate,
     Unchanged,
-    merge,
+)
+from dynaunique.attributes import UnicodeAttribute
+from dynaunique.errors import (
+    ConcurrentModificationError,
+    ConditionCheckFailedError,
+    DynauniqueError,
+    ForeignLockError,
+    OutcomeUnknownError,
+    TransactionTooLargeError,
+    UniqueViolation,
+    UnreachableError,
 )
 
 Account = declare("Account", "tx_accounts", pk=pk_attr(), sk=sk_attr("PROFILE"),
@@ -89,7 +88,7 @@ class FakeClient:
         return outcome
 
     def dispatch(self, operation: str, params: dict[str, Any]) -> Any:
-        """What ``dynaunique.connection.send`` calls on a PynamoDB connection."""
+        """What ``dynaunique._connection.send`` calls on a PynamoDB connection."""
         return self._answer(operation, params)
 
     @property

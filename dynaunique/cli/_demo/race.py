@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import attrs
 
+from dynaunique._locks import OWNER_ATTR, untyped
 from dynaunique.cli._demo.cast import PROFILE
 from dynaunique.cli._demo.tables import DemoTables
 from dynaunique.errors import DynauniqueError, UniqueViolation
-from dynaunique.locks import OWNER_ATTR, untyped
 
 
 @attrs.frozen

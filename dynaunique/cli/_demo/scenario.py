@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from dynaunique._locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, VALUE_ATTR, untyped
 from dynaunique.cli._demo.cast import (
     ADA_EMAIL,
     ADA_KEY,
@@ -37,7 +38,6 @@ from dynaunique.cli._demo.tables import DemoTables
 from dynaunique.cli._demo.target import Target
 from dynaunique.cli._demo.wire import WireRecorder
 from dynaunique.errors import UniqueViolation
-from dynaunique.locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, VALUE_ATTR, untyped
 
 if TYPE_CHECKING:
     from dynaunique.cli._demo.cast import DemoAccount

@@ -15,12 +15,12 @@ import botocore.config
 import botocore.exceptions
 import botocore.session
 
+from dynaunique._connection import client_for
 from dynaunique._items import locks_of
+from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX, lock_primary_key, untyped
 from dynaunique.cli._demo.cast import PROFILE, account_model
 from dynaunique.cli._demo.target import Target
 from dynaunique.cli._demo.wire import ItemSummary, Sent, summarize
-from dynaunique.connection import client_for
-from dynaunique.locks import OWNER_ATTR, RESERVED_PREFIX, lock_primary_key, untyped
 from dynaunique.model import Model
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
+from dynaunique._locks import CREATED_ATTR, OWNER_ATTR, untyped
 from dynaunique._render import to_json
-from dynaunique.locks import CREATED_ATTR, OWNER_ATTR, untyped
 
 
 @attrs.frozen

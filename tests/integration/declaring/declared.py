@@ -16,13 +16,13 @@ from dynaunique import (
     UniqueConstraint,
     normalizers,
 )
+from dynaunique._locks import RESERVED_PREFIX, untyped
 from dynaunique.attributes import (
     BinaryAttribute,
     NumberAttribute,
     TTLAttribute,
     UnicodeAttribute,
 )
-from dynaunique.locks import RESERVED_PREFIX, untyped
 from dynaunique.testing import create_tables
 
 # --- models (tables prefixed decl_, unique to this file) -----------------------------------------

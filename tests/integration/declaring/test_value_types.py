@@ -16,8 +16,8 @@ from dynaunique import (
     UniqueViolation,
     atomic,
 )
-from dynaunique.locks import RESERVED_PREFIX
-from dynaunique.unit_of_work import SECRET_ENV
+from dynaunique._items import SECRET_ENV
+from dynaunique._locks import RESERVED_PREFIX
 
 from .declared import (
     SECRET,

@@ -1,4 +1,4 @@
-"""dynaunique.unit_of_work: the exact plan and request of every write (docs/how-it-works.md).
+"""dynaunique._plan (the planner): the exact plan and request of every write (docs/how-it-works.md).
 
 Planning does no I/O, so no server is needed: instances are built in memory and ``_du_loaded`` is
 set to a raw item to stand for "loaded from DynamoDB".
@@ -22,26 +22,20 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique.attributes import TTLAttribute, UnicodeAttribute, VersionAttribute
-from dynaunique.errors import UnsupportedOperationError
-from dynaunique.transaction import render
-from dynaunique.unit_of_work import (
+from dynaunique._items import LockRef, ModelInfo, locks_of
+from dynaunique._plan import LockChange, Plan, merge, plan_delete, plan_save
+from dynaunique._transaction import render
+from dynaunique._writes import (
     Absent,
     HeldBy,
-    LockChange,
     LockDelete,
     LockPut,
-    LockRef,
-    ModelInfo,
-    Plan,
     RecordDelete,
     RecordPut,
     Unchanged,
-    locks_of,
-    merge,
-    plan_delete,
-    plan_save,
 )
+from dynaunique.attributes import TTLAttribute, UnicodeAttribute, VersionAttribute
+from dynaunique.errors import UnsupportedOperationError
 
 NOW = "2024-05-01T12:00:00.000000+00:00"
 

@@ -2,7 +2,7 @@
 
 A save diffs the object's snapshot against its serialized values; a delete removes the
 snapshot's locks; an update predicts the record after its actions, when the actions touch
-anything a lock depends on. The plans themselves are :mod:`dynaunique.unit_of_work`'s; this
+anything a lock depends on. The plans themselves are :mod:`dynaunique._plan`'s; this
 module turns an object and a call into their inputs.
 """
 
@@ -17,13 +17,13 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
 
 import dynaunique._writes as _writes
-from dynaunique._instance import InstanceMixin
+from dynaunique._flush import Op, OpKind
 from dynaunique._items import LockRef, ModelInfo, locks_of, record_key
-from dynaunique._stored import serialize_checked
+from dynaunique._model.instance import InstanceMixin
+from dynaunique._model.stored import serialize_checked
+from dynaunique._plan import Plan, plan_delete, plan_save, plan_update
 from dynaunique._writes import Expression, RecordDelete, RecordPut
 from dynaunique.errors import UnsupportedOperationError
-from dynaunique.flush import Op, OpKind
-from dynaunique.unit_of_work import Plan, plan_delete, plan_save, plan_update
 
 
 def _render_condition(condition: Condition | None) -> Expression | None:
@@ -196,7 +196,7 @@ class PlanningMixin(InstanceMixin):
             now=_writes.now(), condition=condition_only, use_version=op.add_version_condition,
             condition_reads=reads)
 
-    # --- the unit of work's planning hooks (dynaunique.flush) ------------------------------------
+    # --- the unit of work's planning hooks (dynaunique._flush) ------------------------------------
 
     def _du_needs_stored(self, op: Op) -> bool:
         """Whether planning ``op`` needs the stored record when this object was never loaded."""

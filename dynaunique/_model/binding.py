@@ -19,10 +19,10 @@ from pynamodb import attributes as pa
 from pynamodb.models import MetaModel
 
 from dynaunique._items import BoundConstraint, ModelInfo
+from dynaunique._locks import LOCK_ATTRIBUTES
 from dynaunique.attributes import UniqueOptions
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import ConfigurationError
-from dynaunique.locks import LOCK_ATTRIBUTES
 
 _SCALAR_TYPES = (pa.UnicodeAttribute, pa.NumberAttribute, pa.BinaryAttribute,
                  pa.BooleanAttribute, pa.UTCDateTimeAttribute)

@@ -1,7 +1,7 @@
 """atomic(): collect the saves and deletes of many objects and commit them as one transaction.
 
 Inside ``with atomic():`` a ``save()`` or ``delete()`` is recorded, not sent. Leaving the block
-plans every object (``dynaunique.unit_of_work``), fuses the writes that meet on one lock item (a
+plans every object (``dynaunique._plan``), fuses the writes that meet on one lock item (a
 value moving between records becomes one owner transfer), and sends ONE TransactWriteItems. An
 exception in the block sends nothing. A nested ``atomic()`` joins the outer one. The current unit
 is a context variable, so each thread and each asyncio task has its own; ``async with atomic()``
@@ -16,12 +16,13 @@ from typing import Any
 
 from pynamodb.expressions.condition import Condition
 
-from dynaunique import flush as _flush
+from dynaunique import _flush
+from dynaunique._flush import Op, OpKind, Unit, current_unit
+from dynaunique._plan import Plan
+from dynaunique._transaction import render_checked, to_json
+from dynaunique._writes import ConditionCheck, Expression
 from dynaunique.errors import UnsupportedOperationError
-from dynaunique.flush import Op, OpKind, Unit, current_unit
 from dynaunique.observe import traced
-from dynaunique.transaction import render_checked, to_json
-from dynaunique.unit_of_work import ConditionCheck, Expression, Plan
 
 __all__ = ["Atomic", "atomic", "current_unit"]
 
@@ -48,7 +49,7 @@ class Atomic:
         # task started there) must then write directly, not into a finished unit.
         self.closed = False
         # The asyncio task that opened the block (None outside an event loop): only it may
-        # add to the unit (see dynaunique.flush.current_unit).
+        # add to the unit (see dynaunique._flush.current_unit).
         self.task: object | None = None
 
     # --- collecting --------------------------------------------------------------------------

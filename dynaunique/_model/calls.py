@@ -13,9 +13,7 @@ from contextlib import contextmanager
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from dynaunique._planning import PlanningMixin
-from dynaunique.errors import UnsupportedOperationError
-from dynaunique.flush import (
+from dynaunique._flush import (
     Flushed,
     Op,
     OpKind,
@@ -25,6 +23,8 @@ from dynaunique.flush import (
     flush,
     flush_steps,
 )
+from dynaunique._model.planning import PlanningMixin
+from dynaunique.errors import UnsupportedOperationError
 from dynaunique.observe import traced
 
 

@@ -6,8 +6,8 @@ when its block ends. The steps, as SQLAlchemy's ``Session.flush``:
 
 1. know each object's stored state — its snapshot (:class:`InstanceState`), or for an object
    never loaded whose plan needs it (a delete, an update of a lock input) one consistent read;
-2. plan (pure: ``dynaunique.unit_of_work``) and merge the plans into one;
-3. send it as one request (``dynaunique.transaction.execute``): each record write in it is
+2. plan (pure: ``dynaunique._plan``) and merge the plans into one;
+3. send it as one request (``dynaunique._transaction.execute``): each record write in it is
    guarded on the state it was planned from, each lock write on its owner;
 4. when a guard failed, replan only where a fresh plan is safe by construction — an object this
    flush read itself (or never loaded) adopts the state DynamoDB returned, a lock another record
@@ -34,8 +34,12 @@ from typing import Any, Protocol
 
 import attrs
 
+from dynaunique._connection import Steps, connection_for, policy_for, run
+from dynaunique._items import LockRef
 from dynaunique._kinds import Kind
-from dynaunique.connection import Steps, connection_for, policy_for, run
+from dynaunique._plan import Plan, merge
+from dynaunique._transaction import execute_steps, same_item
+from dynaunique._writes import ConditionCheck, RecordDelete, RecordPut, Write
 from dynaunique.errors import (
     ConcurrentModificationError,
     DynauniqueError,
@@ -47,16 +51,6 @@ from dynaunique.errors import (
 )
 from dynaunique.observe import emit, stats
 from dynaunique.observe import write_logger as _log
-from dynaunique.transaction import execute_steps, same_item
-from dynaunique.unit_of_work import (
-    ConditionCheck,
-    LockRef,
-    Plan,
-    RecordDelete,
-    RecordPut,
-    Write,
-    merge,
-)
 
 #: How many times one flush plans and sends before giving up on a record that keeps changing.
 MAX_ATTEMPTS = 4

@@ -14,11 +14,11 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.pagination import ResultIterator
 
-from dynaunique._binding import table_holds_locks
-from dynaunique._instance import InstanceMixin
-from dynaunique.connection import Steps, connection_for, policy_for, send_steps
+from dynaunique._connection import Steps, connection_for, policy_for, send_steps
+from dynaunique._locks import LOCK_SORT_KEY, RESERVED_PREFIX, is_reserved_key
+from dynaunique._model.binding import table_holds_locks
+from dynaunique._model.instance import InstanceMixin
 from dynaunique.errors import ConfigurationError, InvalidValueError
-from dynaunique.locks import LOCK_SORT_KEY, RESERVED_PREFIX, is_reserved_key
 
 _R = TypeVar("_R", bound="ReadMixin")
 _T = TypeVar("_T")

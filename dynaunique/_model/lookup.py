@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from dynaunique._instance import InstanceMixin
+from dynaunique._connection import Steps, connection_for, policy_for, send_steps
 from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, plain_key
-from dynaunique._stored import as_stored
-from dynaunique.connection import Steps, connection_for, policy_for, send_steps
+from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
+from dynaunique._model.instance import InstanceMixin
+from dynaunique._model.stored import as_stored
 from dynaunique.errors import ConfigurationError
-from dynaunique.locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 
 _L = TypeVar("_L", bound="LookupMixin")
 

@@ -1,7 +1,7 @@
 """Plan writes: the loaded state of each object against its current state → a Plan. No I/O.
 
 A :class:`Plan` is data — the exact record and lock writes a save or delete needs, each with its
-guard — so it can be printed, asserted in a unit test, or handed to ``dynaunique.transaction`` to
+guard — so it can be printed, asserted in a unit test, or handed to ``dynaunique._transaction`` to
 execute. The rules (docs/how-it-works.md shows each request):
 
 * create: record put (guarded on absence) + one lock put per lock the record holds;
@@ -20,30 +20,24 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from dynaunique._items import (
-    SECRET_ENV,
-    BoundConstraint,
     LockRef,
     ModelInfo,
     Typed,
     TypedKey,
-    lock_of,
-    locks_of,
     record_key,
 )
 from dynaunique._kinds import Kind
+from dynaunique._locks import untyped
 from dynaunique._writes import (
     RECORD_WRITES,
     Absent,
-    ConditionCheck,
     Expression,
-    Guard,
     HeldBy,
     LockDelete,
     LockPut,
     RecordDelete,
     RecordPut,
     RecordUpdate,
-    Unchanged,
     Write,
     lock_delete,
     lock_put,
@@ -51,41 +45,6 @@ from dynaunique._writes import (
     unchanged_guard,
 )
 from dynaunique.errors import ConcurrentModificationError, InvalidValueError, UniqueViolation
-from dynaunique.locks import untyped
-
-__all__ = [  # the vocabulary the planner's callers used to import from here
-    "RECORD_WRITES",
-    "SECRET_ENV",
-    "Absent",
-    "BoundConstraint",
-    "ChangeKind",
-    "ConditionCheck",
-    "Expression",
-    "Guard",
-    "HeldBy",
-    "LockChange",
-    "LockDelete",
-    "LockPut",
-    "LockRef",
-    "ModelInfo",
-    "Plan",
-    "RecordDelete",
-    "RecordPut",
-    "RecordUpdate",
-    "Typed",
-    "TypedKey",
-    "Unchanged",
-    "Write",
-    "diff_locks",
-    "lock_of",
-    "locks_of",
-    "merge",
-    "plan_delete",
-    "plan_save",
-    "plan_update",
-    "record_key",
-    "unchanged_guard",
-]
 
 
 class ChangeKind(Kind):

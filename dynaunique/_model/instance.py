@@ -1,6 +1,6 @@
 """What a Model instance remembers: the item it was loaded from, its key, that item's locks.
 
-Each instance keeps one :class:`~dynaunique.flush.InstanceState`: the item as last loaded from
+Each instance keeps one :class:`~dynaunique._flush.InstanceState`: the item as last loaded from
 or written to DynamoDB (the snapshot the next write guards on and diffs against), and caches of
 the locks a snapshot holds. A snapshot is replaced, never mutated, and only after a write
 succeeded (:meth:`InstanceMixin._du_finish_steps`).
@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from dynaunique._connection import Steps, connection_for, policy_for, send_steps
+from dynaunique._flush import InstanceState, Op, OpKind
 from dynaunique._items import LockRef, ModelInfo, locks_of
+from dynaunique._transaction import same_item
 from dynaunique._writes import RecordPut, RecordUpdate, Write
-from dynaunique.connection import Steps, connection_for, policy_for, send_steps
-from dynaunique.flush import InstanceState, Op, OpKind
-from dynaunique.transaction import same_item
 
 if TYPE_CHECKING:
     # The mixins of dynaunique.Model are PynamoDB models to the type checker; at run time they
@@ -32,12 +32,13 @@ _I = TypeVar("_I", bound="InstanceMixin")
 class InstanceMixin(ModelBase):
     """Per-instance state of a model: its snapshot, keys and the locks the snapshot holds."""
 
-    #: The class's binding (``dynaunique._binding``); None for a class without a table or keys.
+    #: The class's binding (:mod:`dynaunique._model.binding`); None for a class without a table
+    #: or keys.
     _du_info: ClassVar[ModelInfo | None] = None
 
     @property
     def _du_state(self) -> InstanceState:
-        """Everything dynaunique remembers of this instance (``dynaunique.flush``)."""
+        """Everything dynaunique remembers of this instance (``dynaunique._flush``)."""
         state = self.__dict__.get("_du_state_")
         if state is None:
             state = self.__dict__["_du_state_"] = InstanceState()
@@ -146,7 +147,7 @@ class InstanceMixin(ModelBase):
             reads.update(found)
         return dict(locks)
 
-    # --- the unit of work's hooks about state (dynaunique.flush) ---------------------------------
+    # --- the unit of work's hooks about state (dynaunique._flush) ---------------------------------
 
     def _du_read_steps(self) -> Steps[dict[str, Any] | None]:
         """A strongly consistent read of this object's record (raw item, or None)."""

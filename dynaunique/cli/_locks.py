@@ -19,10 +19,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dynaunique import audit
+from dynaunique._transaction import to_json
 from dynaunique.cli._common import CannotRun, endpoint_option, load_models, point_at
 from dynaunique.errors import DynauniqueError
 from dynaunique.model import Model
-from dynaunique.transaction import to_json
 
 _KIND_LABELS = audit.KIND_LABELS
 _STATUS_STYLES = {audit.FIXED: "green", audit.ALREADY_FIXED: "green", audit.NOT_FIXED: "red",

@@ -2,7 +2,7 @@
 
 :mod:`dynaunique._render` builds the request (slot *i* of ``CancellationReasons`` is
 ``plan.writes[i]``). ``execute(plan, connection)`` sends it as ONE request through
-:func:`dynaunique.connection.send` (the one boundary and retry loop): one ``ClientRequestToken``
+:func:`dynaunique._connection.send` (the one boundary and retry loop): one ``ClientRequestToken``
 per call, reused by every resend. A failed condition is never retried here and nothing is ever
 sent after it: the refusal becomes one dynaunique error, except that after an ambiguous failure
 (or when repeating a call whose outcome was unknown) a record slot that already holds exactly
@@ -21,6 +21,9 @@ from typing import Any
 
 from pynamodb.connection import Connection
 
+from dynaunique._connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, run, send_steps
+from dynaunique._locks import OWNER_ATTR, untyped
+from dynaunique._plan import Plan
 from dynaunique._render import (
     MAX_BYTES,
     MAX_ITEMS,
@@ -32,7 +35,15 @@ from dynaunique._render import (
     render_write,
     to_json,
 )
-from dynaunique.connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, run, send_steps
+from dynaunique._writes import (
+    ConditionCheck,
+    LockDelete,
+    LockPut,
+    RecordDelete,
+    RecordPut,
+    RecordUpdate,
+    Write,
+)
 from dynaunique.errors import (
     ConcurrentModificationError,
     ConditionCheckFailedError,
@@ -40,19 +51,8 @@ from dynaunique.errors import (
     ForeignLockError,
     UniqueViolation,
 )
-from dynaunique.locks import OWNER_ATTR, untyped
 from dynaunique.observe import HASHED, emit
 from dynaunique.observe import write_logger as _log
-from dynaunique.unit_of_work import (
-    ConditionCheck,
-    LockDelete,
-    LockPut,
-    Plan,
-    RecordDelete,
-    RecordPut,
-    RecordUpdate,
-    Write,
-)
 
 __all__ = [
     "MAX_BYTES", "MAX_ITEMS", "check_size", "encode", "execute", "execute_steps", "new_token",
@@ -252,7 +252,7 @@ def _refusal(refused: Refused) -> DynauniqueError:
 def execute_steps(plan: Plan, connection: Connection, *,
                   policy: RetryPolicy = DEFAULT_POLICY,
                   repeats: Collection[Write] = ()) -> Steps[dict[str, Any]]:
-    """The logic of :func:`execute`, without I/O (see ``dynaunique.connection.Steps``)."""
+    """The logic of :func:`execute`, without I/O (see ``dynaunique._connection.Steps``)."""
     request = render(plan)
     if plan.is_transaction:
         encoded = encode(request)

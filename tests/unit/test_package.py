@@ -1,0 +1,137 @@
+"""The package's shape (issue 14's rules): no import circle, rooms of a readable size, a map.
+
+Read from the source as text (``ast``): nothing is imported, no server is needed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "dynaunique"
+#: "No module over ~400 lines": the tilde allows a docstring's worth over.
+MAX_MODULE_LINES = 420
+#: "No class over ~250 lines".
+MAX_CLASS_LINES = 260
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module's imports of other dynaunique modules, lazy ones (inside functions) too;
+    ``if TYPE_CHECKING:`` blocks do not count (nothing runs them)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        pending: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+        while pending:
+            node = pending.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    continue
+                targets: list[str] = []
+                if isinstance(child, ast.Import):
+                    targets = [alias.name for alias in child.names]
+                elif isinstance(child, ast.ImportFrom):
+                    base = child.module or ""
+                    if child.level:
+                        parts = package.split(".")[: len(package.split(".")) - child.level + 1]
+                        base = ".".join([*parts, base] if base else parts)
+                    targets = [f"{base}.{alias.name}" for alias in child.names] or [base]
+                for target in targets:
+                    if target.startswith("dynaunique"):
+                        resolved = _resolve(target, modules)
+                        if resolved is not None and resolved != name:
+                            graph[name].add(resolved)
+                pending.append(child)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_graph_sees_lazy_and_relative_imports() -> None:
+    graph = import_graph()
+    assert "dynaunique.errors" in graph["dynaunique"]
+    assert len(graph) == len(_modules()) and sum(map(len, graph.values())) > 50
+
+
+def test_no_import_circle_inside_the_package() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_no_module_is_too_big_to_hold_in_ones_head() -> None:
+    sizes = {name: len(path.read_text(encoding="utf-8").splitlines())
+             for name, path in _modules().items()}
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_no_class_is_too_big_either() -> None:
+    big = {}
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_CLASS_LINES:
+                    big[f"{name}.{node.name}"] = length
+    assert big == {}
+
+
+def test_the_map_of_the_package_names_every_module() -> None:
+    text = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
+    section = text.split("## Map of the package", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([\w./]+)` \|", section, flags=re.MULTILINE))
+    files = {str(path.relative_to(PACKAGE)) for path in _modules().values()}
+    assert files - listed == set(), "modules missing from the map"
+    assert listed - files == set(), "the map names modules that do not exist"
