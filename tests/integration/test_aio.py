@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from pynamodb.connection import Connection
 from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
+from support.declare import declare, pk_attr, sk_attr
 from support.recorders import listening, operation_of
 
 from dynaunique import (
     ConcurrentModificationError,
-    Model,
     UniqueViolation,
     UnsupportedOperationError,
     aio,
@@ -36,17 +36,10 @@ from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 pytestmark = pytest.mark.anyio
 
 
-class Person(Model):
-    class Meta:
-        table_name = "aio_people"
-        extra_headers = {"X-Dynaunique-Test": "aio"}
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
-    note = UnicodeAttribute(null=True)
-    visits = NumberAttribute(default=0)
-    version = VersionAttribute()
+Person = declare("Person", "aio_people", meta={"extra_headers": {"X-Dynaunique-Test": "aio"}},
+                 pk=pk_attr(), sk=sk_attr("PROFILE"),
+                 email=UnicodeAttribute(unique=True, null=True), note=UnicodeAttribute(null=True),
+                 visits=NumberAttribute(default=0), version=VersionAttribute())
 
 
 @pytest.fixture
@@ -314,14 +307,9 @@ async def test_signals_fire_and_extra_headers_reach_the_wire(people: str) -> Non
     assert headers == ["aio"] * 4
 
 
-class Regional(Model):
-    """No Meta.region: the region comes from botocore's chain (AWS_DEFAULT_REGION here)."""
-
-    class Meta:
-        table_name = "aio_regional"
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
+# No Meta.region: the region comes from botocore's chain (AWS_DEFAULT_REGION here).
+Regional = declare("Regional", "aio_regional", pk=UnicodeAttribute(hash_key=True),
+                   email=UnicodeAttribute(unique=True, null=True))
 
 
 async def test_a_model_without_region_is_signed_for_botocores_region(
@@ -352,13 +340,8 @@ async def test_close_drops_the_loops_clients_and_they_come_back(people: str) -> 
     assert (await Person.aget("A", "PROFILE")).email == "a@x.io"
 
 
-class Mocked(Model):
-    class Meta:
-        table_name = "aio_mocked"
-        region = "us-west-2"
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
+Mocked = declare("Mocked", "aio_mocked", meta={"region": "us-west-2"},
+                 pk=UnicodeAttribute(hash_key=True), email=UnicodeAttribute(unique=True, null=True))
 
 
 async def test_mock_aws_answers_the_async_path_too() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean
 from support.recorders import Wire
 from support.tables import raw_items
@@ -41,41 +42,19 @@ from dynaunique.testing import create_tables, use_endpoint
 
 # --- models (tables prefixed atom_, unique to this file) -----------------------------------------
 
+# Two unique fields; shares its table with Membership.
+User = declare("User", "atom_users", pk=pk_attr(), sk=sk_attr("USER"),
+               email=UnicodeAttribute(unique=True, normalize=normalizers.casefold),
+               handle=UnicodeAttribute(unique=True, null=True), bio=UnicodeAttribute(null=True))
 
-class User(Model):
-    """Two unique fields; shares its table with Membership."""
+# No constraints at all: a plain record in the same unit of work.
+Membership = declare("Membership", "atom_users", pk=pk_attr(), sk=sk_attr(),
+                     role=UnicodeAttribute(default="owner"))
 
-    class Meta:
-        table_name = "atom_users"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="USER")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold)
-    handle = UnicodeAttribute(unique=True, null=True)
-    bio = UnicodeAttribute(null=True)
-
-
-class Membership(Model):
-    """No constraints at all: a plain record in the same unit of work."""
-
-    class Meta:
-        table_name = "atom_users"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK")
-    role = UnicodeAttribute(default="owner")
-
-
-class Workspace(Model):
-    """A second table, with a version attribute."""
-
-    class Meta:
-        table_name = "atom_workspaces"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    name = UnicodeAttribute(unique=True)
-    plan = UnicodeAttribute(default="free")
-    version = VersionAttribute()
+# A second table, with a version attribute.
+Workspace = declare("Workspace", "atom_workspaces", pk=pk_attr(),
+                    name=UnicodeAttribute(unique=True), plan=UnicodeAttribute(default="free"),
+                    version=VersionAttribute())
 
 
 MODELS: tuple[type[Model], ...] = (User, Membership, Workspace)
@@ -148,6 +127,16 @@ def user(n: int, email: str | None = None, handle: str | None = None) -> User:
 def saved(*objects: Model) -> None:
     for obj in objects:
         obj.save()
+
+
+def swapping(wire: Wire) -> tuple[User, User]:
+    """USER#1 (ada@x.io) and USER#2 (bob@x.io) saved, the wire cleared, then their emails
+    swapped in memory: the next saves exchange the two values."""
+    ada, bob = user(1, email="ada@x.io"), user(2, email="bob@x.io")
+    saved(ada, bob)
+    wire.clear()
+    ada.email, bob.email = "bob@x.io", "ada@x.io"
+    return ada, bob
 
 
 def signup(n: int) -> tuple[User, Workspace, Membership]:
@@ -525,10 +514,7 @@ def test_a_task_started_in_a_block_saves_directly_once_the_block_ended(wire: Wir
 
 
 def test_swap_of_two_emails_is_one_transaction_of_owner_transfers(wire: Wire) -> None:
-    ada, bob = user(1, email="ada@x.io"), user(2, email="bob@x.io")
-    saved(ada, bob)
-    wire.clear()
-    ada.email, bob.email = "bob@x.io", "ada@x.io"
+    ada, bob = swapping(wire)
     with atomic():
         ada.save()
         bob.save()
@@ -550,10 +536,7 @@ def test_swap_of_two_emails_is_one_transaction_of_owner_transfers(wire: Wire) ->
 
 
 def test_transfer_is_guarded_by_the_old_owner(wire: Wire) -> None:
-    ada, bob = user(1, email="ada@x.io"), user(2, email="bob@x.io")
-    saved(ada, bob)
-    wire.clear()
-    ada.email, bob.email = "bob@x.io", "ada@x.io"
+    ada, bob = swapping(wire)
     with atomic(dry_run=True) as tx:
         ada.save()
         bob.save()
@@ -807,10 +790,7 @@ def test_dry_run_sends_nothing_and_matches_the_real_request(wire: Wire) -> None:
 
 
 def test_dry_run_of_a_swap_matches_the_real_swap(wire: Wire) -> None:
-    ada, bob = user(1, email="ada@x.io"), user(2, email="bob@x.io")
-    saved(ada, bob)
-    wire.clear()
-    ada.email, bob.email = "bob@x.io", "ada@x.io"
+    ada, bob = swapping(wire)
     with atomic(dry_run=True) as dry_tx:
         ada.save()
         bob.save()

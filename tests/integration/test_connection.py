@@ -16,23 +16,18 @@ import pytest
 from pynamodb.connection import Connection
 from pynamodb.models import Model as PynamoModel
 from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
+from support.declare import declare
 from support.recorders import listening
 
-from dynaunique import DynauniqueError, Model
+from dynaunique import DynauniqueError
 from dynaunique import _connection as connection
 from dynaunique._connection import connection_for
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables
 
-
-class Regional(Model):
-    """No Meta.region: the region comes from botocore's chain (AWS_DEFAULT_REGION here)."""
-
-    class Meta:
-        table_name = "conn_regional"
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
+# No Meta.region: the region comes from botocore's chain (AWS_DEFAULT_REGION here).
+Regional = declare("Regional", "conn_regional", pk=UnicodeAttribute(hash_key=True),
+                   email=UnicodeAttribute(unique=True, null=True))
 
 
 class PlainRegional(PynamoModel):
@@ -45,14 +40,11 @@ class PlainRegional(PynamoModel):
     email = UnicodeAttribute(null=True)
 
 
-class Signalled(Model):
-    class Meta:
-        table_name = "conn_signalled"
-        region = "us-east-1"
-        extra_headers = {"X-Dynaunique-Test": "signalled"}
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
+Signalled = declare("Signalled", "conn_signalled",
+                    meta={"region": "us-east-1",
+                          "extra_headers": {"X-Dynaunique-Test": "signalled"}},
+                    pk=UnicodeAttribute(hash_key=True),
+                    email=UnicodeAttribute(unique=True, null=True))
 
 
 @pytest.fixture

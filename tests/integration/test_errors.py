@@ -9,6 +9,7 @@ import pytest
 from pynamodb.exceptions import (
     PutError,
 )
+from support.declare import declare, pk_attr
 
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import (
@@ -16,24 +17,11 @@ from dynaunique.errors import (
     UniqueViolation,
     for_operation,
 )
-from dynaunique.model import Model
 from dynaunique.testing import create_tables, use_endpoint
 
+_Member = declare("_Member", "errors_members", pk=pk_attr(), email=UnicodeAttribute(unique=True))
 
-class _Member(Model):
-    class Meta:
-        table_name = "errors_members"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True)
-
-
-class _Note(Model):
-    class Meta:
-        table_name = "errors_notes"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    text = UnicodeAttribute(null=True)
+_Note = declare("_Note", "errors_notes", pk=pk_attr(), text=UnicodeAttribute(null=True))
 
 
 def test_a_real_unique_violation_carries_dynamodbs_cancellation_reasons(dynamodb: str) -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from pynamodb.exceptions import PutError
+from support.declare import declare
 from support.tables import raw_tables
 
-from dynaunique import ConcurrentModificationError, Model, atomic
+from dynaunique import ConcurrentModificationError, atomic
 from dynaunique.attributes import (
     BinaryAttribute,
     NumberAttribute,
@@ -23,32 +24,15 @@ from dynaunique.attributes import (
 )
 from dynaunique.testing import create_tables, use_endpoint
 
+Reading = declare("Reading", "keys_readings", sensor=NumberAttribute(hash_key=True),
+                  at=NumberAttribute(range_key=True), value=UnicodeAttribute(null=True))
 
-class Reading(Model):
-    class Meta:
-        table_name = "keys_readings"
+Blob = declare("Blob", "keys_blobs", digest=BinaryAttribute(hash_key=True, legacy_encoding=False),
+               part=BinaryAttribute(range_key=True, legacy_encoding=False),
+               note=UnicodeAttribute(null=True))
 
-    sensor = NumberAttribute(hash_key=True)
-    at = NumberAttribute(range_key=True)
-    value = UnicodeAttribute(null=True)
-
-
-class Blob(Model):
-    class Meta:
-        table_name = "keys_blobs"
-
-    digest = BinaryAttribute(hash_key=True, legacy_encoding=False)
-    part = BinaryAttribute(range_key=True, legacy_encoding=False)
-    note = UnicodeAttribute(null=True)
-
-
-class Doc(Model):
-    class Meta:
-        table_name = "keys_docs"
-
-    pk = UnicodeAttribute(hash_key=True)
-    body = UnicodeAttribute(null=True)
-    version = VersionAttribute()
+Doc = declare("Doc", "keys_docs", pk=UnicodeAttribute(hash_key=True),
+              body=UnicodeAttribute(null=True), version=VersionAttribute())
 
 
 @pytest.fixture
@@ -156,15 +140,9 @@ def test_a_loaded_versioned_object_saves_with_the_next_version_in_atomic(raw: An
         {"pk": {"S": "D#1"}, "body": {"S": "changed"}, "version": {"N": "4"}}]
 
 
-class Member(Model):
-    """Versioned, with a constraint: the first-save guard holds here too."""
-
-    class Meta:
-        table_name = "keys_members"
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
-    version = VersionAttribute()
+# Versioned, with a constraint: the first-save guard holds here too.
+Member = declare("Member", "keys_members", pk=UnicodeAttribute(hash_key=True),
+                 email=UnicodeAttribute(unique=True, null=True), version=VersionAttribute())
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import pytest
 from botocore.exceptions import ClientError
 from pynamodb.attributes import UnicodeAttribute
-from pynamodb.models import Model
 from support import local_server as local_server_helpers
+from support.declare import declare, pk_attr
 from support.local_server import client
 
 from dynaunique.testing import (
@@ -195,21 +195,10 @@ def test_reset_of_an_unreachable_server_is_a_clear_error() -> None:
         reset_local_dynamodb(f"http://127.0.0.1:{port}")
 
 
-class Widget(Model):
-    class Meta:
-        table_name = "widgets"
+Widget = declare("Widget", "widgets", pk=pk_attr(), colour=UnicodeAttribute(null=True))
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    colour = UnicodeAttribute(null=True)
-
-
-class WidgetAlias(Model):
-    """A second model on the same table, as lock items and records share one."""
-
-    class Meta:
-        table_name = "widgets"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+# A second model on the same table, as lock items and records share one.
+WidgetAlias = declare("WidgetAlias", "widgets", pk=pk_attr())
 
 
 @pytest.fixture

@@ -76,6 +76,16 @@ def _racing(ws: Workspace, **kwargs: Any) -> Racing:
                   client_for=project.client_for, **kwargs)
 
 
+def _app_moves(models: Any, pk: str, email: str) -> Callable[[], None]:
+    """The application's write that races the backfill: record ``pk`` read, then saved with
+    ``email``."""
+    def move() -> None:
+        account = models.Account.get(pk, "PROFILE", consistent_read=True)
+        account.email = email
+        account.save()
+    return move
+
+
 def _migration_items(ws: Workspace) -> set[str]:
     return {k for k in ws.ledger() if k.startswith("UNIQ#~MIGRATION#")}
 
@@ -86,13 +96,8 @@ def _migration_items(ws: Workspace) -> set[str]:
 def test_a_value_changed_between_scan_and_lock_write_leaves_no_orphan(ws: Workspace) -> None:
     _seed(ws, 12)
     models = _prepare(ws)
-
-    def app_moves_the_record() -> None:
-        account = models.Account.get("ACCT#005", "PROFILE", consistent_read=True)
-        account.email = "moved@x.io"
-        account.save()
-
-    executor = _racing(ws, target="ACCT#005", before=app_moves_the_record)
+    executor = _racing(ws, target="ACCT#005",
+                       before=_app_moves(models, "ACCT#005", "moved@x.io"))
     executor.migrate()
     assert executor.fired
     # The backfill put UNIQ#EMAIL#user5@x.io from its stale scan; the verify read removed it.
@@ -118,13 +123,7 @@ def test_a_record_deleted_between_scan_and_lock_write_leaves_no_orphan(ws: Works
 def test_a_value_changed_right_after_the_lock_write_is_consistent(ws: Workspace) -> None:
     _seed(ws, 12)
     models = _prepare(ws)
-
-    def app_moves_the_record() -> None:
-        account = models.Account.get("ACCT#003", "PROFILE", consistent_read=True)
-        account.email = "later@x.io"
-        account.save()
-
-    _racing(ws, target="ACCT#003", after=app_moves_the_record).migrate()
+    _racing(ws, target="ACCT#003", after=_app_moves(models, "ACCT#003", "later@x.io")).migrate()
     assert ws.locks() == ws.expected_locks()
 
 
@@ -134,15 +133,11 @@ def test_a_crash_between_a_stale_lock_write_and_its_verification_is_repaired(
     _seed(ws, 12)
     models = _prepare(ws)
 
-    def app_moves_then_we_crash() -> None:
-        account = models.Account.get("ACCT#004", "PROFILE", consistent_read=True)
-        account.email = "moved@x.io"
-        account.save()
-
     def crash() -> None:
         raise InjectedCrash("crash right after the stale write")
 
-    executor = _racing(ws, target="ACCT#004", before=app_moves_then_we_crash, after=crash)
+    executor = _racing(ws, target="ACCT#004", before=_app_moves(models, "ACCT#004", "moved@x.io"),
+                       after=crash)
     with pytest.raises(InjectedCrash):
         executor.migrate()
     # The orphan is there now, and the ledger says which lock was in flight.

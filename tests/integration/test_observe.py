@@ -27,6 +27,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.declare import declare
 from support.log_events import events, levels
 from support.migrations_workspace import Workspace, open_workspace
 
@@ -50,25 +51,15 @@ SECRET = "observe-secret"
 SECRET_EMAIL = "Ada.Private@Lovelace.io"
 
 
-class Member(Model):
-    class Meta:
-        table_name = "observe_members"
+Member = declare("Member", "observe_members", pk=UnicodeAttribute(hash_key=True),
+                 email=UnicodeAttribute(unique=True, null=True), visits=NumberAttribute(default=0),
+                 version=VersionAttribute())
 
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
-    visits = NumberAttribute(default=0)
-    version = VersionAttribute()
-
-
-class Patient(Model):
-    class Meta:
-        table_name = "observe_patients"
-        lock_secret = SECRET
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, hashed=True, null=True, normalize=normalizers.casefold)
-    note = UnicodeAttribute(null=True)
-    version = VersionAttribute()
+Patient = declare("Patient", "observe_patients", meta={"lock_secret": SECRET},
+                  pk=UnicodeAttribute(hash_key=True),
+                  email=UnicodeAttribute(unique=True, hashed=True, null=True,
+                                         normalize=normalizers.casefold),
+                  note=UnicodeAttribute(null=True), version=VersionAttribute())
 
 
 @pytest.fixture

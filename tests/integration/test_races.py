@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 from support.tables import raw_tables, scan_all
 
-from dynaunique import Model, UniqueViolation, normalizers
+from dynaunique import UniqueViolation, normalizers
 from dynaunique import _connection as connection
 from dynaunique._locks import RESERVED_PREFIX
 from dynaunique.attributes import UnicodeAttribute
@@ -22,13 +23,8 @@ THREADS = 12
 ROUNDS = 20
 
 
-class Member(Model):
-    class Meta:
-        table_name = "race_members"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold)
+Member = declare("Member", "race_members", pk=pk_attr(), sk=sk_attr("PROFILE"),
+                 email=UnicodeAttribute(unique=True, normalize=normalizers.casefold))
 
 
 @pytest.fixture
@@ -89,6 +85,19 @@ def one_winner(round_: int, email: str, members: list[Member], outcomes: list[An
     expected_locks[f"UNIQ#EMAIL#{email}"] = winner.pk
 
 
+def one_mover(round_: int, target: str, loaded: list[Member], outcomes: list[Any],
+              current: dict[str, str]) -> None:
+    """One round of moves' verdict: exactly one member moved to ``target``, every other got a
+    UniqueViolation naming the winner; ``current`` (record PK → email) records the move."""
+    winners = [m.pk for m, outcome in zip(loaded, outcomes, strict=True) if outcome is None]
+    assert len(winners) == 1, f"round {round_}: winners {winners}"
+    for outcome in outcomes:
+        if outcome is not None:
+            assert isinstance(outcome, UniqueViolation), repr(outcome)
+            assert outcome.owner == {"PK": winners[0], "SK": "PROFILE"}
+    current[winners[0]] = target
+
+
 def test_concurrent_signups_on_one_email_have_exactly_one_winner_per_round(raw: Any) -> None:
     expected_records: dict[str, str] = {}
     expected_locks: dict[str, str] = {}
@@ -120,13 +129,7 @@ def test_concurrent_moves_of_different_accounts_to_one_email(raw: Any) -> None:
             return job
 
         outcomes = run_together([move(member) for member in loaded])
-        winners = [m.pk for m, outcome in zip(loaded, outcomes, strict=True) if outcome is None]
-        assert len(winners) == 1, f"round {round_}: winners {winners}"
-        for outcome in outcomes:
-            if outcome is not None:
-                assert isinstance(outcome, UniqueViolation), repr(outcome)
-                assert outcome.owner == {"PK": winners[0], "SK": "PROFILE"}
-        current[winners[0]] = target
+        one_mover(round_, target, loaded, outcomes, current)
         # The winner's old value is free, every loser still holds its own, no orphan.
         assert table_state(raw) == (
             current, {f"UNIQ#EMAIL#{email}": pk for pk, email in current.items()})

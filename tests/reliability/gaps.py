@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from support.declare import declare
+
 from dynaunique import Model
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 
@@ -24,29 +26,16 @@ from .proxy import WRITE_OPERATIONS, Recorded
 ADVERSARIES = ("back", "third", "deleted", "recreated")
 
 
-class GapPlain(Model):
-    """No version: "unchanged since loaded" is the unique value."""
+# No version: "unchanged since loaded" is the unique value.
+GapPlain = declare("GapPlain", "rel_gaps", meta={"read_timeout_seconds": 30},
+                   pk=UnicodeAttribute(hash_key=True),
+                   email=UnicodeAttribute(unique=True, null=True), note=UnicodeAttribute(null=True))
 
-    class Meta:
-        table_name = "rel_gaps"
-        read_timeout_seconds = 30
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
-    note = UnicodeAttribute(null=True)
-
-
-class GapVersioned(Model):
-    """With a VersionAttribute (which restarts at 1 when the record is created again)."""
-
-    class Meta:
-        table_name = "rel_gaps_v"
-        read_timeout_seconds = 30
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
-    note = UnicodeAttribute(null=True)
-    version = VersionAttribute()
+# With a VersionAttribute (which restarts at 1 when the record is created again).
+GapVersioned = declare("GapVersioned", "rel_gaps_v", meta={"read_timeout_seconds": 30},
+                       pk=UnicodeAttribute(hash_key=True),
+                       email=UnicodeAttribute(unique=True, null=True),
+                       note=UnicodeAttribute(null=True), version=VersionAttribute())
 
 
 MODELS: dict[str, type[Model]] = {"plain": GapPlain, "versioned": GapVersioned}

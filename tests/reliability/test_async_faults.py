@@ -27,6 +27,7 @@ from .test_faults import (
     SHORT_TIMEOUT,
     FaultVersioned,
     _seed,
+    assert_applied_once,
     assert_one_request,
     assert_snapshots,
     assert_states,
@@ -60,12 +61,7 @@ async def test_an_async_resend_applies_the_write_exactly_once(
 
     await _act_async(case.act)
 
-    writes = proxy.writes()
-    assert [r.fault for r in writes] == [fault, None]
-    assert_one_request(writes)
-    assert_states(direct, model, case.after)
-    assert_snapshots(direct, case)
-    assert_clean([model], direct)
+    assert_applied_once(proxy, direct, model, case, fault)
 
 
 async def test_an_async_update_whose_result_cannot_be_known_is_never_resent(

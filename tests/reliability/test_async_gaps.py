@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import pytest
 from pynamodb.exceptions import DoesNotExist
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean
 
 from dynaunique import (
@@ -40,23 +41,12 @@ ALL_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem",
 OLD, NEW, THIRD = "a@x.io", "b@x.io", "c@x.io"
 
 
-class AsyncGapVersioned(Model):
-    class Meta:
-        table_name = "rel_async_gaps_versioned"
+AsyncGapVersioned = declare("AsyncGapVersioned", "rel_async_gaps_versioned", pk=pk_attr(),
+                            sk=sk_attr("PROFILE"), email=UnicodeAttribute(unique=True, null=True),
+                            version=VersionAttribute())
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
-    version = VersionAttribute()
-
-
-class AsyncGapPlain(Model):
-    class Meta:
-        table_name = "rel_async_gaps_plain"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
+AsyncGapPlain = declare("AsyncGapPlain", "rel_async_gaps_plain", pk=pk_attr(),
+                        sk=sk_attr("PROFILE"), email=UnicodeAttribute(unique=True, null=True))
 
 
 MODELS: tuple[type[Model], ...] = (AsyncGapVersioned, AsyncGapPlain)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from pynamodb.exceptions import DoesNotExist
+from support.declare import declare, pk_attr
 from support.invariants import assert_clean
 
 from dynaunique import (
@@ -42,25 +43,15 @@ KEYS = [f"K{i}" for i in range(10)]
 VALUES = [f"v{i}@x.io" for i in range(5)]
 
 
-class HistoryVersioned(Model):
-    class Meta:
-        table_name = "rel_async_history_versioned"
+HistoryVersioned = declare("HistoryVersioned", "rel_async_history_versioned", pk=pk_attr(),
+                           email=UnicodeAttribute(unique=True, null=True),
+                           handle=UnicodeAttribute(unique=True, null=True),
+                           visits=NumberAttribute(default=0), version=VersionAttribute())
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True, null=True)
-    handle = UnicodeAttribute(unique=True, null=True)
-    visits = NumberAttribute(default=0)
-    version = VersionAttribute()
-
-
-class HistoryPlain(Model):
-    class Meta:
-        table_name = "rel_async_history_plain"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True, null=True)
-    handle = UnicodeAttribute(unique=True, null=True)
-    visits = NumberAttribute(default=0)
+HistoryPlain = declare("HistoryPlain", "rel_async_history_plain", pk=pk_attr(),
+                       email=UnicodeAttribute(unique=True, null=True),
+                       handle=UnicodeAttribute(unique=True, null=True),
+                       visits=NumberAttribute(default=0))
 
 
 #: The answers a call may give to a race; anything else fails the test.

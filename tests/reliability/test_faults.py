@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_item
 
 from dynaunique import (
@@ -46,37 +47,24 @@ SHORT_TIMEOUT = 0.75
 HOLD = 1.0
 
 
-class FaultVersioned(Model):
-    """A model with a VersionAttribute: a second application would bump the version twice."""
-
-    class Meta:
-        table_name = "rel_faults_versioned"
-        read_timeout_seconds = READ_TIMEOUT
-        connect_timeout_seconds = READ_TIMEOUT
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold)
-    handle = UnicodeAttribute(unique=True, null=True)
-    note = UnicodeAttribute(null=True)
-    visits = NumberAttribute(default=0)
-    version = VersionAttribute()
+def _account_fields() -> dict[str, Any]:
+    """The fields both fault models have, as fresh attributes (a class owns its attributes)."""
+    return {"pk": pk_attr(), "sk": sk_attr("PROFILE"),
+            "email": UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold),
+            "handle": UnicodeAttribute(unique=True, null=True),
+            "note": UnicodeAttribute(null=True),
+            "visits": NumberAttribute(default=0)}
 
 
-class FaultPlain(Model):
-    """A model without a version: "unchanged since loaded" compares the unique values."""
+TIMEOUTS = {"read_timeout_seconds": READ_TIMEOUT, "connect_timeout_seconds": READ_TIMEOUT}
 
-    class Meta:
-        table_name = "rel_faults_plain"
-        read_timeout_seconds = READ_TIMEOUT
-        connect_timeout_seconds = READ_TIMEOUT
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold)
-    handle = UnicodeAttribute(unique=True, null=True)
-    note = UnicodeAttribute(null=True)
-    visits = NumberAttribute(default=0)
+# A model with a VersionAttribute: a second application would bump the version twice.
+FaultVersioned = declare("FaultVersioned", "rel_faults_versioned", meta=TIMEOUTS,
+                         **_account_fields(), version=VersionAttribute())
+
+# A model without a version: "unchanged since loaded" compares the unique values.
+FaultPlain = declare("FaultPlain", "rel_faults_plain", meta=TIMEOUTS, **_account_fields())
 
 
 MODELS: tuple[type[Model], ...] = (FaultVersioned, FaultPlain)
@@ -316,6 +304,18 @@ def assert_snapshots(endpoint: str, case: Case) -> None:
         assert obj._du_loaded == raw
 
 
+def assert_applied_once(proxy: FaultProxy, direct: str, model: type[Model], case: Case,
+                        fault: Fault) -> None:
+    """The faulted request was resent once, as the very same request, and the write stands
+    applied exactly once: the case's ``after`` states, snapshots, and locks."""
+    writes = proxy.writes()
+    assert [r.fault for r in writes] == [fault, None]
+    assert_one_request(writes)
+    assert_states(direct, model, case.after)
+    assert_snapshots(direct, case)
+    assert_clean([model], direct)
+
+
 @pytest.mark.parametrize(("model", "name", "fault"),
                          _params((Fault.DROP_BEFORE, Fault.DROP_AFTER), KNOWN_BUGS))
 def test_resend_applies_the_write_exactly_once(endpoints: tuple[FaultProxy, str],
@@ -330,12 +330,7 @@ def test_resend_applies_the_write_exactly_once(endpoints: tuple[FaultProxy, str]
 
     case.act()
 
-    writes = proxy.writes()
-    assert [r.fault for r in writes] == [fault, None]
-    assert_one_request(writes)
-    assert_states(direct, model, case.after)
-    assert_snapshots(direct, case)
-    assert_clean([model], direct)
+    assert_applied_once(proxy, direct, model, case, fault)
 
 
 @pytest.mark.parametrize("fault", [Fault.DROP_BEFORE, Fault.DROP_AFTER])

@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from support.declare import declare
 from support.invariants import assert_sound, check, raw_item
 
 from dynaunique import (
@@ -48,38 +49,20 @@ from reliability import point
 from reliability.gaps import GapPlain, GapVersioned, unguarded_followups
 from reliability.proxy import Fault, FaultProxy
 
+# One unique boolean, one unique binary, one unique number.
+Flagged = declare("Flagged", "i11_typed", pk=UnicodeAttribute(hash_key=True),
+                  flag=BooleanAttribute(unique=True, null=True),
+                  blob=BinaryAttribute(unique=True, null=True, legacy_encoding=False),
+                  amount=NumberAttribute(unique=True, null=True),
+                  name=UnicodeAttribute(unique=True, null=True))
 
-class Flagged(Model):
-    """One unique boolean, one unique binary, one unique number."""
+# Shares the lock name HANDLE with Team (both declare it explicitly).
+Person = declare("Person", "i11_shared", pk=UnicodeAttribute(hash_key=True),
+                 handle=UnicodeAttribute(unique=True, null=True, lock_name="HANDLE"))
 
-    class Meta:
-        table_name = "i11_typed"
-
-    pk = UnicodeAttribute(hash_key=True)
-    flag = BooleanAttribute(unique=True, null=True)
-    blob = BinaryAttribute(unique=True, null=True, legacy_encoding=False)
-    amount = NumberAttribute(unique=True, null=True)
-    name = UnicodeAttribute(unique=True, null=True)
-
-
-class Person(Model):
-    """Shares the lock name HANDLE with Team (both declare it explicitly)."""
-
-    class Meta:
-        table_name = "i11_shared"
-
-    pk = UnicodeAttribute(hash_key=True)
-    handle = UnicodeAttribute(unique=True, null=True, lock_name="HANDLE")
-
-
-class Team(Model):
-    """Shares the lock name HANDLE with Person."""
-
-    class Meta:
-        table_name = "i11_shared"
-
-    pk = UnicodeAttribute(hash_key=True)
-    handle = UnicodeAttribute(unique=True, null=True, lock_name="HANDLE")
+# Shares the lock name HANDLE with Person.
+Team = declare("Team", "i11_shared", pk=UnicodeAttribute(hash_key=True),
+               handle=UnicodeAttribute(unique=True, null=True, lock_name="HANDLE"))
 
 
 MODELS: tuple[type[Model], ...] = (GapPlain, GapVersioned, Flagged, Person, Team)

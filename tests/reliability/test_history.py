@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from support.declare import declare
 from support.invariants import check, raw_client, scan_table
 
 from dynaunique import Model, UniqueViolation
@@ -43,27 +44,15 @@ QUICK_OPS = 300
 SOAK_OPS = 10_000
 
 
-class HistPlain(Model):
-    """No version: "unchanged since loaded" is the unique value."""
+# No version: "unchanged since loaded" is the unique value.
+HistPlain = declare("HistPlain", "rel_history", meta={"read_timeout_seconds": 30},
+                    pk=UnicodeAttribute(hash_key=True),
+                    email=UnicodeAttribute(unique=True, null=True))
 
-    class Meta:
-        table_name = "rel_history"
-        read_timeout_seconds = 30
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
-
-
-class HistVersioned(Model):
-    """With a VersionAttribute."""
-
-    class Meta:
-        table_name = "rel_history_v"
-        read_timeout_seconds = 30
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True, null=True)
-    version = VersionAttribute()
+# With a VersionAttribute.
+HistVersioned = declare("HistVersioned", "rel_history_v", meta={"read_timeout_seconds": 30},
+                        pk=UnicodeAttribute(hash_key=True),
+                        email=UnicodeAttribute(unique=True, null=True), version=VersionAttribute())
 
 
 MODELS: dict[str, type[Model]] = {"plain": HistPlain, "versioned": HistVersioned}

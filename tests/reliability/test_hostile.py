@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_client, scan_table
 
 from dynaunique import (
@@ -240,33 +241,17 @@ def test_non_finite_numbers_are_a_clear_error(value: Any) -> None:
 
 # --- through models and the server ---------------------------------------------------------------
 
+# NFKC + casefold: different strings may be one value, e.g. "ﬁ" and "FI".
+HostileText = declare("HostileText", "rel_hostile_text", pk=pk_attr(),
+                      email=UnicodeAttribute(unique=True, normalize=normalizers.nfkc_casefold))
 
-class HostileText(Model):
-    """NFKC + casefold: different strings may be one value, e.g. "ﬁ" and "FI"."""
+HostileNumber = declare("HostileNumber", "rel_hostile_number", pk=pk_attr(),
+                        number=NumberAttribute(unique=True))
 
-    class Meta:
-        table_name = "rel_hostile_text"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.nfkc_casefold)
-
-
-class HostileNumber(Model):
-    class Meta:
-        table_name = "rel_hostile_number"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    number = NumberAttribute(unique=True)
-
-
-class HostilePair(Model):
-    class Meta:
-        table_name = "rel_hostile_pair"
-        constraints = [UniqueConstraint(fields=("tenant", "slug"), name="TENANT_SLUG")]
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    tenant = UnicodeAttribute()
-    slug = UnicodeAttribute()
+HostilePair = declare("HostilePair", "rel_hostile_pair",
+                      meta={"constraints": [UniqueConstraint(fields=("tenant", "slug"),
+                                                             name="TENANT_SLUG")]},
+                      pk=pk_attr(), tenant=UnicodeAttribute(), slug=UnicodeAttribute())
 
 
 def wipe(endpoint: str, table: str) -> None:
@@ -378,58 +363,27 @@ def test_numbers_dynamodb_cannot_store_are_a_clear_error(hostile: str, number: A
 
 # --- one lock namespace shared by several types and a composite --------------------------------
 
+TokenText = declare("TokenText", "rel_hostile_tokens", pk=pk_attr(),
+                    token=UnicodeAttribute(unique=True, lock_name="TOKEN"))
 
-class TokenText(Model):
-    class Meta:
-        table_name = "rel_hostile_tokens"
+TokenBinary = declare("TokenBinary", "rel_hostile_tokens", pk=pk_attr(),
+                      token=BinaryAttribute(unique=True, lock_name="TOKEN", legacy_encoding=False))
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    token = UnicodeAttribute(unique=True, lock_name="TOKEN")
+TokenNumber = declare("TokenNumber", "rel_hostile_tokens", pk=pk_attr(),
+                      token=NumberAttribute(unique=True, lock_name="TOKEN"))
 
+TokenFlag = declare("TokenFlag", "rel_hostile_tokens", pk=pk_attr(),
+                    token=BooleanAttribute(unique=True, lock_name="TOKEN"))
 
-class TokenBinary(Model):
-    class Meta:
-        table_name = "rel_hostile_tokens"
+TokenPair = declare("TokenPair", "rel_hostile_tokens",
+                    meta={"constraints": [UniqueConstraint(fields=("left", "right"),
+                                                           name="TOKEN")]},
+                    pk=pk_attr(), left=UnicodeAttribute(), right=UnicodeAttribute())
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    token = BinaryAttribute(unique=True, lock_name="TOKEN", legacy_encoding=False)
-
-
-class TokenNumber(Model):
-    class Meta:
-        table_name = "rel_hostile_tokens"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    token = NumberAttribute(unique=True, lock_name="TOKEN")
-
-
-class TokenFlag(Model):
-    class Meta:
-        table_name = "rel_hostile_tokens"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    token = BooleanAttribute(unique=True, lock_name="TOKEN")
-
-
-class TokenPair(Model):
-    class Meta:
-        table_name = "rel_hostile_tokens"
-        constraints = [UniqueConstraint(fields=("left", "right"), name="TOKEN")]
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    left = UnicodeAttribute()
-    right = UnicodeAttribute()
-
-
-class TokenSecret(Model):
-    """A hashed constraint: its keys are ``\\k`` + HMAC, its locks carry no plaintext."""
-
-    class Meta:
-        table_name = "rel_hostile_tokens"
-        lock_secret = "not-a-real-secret"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    token = UnicodeAttribute(unique=True, lock_name="TOKEN", hashed=True)
+# A hashed constraint: its keys are ``\k`` + HMAC, its locks carry no plaintext.
+TokenSecret = declare("TokenSecret", "rel_hostile_tokens",
+                      meta={"lock_secret": "not-a-real-secret"}, pk=pk_attr(),
+                      token=UnicodeAttribute(unique=True, lock_name="TOKEN", hashed=True))
 
 
 TOKEN_MODELS: tuple[type[Model], ...] = (TokenText, TokenBinary, TokenNumber, TokenFlag,
@@ -482,13 +436,8 @@ def _value_for_key_bytes(total: int, filler: str = "x") -> str:
     return filler * count + "y" * rest
 
 
-class Sized(Model):
-    class Meta:
-        table_name = "rel_hostile_sized"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True, null=True)
-    note = UnicodeAttribute(null=True)
+Sized = declare("Sized", "rel_hostile_sized", pk=pk_attr(),
+                email=UnicodeAttribute(unique=True, null=True), note=UnicodeAttribute(null=True))
 
 
 @pytest.fixture
@@ -703,13 +652,8 @@ def test_attribute_lock_names_are_refused_at_class_definition(lock_name: str) ->
         })
 
 
-class Prefixed(Model):
-    class Meta:
-        table_name = "rel_hostile_prefixed"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
+Prefixed = declare("Prefixed", "rel_hostile_prefixed", pk=pk_attr(), sk=sk_attr("PROFILE"),
+                   email=UnicodeAttribute(unique=True, null=True))
 
 
 def test_record_keys_in_the_lock_namespace_are_refused(dynamodb: str) -> None:

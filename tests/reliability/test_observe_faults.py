@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_client, raw_item
 from support.log_events import events, levels
 
-from dynaunique import Model
 from dynaunique._locks import lock_key
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables
@@ -22,14 +22,8 @@ from .proxy import Fault, FaultProxy
 TABLE = "rel_observe"
 
 
-class Observed(Model):
-    class Meta:
-        table_name = TABLE
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
-    version = VersionAttribute()
+Observed = declare("Observed", TABLE, pk=pk_attr(), sk=sk_attr("PROFILE"),
+                   email=UnicodeAttribute(unique=True, null=True), version=VersionAttribute())
 
 
 def test_a_resend_after_a_lost_answer_is_a_warning_with_its_token(

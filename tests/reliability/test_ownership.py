@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from support import invariants
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_client, raw_item, scan_table
 
-from dynaunique import Model, UniqueViolation, atomic
+from dynaunique import UniqueViolation, atomic
 from dynaunique._locks import lock_item, lock_key, lock_primary_key
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables
@@ -28,15 +29,9 @@ TABLE = "rel_ownership"
 X = "x@x.io"
 
 
-class Owned(Model):
-    class Meta:
-        table_name = TABLE
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
-    note = UnicodeAttribute(null=True)
-    version = VersionAttribute()
+Owned = declare("Owned", TABLE, pk=pk_attr(), sk=sk_attr("PROFILE"),
+                email=UnicodeAttribute(unique=True, null=True), note=UnicodeAttribute(null=True),
+                version=VersionAttribute())
 
 
 INFO = Owned._du_info

@@ -34,6 +34,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_item
 
 from dynaunique import (
@@ -61,36 +62,21 @@ NOTES = ("a", "b", "c", "d", "e")
 TABLE = "rel_soak"
 
 
-
-class SoakVersioned(Model):
-    """Half the accounts: "unchanged since loaded" is the version."""
-
-    class Meta:
-        table_name = TABLE
-        read_timeout_seconds = 30
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold,
-                             lock_name="EMAIL")
-    handle = UnicodeAttribute(unique=True, null=True, lock_name="HANDLE")
-    note = UnicodeAttribute(null=True)
-    version = VersionAttribute()
+def _account_fields() -> dict[str, Any]:
+    """The fields both soak models have, as fresh attributes (a class owns its attributes)."""
+    return {"pk": pk_attr(), "sk": sk_attr("PROFILE"),
+            "email": UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold,
+                                      lock_name="EMAIL"),
+            "handle": UnicodeAttribute(unique=True, null=True, lock_name="HANDLE"),
+            "note": UnicodeAttribute(null=True)}
 
 
-class SoakPlain(Model):
-    """The other half: "unchanged since loaded" compares the unique values."""
+# Half the accounts: "unchanged since loaded" is the version.
+SoakVersioned = declare("SoakVersioned", TABLE, meta={"read_timeout_seconds": 30},
+                        **_account_fields(), version=VersionAttribute())
 
-    class Meta:
-        table_name = TABLE
-        read_timeout_seconds = 30
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True, normalize=normalizers.casefold,
-                             lock_name="EMAIL")
-    handle = UnicodeAttribute(unique=True, null=True, lock_name="HANDLE")
-    note = UnicodeAttribute(null=True)
+# The other half: "unchanged since loaded" compares the unique values.
+SoakPlain = declare("SoakPlain", TABLE, meta={"read_timeout_seconds": 30}, **_account_fields())
 
 
 MODELS: tuple[type[Model], ...] = (SoakVersioned, SoakPlain)

@@ -3,6 +3,8 @@ same with a version attribute, and sessions with a TTL."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from dynaunique import Model, normalizers
 from dynaunique.attributes import (
     NumberAttribute,
@@ -10,32 +12,23 @@ from dynaunique.attributes import (
     UnicodeAttribute,
     VersionAttribute,
 )
+from support.declare import declare, pk_attr, sk_attr
 
 
-class Account(Model):
-    class Meta:
-        table_name = "model_accounts"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True)
-    username = UnicodeAttribute(unique=True, lock_name="HANDLE", null=True)
-    name = UnicodeAttribute(null=True)
-    logins = NumberAttribute(null=True)
+def _account_fields() -> dict[str, Any]:
+    """The fields Account and VAccount share, as fresh attributes (a class owns its
+    attributes)."""
+    return {"pk": pk_attr(), "sk": sk_attr("PROFILE"),
+            "email": UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True),
+            "username": UnicodeAttribute(unique=True, lock_name="HANDLE", null=True),
+            "name": UnicodeAttribute(null=True)}
 
 
-class VAccount(Model):
-    """The same shape with a VersionAttribute: "unchanged since loaded" is the version."""
+Account = declare("Account", "model_accounts", **_account_fields(),
+                  logins=NumberAttribute(null=True))
 
-    class Meta:
-        table_name = "model_vaccounts"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True)
-    username = UnicodeAttribute(unique=True, lock_name="HANDLE", null=True)
-    name = UnicodeAttribute(null=True)
-    version = VersionAttribute()
+# The same shape with a VersionAttribute: "unchanged since loaded" is the version.
+VAccount = declare("VAccount", "model_vaccounts", **_account_fields(), version=VersionAttribute())
 
 
 class Session(Model):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dynaunique import Model
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute
+from support.declare import declare, pk_attr
 
 
 class KeylessBase(Model):
@@ -19,32 +20,13 @@ class Inherited(KeylessBase):
     name = UnicodeAttribute(null=True)
 
 
-class Plain(Model):
-    """No constraint, and no other model on its table declares one."""
+# No constraint, and no other model on its table declares one.
+Plain = declare("Plain", "compat_plain", id=UnicodeAttribute(hash_key=True),
+                n=NumberAttribute(null=True))
 
-    class Meta:
-        table_name = "compat_plain"
+# A model with a constraint ...
+Locked = declare("Locked", "compat_shared", pk=pk_attr(), email=UnicodeAttribute(unique=True))
 
-    id = UnicodeAttribute(hash_key=True)
-    n = NumberAttribute(null=True)
-
-
-class Locked(Model):
-    """A model with a constraint ..."""
-
-    class Meta:
-        table_name = "compat_shared"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True)
-
-
-class Neighbour(Model):
-    """... and one without, on the same table: its reads must not see Locked's lock items."""
-
-    class Meta:
-        table_name = "compat_shared"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    note = UnicodeAttribute(null=True)
+# ... and one without, on the same table: its reads must not see Locked's lock items.
+Neighbour = declare("Neighbour", "compat_shared", pk=pk_attr(), note=UnicodeAttribute(null=True))
 

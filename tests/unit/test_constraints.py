@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.declare import declare, pk_attr
 
 from dynaunique import ConfigurationError, Model, UniqueConstraint, normalizers
 from dynaunique._items import SECRET_ENV, LockRef, locks_of
@@ -32,90 +33,50 @@ def is_active(member: Any) -> bool:
     return bool(member.status == "active")
 
 
-class Account(Model):
-    """A unique=True field (default name), one with lock_name=, and a composite constraint."""
+# A unique=True field (default name), one with lock_name=, and a composite constraint.
+Account = declare("Account", "cons_accounts",
+                  meta={"constraints": [UniqueConstraint(fields=("tenant", "slug"),
+                                                         name="TENANT_SLUG")]},
+                  pk=pk_attr(),
+                  email=UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True),
+                  username=UnicodeAttribute(unique=True, lock_name="HANDLE", null=True),
+                  tenant=UnicodeAttribute(null=True), slug=UnicodeAttribute(null=True))
 
-    class Meta:
-        table_name = "cons_accounts"
-        constraints = [UniqueConstraint(fields=("tenant", "slug"), name="TENANT_SLUG")]
+# normalize= as a mapping: only the slug is compared without case.
+Scoped = declare("Scoped", "cons_scoped",
+                 meta={"constraints": [UniqueConstraint(
+                     fields=("tenant", "slug"), name="TS",
+                     normalize={"slug": normalizers.casefold})]},
+                 pk=pk_attr(), tenant=UnicodeAttribute(null=True), slug=UnicodeAttribute(null=True))
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True)
-    username = UnicodeAttribute(unique=True, lock_name="HANDLE", null=True)
-    tenant = UnicodeAttribute(null=True)
-    slug = UnicodeAttribute(null=True)
+# A conditional constraint: the email is unique among active members only.
+Member = declare("Member", "cons_members",
+                 meta={"constraints": [UniqueConstraint(
+                     "email", name="ACTIVE_EMAIL", normalize=normalizers.casefold,
+                     condition=is_active)]},
+                 pk=pk_attr(), email=UnicodeAttribute(null=True),
+                 status=UnicodeAttribute(default="active"))
 
+# Numbers, binary, and a tuple mixing them.
+Typed = declare("Typed", "cons_typed",
+                meta={"constraints": [UniqueConstraint(fields=("kind", "number", "blob"),
+                                                       name="MIX")]},
+                pk=pk_attr(), kind=UnicodeAttribute(null=True),
+                number=NumberAttribute(unique=True, null=True),
+                blob=BinaryAttribute(unique=True, null=True, legacy_encoding=False))
 
-class Scoped(Model):
-    """normalize= as a mapping: only the slug is compared without case."""
+# A unique datetime: compared as the UTC string PynamoDB stores.
+Stamped = declare("Stamped", "cons_stamped", pk=pk_attr(), at=UTCDateTimeAttribute(unique=True))
 
-    class Meta:
-        table_name = "cons_scoped"
-        constraints = [UniqueConstraint(fields=("tenant", "slug"), name="TS",
-                                        normalize={"slug": normalizers.casefold})]
+# A field-level hashed lock with the secret in Meta.
+Hashed = declare("Hashed", "cons_hashed", meta={"lock_secret": "meta-secret"}, pk=pk_attr(),
+                 email=UnicodeAttribute(unique=True, hashed=True, normalize=normalizers.casefold))
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    tenant = UnicodeAttribute(null=True)
-    slug = UnicodeAttribute(null=True)
-
-
-class Member(Model):
-    """A conditional constraint: the email is unique among active members only."""
-
-    class Meta:
-        table_name = "cons_members"
-        constraints = [UniqueConstraint("email", name="ACTIVE_EMAIL",
-                                        normalize=normalizers.casefold, condition=is_active)]
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(default="active")
-
-
-class Typed(Model):
-    """Numbers, binary, and a tuple mixing them."""
-
-    class Meta:
-        table_name = "cons_typed"
-        constraints = [UniqueConstraint(fields=("kind", "number", "blob"), name="MIX")]
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    kind = UnicodeAttribute(null=True)
-    number = NumberAttribute(unique=True, null=True)
-    blob = BinaryAttribute(unique=True, null=True, legacy_encoding=False)
-
-
-class Stamped(Model):
-    """A unique datetime: compared as the UTC string PynamoDB stores."""
-
-    class Meta:
-        table_name = "cons_stamped"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    at = UTCDateTimeAttribute(unique=True)
-
-
-class Hashed(Model):
-    """A field-level hashed lock with the secret in Meta."""
-
-    class Meta:
-        table_name = "cons_hashed"
-        lock_secret = "meta-secret"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    email = UnicodeAttribute(unique=True, hashed=True, normalize=normalizers.casefold)
-
-
-class HashedFromEnv(Model):
-    """A constraint-level hashed lock with no Meta secret: the environment must supply it."""
-
-    class Meta:
-        table_name = "cons_hashed_env"
-        constraints = [UniqueConstraint(("tenant", "slug"), name="TS", hashed=True)]
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    tenant = UnicodeAttribute()
-    slug = UnicodeAttribute()
+# A constraint-level hashed lock with no Meta secret: the environment must supply it.
+HashedFromEnv = declare("HashedFromEnv", "cons_hashed_env",
+                        meta={"constraints": [UniqueConstraint(("tenant", "slug"), name="TS",
+                                                               hashed=True)]},
+                        pk=pk_attr(), tenant=UnicodeAttribute(), slug=UnicodeAttribute())
 
 
 def info_of(model: type[Model]) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 
 from dynaunique import Model, normalizers
 from dynaunique._items import (
@@ -38,23 +39,12 @@ CREATED = "2024-05-01T12:00:00.000000+00:00"
 KEYS = ("PK", "SK")
 
 
-class Person(Model):
-    class Meta:
-        table_name = "items_people"
+Person = declare("Person", "items_people", pk=pk_attr(), sk=sk_attr("PROFILE"),
+                 email=UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True),
+                 expires=TTLAttribute(null=True, attr_name="ttl"))
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True)
-    expires = TTLAttribute(null=True, attr_name="ttl")
-
-
-class Robot(Model):
-    class Meta:
-        table_name = "items_people"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="ROBOT")
-    serial = NumberAttribute(unique=True)
+Robot = declare("Robot", "items_people", pk=pk_attr(), sk=sk_attr("ROBOT"),
+                serial=NumberAttribute(unique=True))
 
 
 class Picky(Model):

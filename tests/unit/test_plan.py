@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from support.declare import declare, pk_attr, sk_attr
 
 import dynaunique._writes
 from dynaunique import (
@@ -39,50 +40,23 @@ from dynaunique.errors import UnsupportedOperationError
 NOW = "2024-05-01T12:00:00.000000+00:00"
 
 
-class Account(Model):
-    class Meta:
-        table_name = "uow_accounts"
+Account = declare("Account", "uow_accounts", pk=pk_attr(), sk=sk_attr("PROFILE"),
+                  email=UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True),
+                  username=UnicodeAttribute(unique=True, lock_name="HANDLE", null=True),
+                  name=UnicodeAttribute(null=True))
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, normalize=normalizers.casefold, null=True)
-    username = UnicodeAttribute(unique=True, lock_name="HANDLE", null=True)
-    name = UnicodeAttribute(null=True)
+# Hash key only, with a VersionAttribute.
+Member = declare("Member", "uow_members", id=UnicodeAttribute(hash_key=True),
+                 email=UnicodeAttribute(unique=True), name=UnicodeAttribute(null=True),
+                 version=VersionAttribute())
 
+# A record with a TTL: its locks expire with it.
+Session = declare("Session", "uow_sessions", pk=pk_attr(), sk=sk_attr("SESSION"),
+                  token=UnicodeAttribute(unique=True), expires=TTLAttribute(null=True))
 
-class Member(Model):
-    """Hash key only, with a VersionAttribute."""
-
-    class Meta:
-        table_name = "uow_members"
-
-    id = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(unique=True)
-    name = UnicodeAttribute(null=True)
-    version = VersionAttribute()
-
-
-class Session(Model):
-    """A record with a TTL: its locks expire with it."""
-
-    class Meta:
-        table_name = "uow_sessions"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="SESSION")
-    token = UnicodeAttribute(unique=True)
-    expires = TTLAttribute(null=True)
-
-
-class Person(Model):
-    """A hashed constraint: the lock key holds an HMAC, the lock item no value."""
-
-    class Meta:
-        table_name = "uow_people"
-        lock_secret = "s3cret"
-
-    id = UnicodeAttribute(hash_key=True)
-    ssn = UnicodeAttribute(unique=True, hashed=True)
+# A hashed constraint: the lock key holds an HMAC, the lock item no value.
+Person = declare("Person", "uow_people", meta={"lock_secret": "s3cret"},
+                 id=UnicodeAttribute(hash_key=True), ssn=UnicodeAttribute(unique=True, hashed=True))
 
 
 @pytest.fixture(autouse=True)

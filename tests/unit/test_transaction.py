@@ -21,8 +21,8 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
+from support.declare import declare, pk_attr, sk_attr
 
-from dynaunique import Model
 from dynaunique._connection import RetryPolicy
 from dynaunique._items import LockRef
 from dynaunique._plan import Plan, merge
@@ -59,15 +59,9 @@ from dynaunique.errors import (
     UnreachableError,
 )
 
-
-class Account(Model):
-    class Meta:
-        table_name = "tx_accounts"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
-    username = UnicodeAttribute(unique=True, lock_name="HANDLE", null=True)
+Account = declare("Account", "tx_accounts", pk=pk_attr(), sk=sk_attr("PROFILE"),
+                  email=UnicodeAttribute(unique=True, null=True),
+                  username=UnicodeAttribute(unique=True, lock_name="HANDLE", null=True))
 
 
 A1 = {"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}}

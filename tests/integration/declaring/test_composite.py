@@ -3,6 +3,8 @@ when any field of it changes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from dynaunique import (
@@ -20,6 +22,15 @@ from .declared import (
     tables,
     transact_keys,
 )
+
+
+def acme_home(wire: Wire) -> Any:
+    """Page's tables made, and PAGE#1 saved with (acme, home): the record the tests change."""
+    tables(wire, Page)
+    page = Page(pk="PAGE#1", tenant="acme", slug="home")
+    page.save()
+    return page
+
 
 # --- composite and scoped constraints ------------------------------------------------------------
 
@@ -78,9 +89,7 @@ def test_composite_violation_names_every_field_and_the_constraint(wire: Wire) ->
 
 
 def test_changing_one_field_of_the_tuple_moves_the_lock(wire: Wire) -> None:
-    tables(wire, Page)
-    page = Page(pk="PAGE#1", tenant="acme", slug="home")
-    page.save()
+    page = acme_home(wire)
     wire.clear()
     page.slug = "about"
     page.save()
@@ -96,9 +105,7 @@ def test_changing_one_field_of_the_tuple_moves_the_lock(wire: Wire) -> None:
 
 @pytest.mark.parametrize("loaded_by", ["save", "get", "query"])
 def test_scope_move_deletes_the_lock_built_from_the_old_values(wire: Wire, loaded_by: str) -> None:
-    tables(wire, Page)
-    page = Page(pk="PAGE#1", tenant="acme", slug="home")
-    page.save()
+    page = acme_home(wire)
     if loaded_by == "get":
         page = Page.get("PAGE#1", "PAGE")
     elif loaded_by == "query":
@@ -118,9 +125,7 @@ def test_scope_move_deletes_the_lock_built_from_the_old_values(wire: Wire, loade
 
 
 def test_moving_both_fields_at_once_moves_the_lock_once(wire: Wire) -> None:
-    tables(wire, Page)
-    page = Page(pk="PAGE#1", tenant="acme", slug="home")
-    page.save()
+    page = acme_home(wire)
     wire.clear()
     page.tenant, page.slug = "globex", "about"
     page.save()
@@ -154,9 +159,7 @@ def test_scope_move_onto_a_taken_value_fails_and_keeps_the_old_lock(wire: Wire) 
 
 
 def test_unchanged_tuple_sends_a_single_plain_write(wire: Wire) -> None:
-    tables(wire, Page)
-    page = Page(pk="PAGE#1", tenant="acme", slug="home")
-    page.save()
+    page = acme_home(wire)
     wire.clear()
     page.title = "Welcome"
     page.save()
@@ -180,9 +183,7 @@ def test_none_in_any_field_holds_no_lock_until_both_are_set(wire: Wire) -> None:
 
 
 def test_delete_removes_the_composite_lock(wire: Wire) -> None:
-    tables(wire, Page)
-    page = Page(pk="PAGE#1", tenant="acme", slug="home")
-    page.save()
+    page = acme_home(wire)
     wire.clear()
     page.delete()
     assert wire.sent == ["TransactWriteItems"]
