@@ -392,6 +392,54 @@ def test_the_backfill_locks_exactly_the_records_the_audit_expects_locks_of(
     assert report.tables[0].records == 4
 
 
+#: A polymorphic model: a Dog is stored as the Animal family's record with cls="dog".
+POLYMORPHIC_MODELS = '''\
+from dynaunique import Model, normalizers
+from dynaunique.attributes import DiscriminatorAttribute, UnicodeAttribute
+
+
+class Animal(Model, discriminator="animal"):
+    class Meta:
+        table_name = "{table}"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    cls = DiscriminatorAttribute()
+    email = UnicodeAttribute(null=True, unique=True, normalize=normalizers.casefold)
+
+
+class Dog(Animal, discriminator="dog"):
+    pass
+'''
+
+
+def test_the_backfill_locks_the_records_of_a_polymorphic_models_subclasses(
+        ws: Workspace) -> None:
+    """A Dog is an Animal, and the audit's rule names the most derived class: each class's fill
+    phase locks the records the audit gives that class, so between them every record of the
+    family is locked once, and ``check`` after ``migrate`` is clean."""
+    from dynaunique import audit
+
+    ws.put_raw("ANI#001", email="rex@x.io", cls="dog")
+    ws.put_raw("ANI#002", email="tom@x.io", cls="animal")
+    (ws.directory / "models.py").write_text(POLYMORPHIC_MODELS.format(table=TABLE),
+                                            encoding="utf-8")
+    sys.modules.pop(ws.module, None)
+    models = importlib.import_module(ws.module)
+    for model in (models.Animal, models.Dog):
+        model.Meta.host = ws.endpoint
+        model._connection = None
+    assert ws.project().make_migrations().changed
+
+    result = ws.project().executor().migrate()
+    assert {k: (v.scanned, v.records, v.skipped) for k, v in result.totals.items()} == {
+        "0001_initial: fill Animal.EMAIL": (2, 1, 1), "0001_initial: fill Dog.EMAIL": (2, 1, 1)}
+
+    assert ws.locks() == {"UNIQ#EMAIL#rex@x.io": "ANI#001", "UNIQ#EMAIL#tom@x.io": "ANI#002"}
+    assert audit.check([models.Animal, models.Dog]).findings == ()
+
+
 # --- what is sent --------------------------------------------------------------------------------
 
 
