@@ -406,7 +406,8 @@ class Animal(Model, discriminator="animal"):
     pk = UnicodeAttribute(hash_key=True, attr_name="PK")
     sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
     cls = DiscriminatorAttribute()
-    email = UnicodeAttribute(null=True, unique=True, normalize=normalizers.casefold)
+    email = UnicodeAttribute(null=True, unique=True, normalize=normalizers.casefold,
+                             lock_name="PET_EMAIL")
 
 
 class Dog(Animal, discriminator="dog"):
@@ -434,9 +435,11 @@ def test_the_backfill_locks_the_records_of_a_polymorphic_models_subclasses(
 
     result = ws.project().executor().migrate()
     assert {k: (v.scanned, v.records, v.skipped) for k, v in result.totals.items()} == {
-        "0001_initial: fill Animal.EMAIL": (2, 1, 1), "0001_initial: fill Dog.EMAIL": (2, 1, 1)}
+        "0001_initial: fill Animal.PET_EMAIL": (2, 1, 1),
+        "0001_initial: fill Dog.PET_EMAIL": (2, 1, 1)}
 
-    assert ws.locks() == {"UNIQ#EMAIL#rex@x.io": "ANI#001", "UNIQ#EMAIL#tom@x.io": "ANI#002"}
+    assert ws.locks() == {"UNIQ#PET_EMAIL#rex@x.io": "ANI#001",
+                          "UNIQ#PET_EMAIL#tom@x.io": "ANI#002"}
     assert audit.check([models.Animal, models.Dog]).findings == ()
 
 
