@@ -53,7 +53,7 @@ class PhaseRun:
         if raw is None:
             return None
         owner, _ = claim(self.table_models, raw)
-        if owner is not self.model:
+        if owner is None or owner is not self.model:
             return None
         try:
             return self.model.from_raw_data(copy.deepcopy(dict(raw)))
