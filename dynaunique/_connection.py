@@ -25,7 +25,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -359,6 +359,34 @@ def send(connection: Connection, operation: str, params: Mapping[str, Any], *,
     """
     return run(send_steps(connection, operation, params, policy=policy, resend_safe=resend_safe,
                           ambiguous=ambiguous), sleep=sleep)
+
+
+_R = TypeVar("_R")
+
+
+def in_batches(items: Sequence[_R], size: int, send: Callable[[list[_R]], Sequence[_R]], *,
+               policy: RetryPolicy, what: str, error: type[DynauniqueError] = DynauniqueError,
+               sleep: Callable[[float], None] = time.sleep) -> None:
+    """Send ``items`` in chunks of ``size`` (BatchGetItem: 100, BatchWriteItem: 25).
+
+    ``send`` sends one chunk (through :func:`send`, which retries each request) and returns what
+    DynamoDB left unprocessed; that goes back to the front after a backoff, as throttling does,
+    up to ``policy.max_conflict_retries`` times in a row before ``error`` is raised. The one
+    loop over a batch's leftovers, for the audit's and the migrations' batch reads and writes.
+    """
+    pending = list(items)
+    attempts = 0
+    while pending:
+        chunk, pending = pending[:size], pending[size:]
+        left = list(send(chunk))
+        if not left:
+            continue
+        attempts += 1
+        if attempts > policy.max_conflict_retries:
+            raise error(f"DynamoDB kept leaving {what} unprocessed ({attempts} tries); "
+                        "try again later")
+        sleep(policy.delay(attempts))
+        pending = left + pending
 
 
 def _stop_or_resend(operation: str, policy: RetryPolicy, attempts: int, ambiguous: bool,

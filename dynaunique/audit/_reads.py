@@ -6,10 +6,10 @@ that require it by one serializable TransactGetItems.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from dynaunique._connection import in_batches
 from dynaunique._items import TypedKey, key_id, owner_key
 from dynaunique.errors import AuditError
 
@@ -41,20 +41,17 @@ def _scan_pages(table: _Table, meter: _Meter, *, segment: int | None = None,
 def _batch_get_locks(table: _Table, keys: Sequence[str], meter: _Meter) -> dict[str, LockInfo]:
     """The stored locks among lock keys ``keys``, by key: consistent BatchGetItems of 100."""
     found: dict[str, LockInfo] = {}
-    pending = [table.lock_pk(k) for k in keys]
-    attempt = 0
-    while pending:
-        chunk, pending = pending[:100], pending[100:]
+
+    def send_chunk(chunk: list[TypedKey]) -> list[TypedKey]:
         response = _call(meter, table.client, "BatchGetItem", RequestItems={
             table.name: {"Keys": chunk, "ConsistentRead": True}})
         for item in response.get("Responses", {}).get(table.name, []):
             lock = _lock_info(table, item)
             found[lock.key] = lock
-        unprocessed = response.get("UnprocessedKeys", {}).get(table.name, {}).get("Keys", [])
-        if unprocessed:
-            attempt += 1
-            time.sleep(_READ_POLICY.delay(attempt))
-            pending = list(unprocessed) + pending
+        return list(response.get("UnprocessedKeys", {}).get(table.name, {}).get("Keys", []))
+
+    in_batches([table.lock_pk(k) for k in keys], 100, send_chunk, policy=_READ_POLICY,
+               what="BatchGetItem keys", error=AuditError)
     return found
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._connection import Refused, RetryPolicy, send
+from dynaunique._connection import Refused, RetryPolicy, in_batches, send
 from dynaunique._items import key_id
 from dynaunique._locks import LOCK_SORT_KEY
 from dynaunique.errors import DynauniqueError, MigrationError
@@ -72,40 +72,31 @@ def batch_get(client: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
     """Strongly consistent BatchGetItem of any number of keys (chunks of 100, retries the
     unprocessed ones); the items found, in no particular order."""
     found: list[dict[str, Any]] = []
-    pending = list({key_id(k): k for k in keys}.values())
-    attempts = 0
-    while pending:
-        chunk, pending = pending[:100], pending[100:]
+
+    def send_chunk(chunk: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         response = call(client, "batch_get_item", RequestItems={
             table: {"Keys": [dict(k) for k in chunk], "ConsistentRead": consistent}
         })
         found.extend(response.get("Responses", {}).get(table, []))
-        unprocessed = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
-        if unprocessed:
-            attempts += 1
-            if attempts > BULK_POLICY.max_conflict_retries:
-                raise MigrationError("DynamoDB kept leaving BatchGetItem keys unprocessed")
-            time.sleep(BULK_POLICY.delay(attempts))
-            pending = list(unprocessed) + pending
+        return list(response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", []))
+
+    in_batches(list({key_id(k): k for k in keys}.values()), 100, send_chunk,
+               policy=BULK_POLICY, what="BatchGetItem keys", error=MigrationError)
     return found
 
 
 def batch_delete(client: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> None:
     """Unconditional BatchWriteItem deletes (chunks of 25), for ledger items only."""
-    pending = [dict(k) for k in keys]
-    attempts = 0
-    while pending:
-        chunk, pending = pending[:25], pending[25:]
+
+    def send_chunk(chunk: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         response = call(client, "batch_write_item", RequestItems={
-            table: [{"DeleteRequest": {"Key": k}} for k in chunk]
+            table: [{"DeleteRequest": {"Key": dict(k)}} for k in chunk]
         })
-        unprocessed = response.get("UnprocessedItems", {}).get(table, [])
-        if unprocessed:
-            attempts += 1
-            if attempts > BULK_POLICY.max_conflict_retries:
-                raise MigrationError("DynamoDB kept leaving BatchWriteItem requests unprocessed")
-            time.sleep(BULK_POLICY.delay(attempts))
-            pending = [r["DeleteRequest"]["Key"] for r in unprocessed] + pending
+        return [r["DeleteRequest"]["Key"] for r in response.get("UnprocessedItems", {})
+                .get(table, [])]
+
+    in_batches(keys, 25, send_chunk, policy=BULK_POLICY, what="BatchWriteItem requests",
+               error=MigrationError)
 
 
 @attrs.frozen

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dynaunique._connection import RetryPolicy, policy_for
+import pytest
+
+from dynaunique._connection import RetryPolicy, in_batches, policy_for
+from dynaunique.errors import AuditError
 
 
 def test_the_retry_policy_comes_from_the_model_settings() -> None:
@@ -19,3 +22,27 @@ def test_the_retry_policy_comes_from_the_model_settings() -> None:
     # PynamoDB's defaults: 3 retries, 25 ms.
     assert policy_for(Defaults) == RetryPolicy(max_conflict_retries=8, max_network_retries=3,
                                                base_delay=0.025)
+
+
+def test_a_batch_sends_chunks_and_puts_the_leftovers_back_in_front() -> None:
+    sent: list[list[int]] = []
+    slept: list[float] = []
+    leave = {1: [2, 3]}  # the first request leaves two items unprocessed
+
+    def send(chunk: list[int]) -> list[int]:
+        sent.append(chunk)
+        return leave.pop(len(sent), [])
+
+    policy = RetryPolicy(max_conflict_retries=3, base_delay=0.5, max_delay=10.0)
+    in_batches(range(1, 8), 3, send, policy=policy, what="keys", sleep=slept.append)
+    assert sent == [[1, 2, 3], [2, 3, 4], [5, 6, 7]]
+    assert len(slept) == 1 and 0 <= slept[0] <= 1.0  # one backoff: full jitter up to 0.5 * 2
+
+
+def test_a_batch_that_keeps_leaving_items_unprocessed_stops_with_the_callers_error() -> None:
+    sent: list[list[str]] = []
+    policy = RetryPolicy(max_conflict_retries=2, base_delay=0.0, max_delay=0.0)
+    with pytest.raises(AuditError, match=r"kept leaving BatchGetItem keys unprocessed \(3 tries\)"):
+        in_batches(["a", "b"], 100, lambda chunk: sent.append(chunk) or chunk, policy=policy,
+                   what="BatchGetItem keys", error=AuditError, sleep=lambda _: None)
+    assert sent == [["a", "b"]] * 3
