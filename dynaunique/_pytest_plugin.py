@@ -1,4 +1,5 @@
-"""The pytest plugin: the ``dynaunique_endpoint`` and ``dynamodb`` fixtures (a ``pytest11`` entry).
+"""The pytest plugin (a ``pytest11`` entry): the ``dynaunique_endpoint`` and ``dynaunique_db``
+fixtures.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ if _HAVE_PYTEST:
 
         Also sets fake ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and
         ``AWS_DEFAULT_REGION`` for the session where they are unset, and restores the
-        environment afterwards. Prefer the ``dynamodb`` fixture, which also resets the server.
+        environment afterwards. Prefer the ``dynaunique_db`` fixture, which also resets the server.
         """
         with pytest.MonkeyPatch.context() as patch:
             for name, value in FAKE_AWS_ENV.items():
@@ -35,12 +36,12 @@ if _HAVE_PYTEST:
                 yield endpoint
 
     @pytest.fixture
-    def dynamodb(dynaunique_endpoint: str) -> str:
+    def dynaunique_db(dynaunique_endpoint: str) -> str:
         """The session's local DynamoDB endpoint, reset before this test: no tables, no items.
 
-        Typical use: ``use_endpoint(dynamodb, MyModel); create_tables(MyModel)``.
+        Typical use: ``use_endpoint(dynaunique_db, MyModel); create_tables(MyModel)``.
         """
         reset_local_dynamodb(dynaunique_endpoint)
         return dynaunique_endpoint
 
-    from dynaunique.testing_async import aio_dynamodb  # noqa: F401 - async fixtures
+    from dynaunique.testing_async import dynaunique_aio_db  # noqa: F401 - async fixtures

@@ -18,7 +18,7 @@ Public API:
 - :func:`set_conflict_rate` — cancel a fraction of transactions with ``TransactionConflict``.
 - :func:`set_token_window` — shorten how long a ``ClientRequestToken`` is remembered.
 - :func:`use_endpoint` and :func:`create_tables` — retarget model classes and create their tables.
-- pytest fixtures ``dynaunique_endpoint`` (session) and ``dynamodb`` (per test, clean slate);
+- pytest fixtures ``dynaunique_endpoint`` (session) and ``dynaunique_db`` (per test, clean slate);
   :mod:`dynaunique._pytest_plugin` is registered as a ``pytest11`` plugin, so they are available
   wherever dynaunique is installed.
 
@@ -299,7 +299,7 @@ def set_conflict_rate(
     as DynamoDB answers when another transaction holds one of the items; nothing is applied.
     Which transactions are cancelled is drawn from a generator seeded with ``seed``, so a
     sequence of requests meets the same cancellations every run. ``0`` turns it off, as does
-    :func:`reset_local_dynamodb` (and so the ``dynamodb`` fixture).
+    :func:`reset_local` (and so the ``dynaunique_db`` fixture).
 
     Raises:
         LocalServerError: the server could not be reached, or ``fraction`` is not in [0, 1].

@@ -1,13 +1,13 @@
 """Async fixtures of dynaunique's pytest plugin (``dynaunique._pytest_plugin`` registers them).
 
-``aio_dynamodb``: the ``dynamodb`` fixture for an async test — the session's local server, reset
-— that also closes the event loop's dynaunique HTTP clients when the test ends, so no client
-outlives its loop. Use it from anyio's pytest plugin (shipped with anyio, which the ``async``
-extra installs)::
+``dynaunique_aio_db``: the ``dynaunique_db`` fixture for an async test — the session's local
+server, reset — that also closes the event loop's dynaunique HTTP clients when the test ends,
+so no client outlives its loop. Use it from anyio's pytest plugin (shipped with anyio, which
+the ``async`` extra installs)::
 
     @pytest.mark.anyio
-    async def test_signup(aio_dynamodb: str) -> None:
-        use_endpoint(aio_dynamodb, Account)
+    async def test_signup(dynaunique_aio_db: str) -> None:
+        use_endpoint(dynaunique_aio_db, Account)
         create_tables(Account)
         await Account(pk="A", email="ada@x.io").asave()
 
@@ -22,15 +22,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-__all__ = ["aio_dynamodb"]
+__all__ = ["dynaunique_aio_db"]
 
 
 @pytest.fixture
-async def aio_dynamodb(dynamodb: str) -> AsyncIterator[str]:
+async def dynaunique_aio_db(dynaunique_db: str) -> AsyncIterator[str]:
     """The reset local server's endpoint; the test loop's dynaunique clients closed after."""
     from dynaunique import aio
 
     try:
-        yield dynamodb
+        yield dynaunique_db
     finally:
         await aio.close()

@@ -43,10 +43,10 @@ Person = declare("Person", "aio_people", meta={"extra_headers": {"X-Dynaunique-T
 
 
 @pytest.fixture
-def people(aio_dynamodb: str) -> str:
-    use_endpoint(aio_dynamodb, Person)
+def people(dynaunique_aio_db: str) -> str:
+    use_endpoint(dynaunique_aio_db, Person)
     create_tables(Person)
-    return aio_dynamodb
+    return dynaunique_aio_db
 
 
 # --- recording the wire --------------------------------------------------------------------------
@@ -313,9 +313,9 @@ Regional = declare("Regional", "aio_regional", pk=UnicodeAttribute(hash_key=True
 
 
 async def test_a_model_without_region_is_signed_for_botocores_region(
-        aio_dynamodb: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        dynaunique_aio_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    Regional.Meta.host = aio_dynamodb
+    Regional.Meta.host = dynaunique_aio_db
     Regional.Meta.region = None
     connection._connections.clear()
     try:

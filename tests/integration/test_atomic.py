@@ -65,13 +65,13 @@ PREFIXES: dict[str, type[Model]] = {"USER#": User, "MEMBER#": Membership, "WS#":
 
 
 @pytest.fixture
-def wire(dynamodb: str) -> Iterator[Wire]:
+def wire(dynaunique_db: str) -> Iterator[Wire]:
     """Every model on the server with its tables, and a recorder of what is sent from now on."""
     # Retarget only when needed: a new PynamoDB connection means a new botocore client, which
     # costs far more than a test.
-    stale = [m for m in MODELS if m.Meta.host != dynamodb]
+    stale = [m for m in MODELS if m.Meta.host != dynaunique_db]
     if stale:
-        use_endpoint(dynamodb, *stale)
+        use_endpoint(dynaunique_db, *stale)
     create_tables(User, Workspace)
     recorder = Wire()
     for model in MODELS:

@@ -22,9 +22,9 @@ Team = fm.AuditTeam
 
 
 @pytest.fixture
-def raw(dynamodb: str) -> Any:
+def raw(dynaunique_db: str) -> Any:
     """A plain boto3 client on the test server, with the audit tables created and empty."""
-    return raw_tables(dynamodb, *fm.MODELS)
+    return raw_tables(dynaunique_db, *fm.MODELS)
 
 
 @contextmanager

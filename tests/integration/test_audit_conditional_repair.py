@@ -32,9 +32,9 @@ class ActiveMember(Model):
 
 
 @pytest.fixture
-def raw(dynamodb: str) -> Any:
+def raw(dynaunique_db: str) -> Any:
     """A boto3 client on the test server, and an active member written without its lock."""
-    client = raw_tables(dynamodb, ActiveMember)
+    client = raw_tables(dynaunique_db, ActiveMember)
     client.put_item(TableName=TABLE, Item={"PK": {"S": "M#1"}, "tenant": {"S": "acme"},
                                            "email": {"S": "ada@x.io"}, "status": {"S": "active"}})
     return client

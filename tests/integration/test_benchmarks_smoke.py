@@ -39,9 +39,10 @@ HEADINGS = (
 )
 
 
-def test_quick_suite_writes_the_report_with_every_table(dynamodb: str, tmp_path: Path) -> None:
+def test_quick_suite_writes_the_report_with_every_table(dynaunique_db: str, tmp_path: Path) -> None:
     out = tmp_path / "performance.md"
-    suite = bench.produce(["--quick", "--peer", "off", "--endpoint", dynamodb, "--out", str(out)])
+    suite = bench.produce(["--quick", "--peer", "off", "--endpoint", dynaunique_db,
+                           "--out", str(out)])
 
     page = out.read_text(encoding="utf-8")
     for heading in HEADINGS:

@@ -21,8 +21,8 @@ Account = fm.AuditAccount
 
 
 @pytest.fixture
-def raw(dynamodb: str) -> Any:
-    return raw_tables(dynamodb, *fm.MODELS)
+def raw(dynaunique_db: str) -> Any:
+    return raw_tables(dynaunique_db, *fm.MODELS)
 
 
 def run(endpoint: str, *args: str) -> Result:
@@ -39,9 +39,9 @@ def run_json(endpoint: str, *args: str) -> tuple[int, Any]:
 # --- locks ---------------------------------------------------------------------------------------
 
 
-def test_locks_lists_every_lock_and_says_it_scanned(raw: Any, dynamodb: str) -> None:
+def test_locks_lists_every_lock_and_says_it_scanned(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="Ada@X.io", phone="+1555", tenant="acme", slug="home").save()
-    result = run(dynamodb, "locks")
+    result = run(dynaunique_db, "locks")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert any("EMAIL" in line and "ada@x.io" in line and "ACCT#1 / PROFILE" in line
@@ -52,7 +52,7 @@ def test_locks_lists_every_lock_and_says_it_scanned(raw: Any, dynamodb: str) -> 
     assert "cost: scan of 4 items (1 Scan request, eventually consistent)" in result.stdout
 
 
-def test_locks_exact_is_one_consistent_get_item(raw: Any, dynamodb: str) -> None:
+def test_locks_exact_is_one_consistent_get_item(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="ada@x.io").save()
     sent: list[str] = []
 
@@ -60,18 +60,19 @@ def test_locks_exact_is_one_consistent_get_item(raw: Any, dynamodb: str) -> None
         sent.append(target_of(request))
 
     with listening([connection.client_for(Account.Meta)], record):
-        result = run(dynamodb, "locks", "--constraint", "email", "--value", "ADA@x.io", "--exact")
+        result = run(dynaunique_db, "locks", "--constraint", "email", "--value", "ADA@x.io",
+                     "--exact")
     assert result.exit_code == 0, result.output
     assert sent == ["DynamoDB_20120810.GetItem"]
     assert "ACCT#1 / PROFILE" in result.stdout
     assert "cost: 1 GetItem (strongly consistent)" in result.stdout
 
 
-def test_locks_exact_of_a_free_value_and_of_a_composite(raw: Any, dynamodb: str) -> None:
+def test_locks_exact_of_a_free_value_and_of_a_composite(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="a@x.io", tenant="acme", slug="home").save()
-    free = run(dynamodb, "locks", "--constraint", "EMAIL", "--value", "b@x.io", "--exact")
+    free = run(dynaunique_db, "locks", "--constraint", "EMAIL", "--value", "b@x.io", "--exact")
     assert (free.exit_code, free.stdout.splitlines()[0]) == (0, "No lock: EMAIL 'b@x.io' is free.")
-    code, data = run_json(dynamodb, "locks", "--constraint", "TENANT_SLUG", "--value", "acme",
+    code, data = run_json(dynaunique_db, "locks", "--constraint", "TENANT_SLUG", "--value", "acme",
                           "--value", "home", "--exact")
     assert code == 0
     assert data["lock"]["key"] == "UNIQ#TENANT_SLUG#acme#home"
@@ -79,27 +80,28 @@ def test_locks_exact_of_a_free_value_and_of_a_composite(raw: Any, dynamodb: str)
     assert data["cost"]["requests"] == {"GetItem": 1}
 
 
-def test_locks_prefix_filter_as_json(raw: Any, dynamodb: str) -> None:
+def test_locks_prefix_filter_as_json(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="ada@x.io").save()
     Account(pk="ACCT#2", email="bob@x.io").save()
-    code, data = run_json(dynamodb, "locks", "--constraint", "EMAIL", "--value", "AD")
+    code, data = run_json(dynaunique_db, "locks", "--constraint", "EMAIL", "--value", "AD")
     assert code == 0
     assert [(lock["key"], lock["value"], lock["model"]) for lock in data["locks"]] == [
         ("UNIQ#EMAIL#ada@x.io", "ada@x.io", "AuditAccount")]
     assert data["cost"]["items_scanned"] == 4
 
 
-def test_locks_owner_shows_held_and_missing_locks_without_a_scan(raw: Any, dynamodb: str) -> None:
+def test_locks_owner_shows_held_and_missing_locks_without_a_scan(
+        raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="a@x.io", username="ada").save()
     raw.delete_item(TableName=fm.TABLE, Key=fm.lock_pk("UNIQ#HANDLE#ada"))
-    result = run(dynamodb, "locks", "--owner", "ACCT#1", "--model", "AuditAccount")
+    result = run(dynaunique_db, "locks", "--owner", "ACCT#1", "--model", "AuditAccount")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert any("EMAIL" in line and "held" in line for line in lines)
     assert any("HANDLE" in line and "missing" in line for line in lines)
     assert ("cost: 1 GetItem (strongly consistent), 1 BatchGetItem (strongly consistent)"
             in result.stdout)
-    code, data = run_json(dynamodb, "locks", "--owner", "ACCT#1", "--owner-range", "PROFILE")
+    code, data = run_json(dynaunique_db, "locks", "--owner", "ACCT#1", "--owner-range", "PROFILE")
     assert code == 0
     assert [(e["constraint"], e["status"]) for e in data["locks"]] == [
         ("EMAIL", "held"), ("HANDLE", "missing")]
@@ -112,8 +114,8 @@ def test_locks_owner_shows_held_and_missing_locks_without_a_scan(raw: Any, dynam
     (("--model", "Nope"), "no loaded model is named 'Nope'"),
 ])
 def test_locks_refuses_options_that_do_not_go_together(
-        raw: Any, dynamodb: str, args: tuple[str, ...], message: str) -> None:
-    result = run(dynamodb, "locks", *args)
+        raw: Any, dynaunique_db: str, args: tuple[str, ...], message: str) -> None:
+    result = run(dynaunique_db, "locks", *args)
     assert result.exit_code == 2
     assert message in result.output
 
@@ -121,22 +123,22 @@ def test_locks_refuses_options_that_do_not_go_together(
 # --- check ---------------------------------------------------------------------------------------
 
 
-def test_check_of_a_clean_table_exits_zero(raw: Any, dynamodb: str) -> None:
+def test_check_of_a_clean_table_exits_zero(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="a@x.io").save()
-    result = run(dynamodb, "check")
+    result = run(dynaunique_db, "check")
     assert result.exit_code == 0, result.output
     assert "No findings: locks and records agree." in result.stdout
     assert "cost: scan of 2 items (1 Scan request, eventually consistent)" in result.stdout
 
 
-def test_check_reports_the_drift_and_exits_one(raw: Any, dynamodb: str) -> None:
+def test_check_reports_the_drift_and_exits_one(raw: Any, dynaunique_db: str) -> None:
     fm.seed_drift(raw)
-    result = run(dynamodb, "check", "--segments", "3")
+    result = run(dynaunique_db, "check", "--segments", "3")
     assert result.exit_code == 1, result.output
     assert ("8 finding(s): 1 duplicate, 3 missing lock, 1 foreign owner, 2 orphan lock, "
             "1 unknown constraint") in result.stdout
     assert "3 Scan requests" in result.stdout and "8 TransactGetItems" in result.stdout
-    code, data = run_json(dynamodb, "check")
+    code, data = run_json(dynaunique_db, "check")
     assert code == 1
     assert data["counts"] == {"duplicate": 1, "missing": 3, "foreign_owner": 1, "orphan": 2,
                               "unknown_constraint": 1, "unreadable": 0}
@@ -145,16 +147,16 @@ def test_check_reports_the_drift_and_exits_one(raw: Any, dynamodb: str) -> None:
     assert duplicate["value"] == "dup@x.io"
 
 
-def test_check_of_an_unknown_module_exits_two(dynamodb: str) -> None:
+def test_check_of_an_unknown_module_exits_two(dynaunique_db: str) -> None:
     runner = CliRunner()
-    result = runner.invoke(cli, ["check", "no_such_module_here", "--endpoint", dynamodb])
+    result = runner.invoke(cli, ["check", "no_such_module_here", "--endpoint", dynaunique_db])
     assert result.exit_code == 2
     assert "cannot import 'no_such_module_here'" in result.output
 
 
-def test_check_of_a_missing_table_exits_two(dynamodb: str) -> None:
-    use_endpoint(dynamodb, *fm.MODELS)
-    result = run(dynamodb, "check")
+def test_check_of_a_missing_table_exits_two(dynaunique_db: str) -> None:
+    use_endpoint(dynaunique_db, *fm.MODELS)
+    result = run(dynaunique_db, "check")
     assert result.exit_code == 2
     assert "ResourceNotFoundException" in result.output
 
@@ -162,10 +164,10 @@ def test_check_of_a_missing_table_exits_two(dynamodb: str) -> None:
 # --- repair --------------------------------------------------------------------------------------
 
 
-def test_repair_without_yes_changes_nothing(raw: Any, dynamodb: str) -> None:
+def test_repair_without_yes_changes_nothing(raw: Any, dynaunique_db: str) -> None:
     fm.seed_drift(raw)
     before = sorted(json.dumps(i, sort_keys=True) for i in raw.scan(TableName=fm.TABLE)["Items"])
-    result = run(dynamodb, "repair")
+    result = run(dynaunique_db, "repair")
     assert result.exit_code == 1, result.output  # the duplicate cannot be fixed
     assert "Planned fixes (6)" in result.stdout
     assert "Left for a person (2)" in result.stdout
@@ -176,12 +178,12 @@ def test_repair_without_yes_changes_nothing(raw: Any, dynamodb: str) -> None:
 
 
 def test_repair_yes_fixes_the_drift_and_check_then_shows_only_the_duplicate(
-        raw: Any, dynamodb: str) -> None:
+        raw: Any, dynaunique_db: str) -> None:
     fm.seed_drift(raw)
-    result = run(dynamodb, "repair", "--yes", "--drop-unknown", "OLDNAME")
+    result = run(dynaunique_db, "repair", "--yes", "--drop-unknown", "OLDNAME")
     assert result.exit_code == 1, result.output
     assert "7 fixed; 1 left for a person" in result.stdout
-    code, data = run_json(dynamodb, "check")
+    code, data = run_json(dynaunique_db, "check")
     assert code == 1
     assert [(f["kind"], f["lock_key"]) for f in data["findings"]] == [
         ("duplicate", "UNIQ#EMAIL#dup@x.io")]
@@ -189,26 +191,26 @@ def test_repair_yes_fixes_the_drift_and_check_then_shows_only_the_duplicate(
     holder = Account.get("ACCT#DUP1", "PROFILE", consistent_read=True)
     holder.email = "dup1@x.io"
     holder.save()
-    code, data = run_json(dynamodb, "repair", "--yes")
+    code, data = run_json(dynaunique_db, "repair", "--yes")
     assert code == 0
     assert [(o["action"]["kind"], o["status"]) for o in data["result"]["outcomes"]] == [
         ("put_missing", "fixed")]
-    assert run(dynamodb, "check").exit_code == 0
+    assert run(dynaunique_db, "check").exit_code == 0
 
 
-def test_repair_of_a_clean_table(raw: Any, dynamodb: str) -> None:
+def test_repair_of_a_clean_table(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="a@x.io").save()
-    result = run(dynamodb, "repair", "--yes")
+    result = run(dynaunique_db, "repair", "--yes")
     assert result.exit_code == 0, result.output
     assert "No findings: nothing to repair." in result.stdout
 
 
 def test_the_console_script_exits_one_when_check_finds_drift(
-        raw: Any, dynamodb: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        raw: Any, dynaunique_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``dynaunique check`` run as the installed script: CliRunner would hide a lost exit code
     (``cli(standalone_mode=False)`` returns ``ctx.exit(1)``'s code instead of raising)."""
     fm.seed_drift(raw)
-    monkeypatch.setattr(sys, "argv", ["dynaunique", "check", MODULE, "--endpoint", dynamodb])
+    monkeypatch.setattr(sys, "argv", ["dynaunique", "check", MODULE, "--endpoint", dynaunique_db])
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 1
@@ -218,7 +220,7 @@ def test_the_console_script_exits_one_when_check_finds_drift(
 
 
 def test_check_shows_an_orphan_lock_value_from_its_key_when_it_lacks_a_value(
-        raw: Any, dynamodb: str) -> None:
+        raw: Any, dynaunique_db: str) -> None:
     """A lock item without a ``value`` attribute still spells its value in its key: the report
     shows that value, not "hashed" (the constraint is not hashed)."""
     raw.put_item(TableName=fm.TABLE, Item={
@@ -227,11 +229,11 @@ def test_check_shows_an_orphan_lock_value_from_its_key_when_it_lacks_a_value(
         "model": {"S": "AuditAccount"}, "constraint": {"S": "EMAIL"},
         "created": {"S": "2026-01-01T00:00:00+00:00"},
     })
-    code, data = run_json(dynamodb, "check")
+    code, data = run_json(dynaunique_db, "check")
     assert code == 1
     [finding] = data["findings"]
     assert (finding["kind"], finding["value"], finding["hashed"]) == ("orphan", "ghost@x.io", False)
-    shown = run(dynamodb, "check")
+    shown = run(dynaunique_db, "check")
     assert "ghost@x.io" in shown.stdout
     assert "hashed" not in shown.stdout
 

@@ -74,11 +74,11 @@ def test_a_model_without_region_writes_where_pynamodb_writes(regional: str) -> N
 
 
 @pytest.fixture
-def signalled(dynamodb: str) -> str:
-    Signalled.Meta.host = dynamodb
+def signalled(dynaunique_db: str) -> str:
+    Signalled.Meta.host = dynaunique_db
     Signalled._connection = None
     create_tables(Signalled)
-    return dynamodb
+    return dynaunique_db
 
 
 def test_pynamodb_signals_fire_for_every_dynaunique_request(signalled: str) -> None:

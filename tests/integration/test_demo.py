@@ -27,9 +27,9 @@ def _tables(endpoint: str) -> list[str]:
 # --- the scenario against the local server -------------------------------------------------------
 
 
-def test_scenario_reports_what_was_sent_and_stored(dynamodb: str) -> None:
-    with open_demo(dynamodb, racers=6, rounds=2) as run:
-        tables = sorted(_tables(dynamodb))
+def test_scenario_reports_what_was_sent_and_stored(dynaunique_db: str) -> None:
+    with open_demo(dynaunique_db, racers=6, rounds=2) as run:
+        tables = sorted(_tables(dynaunique_db))
         assert tables == sorted([run.table, run.naive_table])
 
         signup = run.sign_up()
@@ -88,14 +88,14 @@ def test_scenario_reports_what_was_sent_and_stored(dynamodb: str) -> None:
         assert len(locks.rows) == 3 + 3 * 2
         assert all(r.owner_holds_it and r.model == "Account" for r in locks.rows)
     assert run.cleanup_errors == []
-    assert _tables(dynamodb) == []
+    assert _tables(dynaunique_db) == []
 
 
-def test_demo_tables_are_deleted_when_a_step_fails(dynamodb: str) -> None:
-    with pytest.raises(RuntimeError, match="boom"), open_demo(dynamodb, racers=2, rounds=1):
-        assert len(_tables(dynamodb)) == 2
+def test_demo_tables_are_deleted_when_a_step_fails(dynaunique_db: str) -> None:
+    with pytest.raises(RuntimeError, match="boom"), open_demo(dynaunique_db, racers=2, rounds=1):
+        assert len(_tables(dynaunique_db)) == 2
         raise RuntimeError("boom")
-    assert _tables(dynamodb) == []
+    assert _tables(dynaunique_db) == []
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -113,13 +113,13 @@ def _assert_story(output: str, rounds: int) -> None:
     assert "each one's owner exists and holds that value: yes." in output
 
 
-def test_demo_command_against_an_endpoint(dynamodb: str) -> None:
-    result = CliRunner().invoke(cli, ["demo", "--endpoint", dynamodb, "--racers", "4",
+def test_demo_command_against_an_endpoint(dynaunique_db: str) -> None:
+    result = CliRunner().invoke(cli, ["demo", "--endpoint", dynaunique_db, "--racers", "4",
                                       "--rounds", "2"])
     assert result.exit_code == 0, result.output
     _assert_story(result.output, rounds=2)
-    assert f"against {dynamodb} (region us-east-1)" in result.output
-    assert _tables(dynamodb) == []
+    assert f"against {dynaunique_db} (region us-east-1)" in result.output
+    assert _tables(dynaunique_db) == []
 
 
 def test_demo_command_starts_the_embedded_server_without_flags(

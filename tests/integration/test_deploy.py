@@ -80,8 +80,8 @@ def verdict(needed: Iterable[str], granted: Iterable[str]) -> dict[str, list[str
 
 
 @pytest.fixture
-def proxy(dynamodb: str) -> Iterator[FaultProxy]:
-    with FaultProxy(dynamodb) as recording:
+def proxy(dynaunique_db: str) -> Iterator[FaultProxy]:
+    with FaultProxy(dynaunique_db) as recording:
         yield recording
 
 

@@ -22,13 +22,13 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
 
 
-async def test_the_async_page_example_runs(aio_dynamodb: str) -> None:
+async def test_the_async_page_example_runs(dynaunique_aio_db: str) -> None:
     blocks = python_blocks(PAGE.read_text(encoding="utf-8"))
     assert len(blocks) == 2, "the page's runnable example changed shape"
     namespace: dict[str, Any] = {"__name__": "docs_async"}
     exec(compile(blocks[0], f"{PAGE}:app", "exec"), namespace)
     account = namespace["Account"]
-    use_endpoint(aio_dynamodb, account)
+    use_endpoint(dynaunique_aio_db, account)
     create_tables(account)
     exec(compile(blocks[1], f"{PAGE}:main", "exec"), namespace)
     await namespace["main"]()

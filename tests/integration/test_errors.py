@@ -24,8 +24,8 @@ _Member = declare("_Member", "errors_members", pk=pk_attr(), email=UnicodeAttrib
 _Note = declare("_Note", "errors_notes", pk=pk_attr(), text=UnicodeAttribute(null=True))
 
 
-def test_a_real_unique_violation_carries_dynamodbs_cancellation_reasons(dynamodb: str) -> None:
-    use_endpoint(dynamodb, _Member)
+def test_a_real_unique_violation_carries_dynamodbs_cancellation_reasons(dynaunique_db: str) -> None:
+    use_endpoint(dynaunique_db, _Member)
     create_tables(_Member)
     _Member(pk="M1", email="ada@x.io").save()
     with pytest.raises(UniqueViolation) as caught:
@@ -41,8 +41,9 @@ def test_a_real_unique_violation_carries_dynamodbs_cancellation_reasons(dynamodb
         exc.__cause__.response["CancellationReasons"])
 
 
-def test_a_real_stale_save_carries_the_record_guards_cancellation_reason(dynamodb: str) -> None:
-    use_endpoint(dynamodb, _Member)
+def test_a_real_stale_save_carries_the_record_guards_cancellation_reason(
+        dynaunique_db: str) -> None:
+    use_endpoint(dynaunique_db, _Member)
     create_tables(_Member)
     stale = _Member(pk="M1", email="a@x.io")
     stale.save()
@@ -60,8 +61,8 @@ def test_a_real_stale_save_carries_the_record_guards_cancellation_reason(dynamod
         ("ConditionalCheckFailed", {"S": "M1"}, {"S": "b@x.io"})]
 
 
-def test_a_model_without_constraints_raises_pynamodbs_own_put_error(dynamodb: str) -> None:
-    use_endpoint(dynamodb, _Note)
+def test_a_model_without_constraints_raises_pynamodbs_own_put_error(dynaunique_db: str) -> None:
+    use_endpoint(dynaunique_db, _Note)
     create_tables(_Note)
     _Note(pk="N1", text="a").save()
     with pytest.raises(PutError) as caught:

@@ -36,8 +36,8 @@ Doc = declare("Doc", "keys_docs", pk=UnicodeAttribute(hash_key=True),
 
 
 @pytest.fixture
-def raw(dynamodb: str) -> Any:
-    return raw_tables(dynamodb, Reading, Blob, Doc)
+def raw(dynaunique_db: str) -> Any:
+    return raw_tables(dynaunique_db, Reading, Blob, Doc)
 
 
 def items(raw: Any, table: str) -> list[dict[str, Any]]:
@@ -146,8 +146,8 @@ Member = declare("Member", "keys_members", pk=UnicodeAttribute(hash_key=True),
 
 
 @pytest.fixture
-def members(raw: Any, dynamodb: str) -> Any:
-    use_endpoint(dynamodb, Member)
+def members(raw: Any, dynaunique_db: str) -> Any:
+    use_endpoint(dynaunique_db, Member)
     create_tables(Member)
     Member(pk="M#1", email="a@x.io").save()
     stored = Member.get("M#1", consistent_read=True)

@@ -56,35 +56,35 @@ def refuses_connections(port: int) -> bool:
         return True
 
 
-def test_endpoint_is_local_http(dynamodb: str) -> None:
-    parts = urlsplit(dynamodb)
+def test_endpoint_is_local_http(dynaunique_db: str) -> None:
+    parts = urlsplit(dynaunique_db)
     assert parts.scheme == "http"
     assert parts.hostname == "127.0.0.1"
-    assert port_of(dynamodb) > 0
+    assert port_of(dynaunique_db) > 0
 
 
-def test_boto3_can_create_put_and_get(dynamodb: str) -> None:
-    ddb = client(dynamodb)
+def test_boto3_can_create_put_and_get(dynaunique_db: str) -> None:
+    ddb = client(dynaunique_db)
     create_table(ddb)
     ddb.put_item(TableName=TABLE, Item={"PK": {"S": "a"}, "v": {"N": "1"}})
     got = ddb.get_item(TableName=TABLE, Key={"PK": {"S": "a"}}, ConsistentRead=True)
     assert got["Item"] == {"PK": {"S": "a"}, "v": {"N": "1"}}
 
 
-def test_reset_deletes_every_table(dynamodb: str) -> None:
-    ddb = client(dynamodb)
+def test_reset_deletes_every_table(dynaunique_db: str) -> None:
+    ddb = client(dynaunique_db)
     create_table(ddb)
     ddb.put_item(TableName=TABLE, Item={"PK": {"S": "a"}})
-    reset_local_dynamodb(dynamodb)
+    reset_local_dynamodb(dynaunique_db)
     assert ddb.list_tables()["TableNames"] == []
 
 
-def test_dynamodb_fixture_starts_each_test_clean(dynamodb: str) -> None:
+def test_dynamodb_fixture_starts_each_test_clean(dynaunique_db: str) -> None:
     # Earlier tests in this module created TABLE on the same (session-wide) server.
-    assert client(dynamodb).list_tables()["TableNames"] == []
+    assert client(dynaunique_db).list_tables()["TableNames"] == []
 
 
-def test_fake_credentials_are_set_for_the_session(dynamodb: str) -> None:
+def test_fake_credentials_are_set_for_the_session(dynaunique_db: str) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         assert os.environ.get(name)
 
@@ -136,8 +136,8 @@ def fill_table(ddb: Any, count: int) -> None:
         ddb.batch_write_item(RequestItems={TABLE: batch})
 
 
-def test_serialized_server_has_exactly_one_winner_per_race(dynamodb: str) -> None:
-    ddb = client(dynamodb, pool=THREADS * 2)
+def test_serialized_server_has_exactly_one_winner_per_race(dynaunique_db: str) -> None:
+    ddb = client(dynaunique_db, pool=THREADS * 2)
     create_table(ddb)
     fill_table(ddb, FILL)
     for round_no in range(ROUNDS):
@@ -202,10 +202,10 @@ WidgetAlias = declare("WidgetAlias", "widgets", pk=pk_attr())
 
 
 @pytest.fixture
-def widgets(dynamodb: str) -> Iterator[str]:
+def widgets(dynaunique_db: str) -> Iterator[str]:
     saved = {m: (m.Meta.host, m.Meta.region) for m in (Widget, WidgetAlias)}
-    use_endpoint(dynamodb, Widget, WidgetAlias)
-    yield dynamodb
+    use_endpoint(dynaunique_db, Widget, WidgetAlias)
+    yield dynaunique_db
     for model, (host, region) in saved.items():
         model.Meta.host, model.Meta.region = host, region
         model._connection = None

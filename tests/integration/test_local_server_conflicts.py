@@ -24,10 +24,10 @@ class Member(Model):
 
 
 @pytest.fixture
-def members(dynamodb: str) -> Iterator[str]:
-    use_endpoint(dynamodb, Member)
+def members(dynaunique_db: str) -> Iterator[str]:
+    use_endpoint(dynaunique_db, Member)
     create_tables(Member)
-    yield dynamodb
+    yield dynaunique_db
 
 
 def stored_keys(endpoint: str) -> list[str]:

@@ -21,8 +21,8 @@ from support.local_server import client, create_table, server_state
 from dynaunique.testing import LocalDynamoDB, LocalServerError
 
 
-def test_the_server_runs_the_patched_moto(dynamodb: str) -> None:
-    state = server_state(dynamodb)
+def test_the_server_runs_the_patched_moto(dynaunique_db: str) -> None:
+    state = server_state(dynaunique_db)
     assert state["moto"] == importlib.metadata.version("moto")
     assert state["moto_patched"] is True
 
@@ -158,8 +158,9 @@ def script(endpoint: str) -> list[Any]:
     return out
 
 
-def test_patched_server_answers_exactly_as_stock_moto(dynamodb: str, stock_endpoint: str) -> None:
-    patched = script(dynamodb)
+def test_patched_server_answers_exactly_as_stock_moto(
+        dynaunique_db: str, stock_endpoint: str) -> None:
+    patched = script(dynaunique_db)
     stock = script(stock_endpoint)
     assert patched == stock
     # The script is not vacuous: the cancelled transaction changed nothing it had written.
@@ -168,7 +169,7 @@ def test_patched_server_answers_exactly_as_stock_moto(dynamodb: str, stock_endpo
     reasons = [r["Code"] for r in cancelled["CancellationReasons"]]
     assert reasons == ["None", "None", "None", "None", "ConditionalCheckFailed",
                        "ConditionalCheckFailed"]
-    ddb = client(dynamodb)
+    ddb = client(dynaunique_db)
     assert ddb.get_item(TableName="singles", Key={"PK": {"S": "K06"}})["Item"]["v"] == {"N": "6"}
     assert ddb.get_item(TableName="singles", Key={"PK": {"S": "K05"}})["Item"]["v"] == {"N": "5"}
     assert "Item" in ddb.get_item(TableName="pairs", Key={"PK": {"S": "P0"}, "SK": {"S": "S00"}})

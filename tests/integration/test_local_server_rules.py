@@ -30,8 +30,8 @@ TABLE = "rules"
 
 
 @pytest.fixture
-def ddb(dynamodb: str) -> Any:
-    raw = client(dynamodb)
+def ddb(dynaunique_db: str) -> Any:
+    raw = client(dynaunique_db)
     create_table(raw, TABLE)
     return raw
 
@@ -190,9 +190,9 @@ def test_a_cancelled_transaction_does_not_use_up_its_token(ddb: Any) -> None:
     assert count_of(ddb, "a") == 1
 
 
-def test_a_token_expires_after_its_window(ddb: Any, dynamodb: str) -> None:
-    assert server_state(dynamodb)["token_window"] == 600.0
-    set_token_window(dynamodb, 0.5)
+def test_a_token_expires_after_its_window(ddb: Any, dynaunique_db: str) -> None:
+    assert server_state(dynaunique_db)["token_window"] == 600.0
+    set_token_window(dynaunique_db, 0.5)
     token = str(uuid.uuid4())
     ddb.transact_write_items(TransactItems=[bump("a")], ClientRequestToken=token)
     ddb.transact_write_items(TransactItems=[bump("a")], ClientRequestToken=token)
@@ -200,24 +200,24 @@ def test_a_token_expires_after_its_window(ddb: Any, dynamodb: str) -> None:
     time.sleep(0.6)
     ddb.transact_write_items(TransactItems=[bump("a")], ClientRequestToken=token)
     assert count_of(ddb, "a") == 2
-    reset_local_dynamodb(dynamodb)
-    assert server_state(dynamodb)["token_window"] == 600.0
+    reset_local_dynamodb(dynaunique_db)
+    assert server_state(dynaunique_db)["token_window"] == 600.0
 
 
-def test_reset_forgets_tokens(ddb: Any, dynamodb: str) -> None:
+def test_reset_forgets_tokens(ddb: Any, dynaunique_db: str) -> None:
     token = str(uuid.uuid4())
     ddb.transact_write_items(TransactItems=[bump("a")], ClientRequestToken=token)
-    assert server_state(dynamodb)["tokens"] == 1
-    reset_local_dynamodb(dynamodb)
+    assert server_state(dynaunique_db)["tokens"] == 1
+    reset_local_dynamodb(dynaunique_db)
     create_table(ddb, TABLE)
     ddb.transact_write_items(TransactItems=[bump("a")], ClientRequestToken=token)
     assert count_of(ddb, "a") == 1
-    assert server_state(dynamodb)["tokens"] == 1
+    assert server_state(dynaunique_db)["tokens"] == 1
 
 
-def test_negative_token_window_is_refused(dynamodb: str) -> None:
+def test_negative_token_window_is_refused(dynaunique_db: str) -> None:
     with pytest.raises(LocalServerError, match=r"HTTP 400.*must not be negative"):
-        set_token_window(dynamodb, -1)
+        set_token_window(dynaunique_db, -1)
 
 
 # --- the conflict knob ----------------------------------------------------------------------------
@@ -235,8 +235,8 @@ def outcomes(ddb: Any, rounds: int) -> list[str]:
     return result
 
 
-def test_every_transaction_is_cancelled_at_rate_one(ddb: Any, dynamodb: str) -> None:
-    set_conflict_rate(dynamodb, 1.0, seed=3)
+def test_every_transaction_is_cancelled_at_rate_one(ddb: Any, dynaunique_db: str) -> None:
+    set_conflict_rate(dynaunique_db, 1.0, seed=3)
     with pytest.raises(ClientError) as raised:
         ddb.transact_write_items(TransactItems=[bump("a"), bump("b"), bump("c")])
     error = raised.value.response
@@ -250,13 +250,13 @@ def test_every_transaction_is_cancelled_at_rate_one(ddb: Any, dynamodb: str) -> 
     # Only transactions: a plain write goes through.
     ddb.put_item(TableName=TABLE, Item={"PK": {"S": "plain"}})
     assert keys_in(ddb) == ["plain"]
-    assert server_state(dynamodb)["conflicts_injected"] == 1
+    assert server_state(dynaunique_db)["conflicts_injected"] == 1
 
 
-def test_a_seed_gives_the_same_cancellations_every_run(ddb: Any, dynamodb: str) -> None:
-    set_conflict_rate(dynamodb, 0.3, seed=7)
+def test_a_seed_gives_the_same_cancellations_every_run(ddb: Any, dynaunique_db: str) -> None:
+    set_conflict_rate(dynaunique_db, 0.3, seed=7)
     first = outcomes(ddb, 40)
-    set_conflict_rate(dynamodb, 0.3, seed=7)
+    set_conflict_rate(dynaunique_db, 0.3, seed=7)
     second = outcomes(ddb, 40)
     assert first == second
     cancelled = [o for o in first if o != "ok"]
@@ -264,26 +264,26 @@ def test_a_seed_gives_the_same_cancellations_every_run(ddb: Any, dynamodb: str) 
     assert set(cancelled) <= {"TransactionConflict,None", "None,TransactionConflict"}
     # Applied exactly the transactions that were not cancelled.
     assert count_of(ddb, "total") == 2 * first.count("ok")
-    set_conflict_rate(dynamodb, 0.3, seed=8)
+    set_conflict_rate(dynaunique_db, 0.3, seed=8)
     assert outcomes(ddb, 40) != first
 
 
-def test_reset_stops_the_conflicts(ddb: Any, dynamodb: str) -> None:
-    set_conflict_rate(dynamodb, 1.0)
-    reset_local_dynamodb(dynamodb)
+def test_reset_stops_the_conflicts(ddb: Any, dynaunique_db: str) -> None:
+    set_conflict_rate(dynaunique_db, 1.0)
+    reset_local_dynamodb(dynaunique_db)
     create_table(ddb, TABLE)
     assert outcomes(ddb, 5) == ["ok"] * 5
-    assert server_state(dynamodb)["conflicts"] == {"fraction": 0.0, "seed": None}
+    assert server_state(dynaunique_db)["conflicts"] == {"fraction": 0.0, "seed": None}
 
 
-def test_a_fraction_outside_0_to_1_is_refused(dynamodb: str) -> None:
+def test_a_fraction_outside_0_to_1_is_refused(dynaunique_db: str) -> None:
     with pytest.raises(LocalServerError, match=r"HTTP 400.*between 0 and 1"):
-        set_conflict_rate(dynamodb, 1.5)
+        set_conflict_rate(dynaunique_db, 1.5)
 
 
-def test_a_replayed_token_is_never_cancelled(ddb: Any, dynamodb: str) -> None:
+def test_a_replayed_token_is_never_cancelled(ddb: Any, dynaunique_db: str) -> None:
     token = str(uuid.uuid4())
     ddb.transact_write_items(TransactItems=[bump("a")], ClientRequestToken=token)
-    set_conflict_rate(dynamodb, 1.0, seed=1)
+    set_conflict_rate(dynaunique_db, 1.0, seed=1)
     ddb.transact_write_items(TransactItems=[bump("a")], ClientRequestToken=token)
     assert count_of(ddb, "a") == 1

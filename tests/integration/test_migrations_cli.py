@@ -24,8 +24,8 @@ UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 
 
 @pytest.fixture
-def ws(dynamodb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynamodb, TABLE, monkeypatch)
+def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
 
 
 def run(*args: str) -> Result:

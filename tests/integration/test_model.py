@@ -35,13 +35,13 @@ from dynaunique.testing import create_tables, use_endpoint
 
 
 @pytest.fixture
-def raw(dynamodb: str) -> Any:
+def raw(dynaunique_db: str) -> Any:
     """Point the models at the fresh local server and return a raw boto3 client on it."""
-    if getattr(Account.Meta, "host", None) != dynamodb:
+    if getattr(Account.Meta, "host", None) != dynaunique_db:
         # Once per server: keeping PynamoDB's connections saves making clients in every test.
-        use_endpoint(dynamodb, *MODELS)
+        use_endpoint(dynaunique_db, *MODELS)
     create_tables(Account)  # VAccount's table only where a test uses it: tables cost time
-    return boto3.client("dynamodb", endpoint_url=dynamodb, region_name="us-east-1")
+    return boto3.client("dynamodb", endpoint_url=dynaunique_db, region_name="us-east-1")
 
 
 @pytest.fixture

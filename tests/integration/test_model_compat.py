@@ -32,8 +32,8 @@ def test_a_subclass_of_a_keyless_base_writes_and_reads(server: Any) -> None:
 
 
 @pytest.fixture
-def server(dynamodb: str) -> str:
-    return dynamodb
+def server(dynaunique_db: str) -> str:
+    return dynaunique_db
 
 
 @pytest.fixture

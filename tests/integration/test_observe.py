@@ -63,10 +63,10 @@ Patient = declare("Patient", "observe_patients", meta={"lock_secret": SECRET},
 
 
 @pytest.fixture
-def tables(dynamodb: str) -> str:
-    use_endpoint(dynamodb, Member, Patient)
+def tables(dynaunique_db: str) -> str:
+    use_endpoint(dynaunique_db, Member, Patient)
     create_tables(Member, Patient)
-    return dynamodb
+    return dynaunique_db
 
 
 @pytest.fixture
@@ -248,8 +248,8 @@ def test_silent_below_info_nothing_is_built(tables: str,
 
 
 @pytest.fixture
-def ws(dynamodb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynamodb, "observe_migration", monkeypatch)
+def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    yield open_workspace(tmp_path, dynaunique_db, "observe_migration", monkeypatch)
 
 
 def test_a_migration_reports_its_progress_as_events(
@@ -388,8 +388,8 @@ def test_botocore_spans_nest_under_the_dynaunique_span(
 
 @pytest.mark.anyio
 async def test_async_writes_have_the_same_spans_current_while_sent(
-        aio_dynamodb: str, spans: InMemorySpanExporter) -> None:
-    use_endpoint(aio_dynamodb, Member)
+        dynaunique_aio_db: str, spans: InMemorySpanExporter) -> None:
+    use_endpoint(dynaunique_aio_db, Member)
     create_tables(Member)
     seen, record = _span_ids_at_send(Member)
     try:
@@ -495,9 +495,9 @@ _WITHOUT_OTEL = textwrap.dedent("""
 
 
 def test_without_opentelemetry_writes_work_import_nothing_and_print_nothing(
-        dynamodb: str) -> None:
+        dynaunique_db: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", _WITHOUT_OTEL, dynamodb], env=env,
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_OTEL, dynaunique_db], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "otel modules: []\n"
@@ -505,15 +505,15 @@ def test_without_opentelemetry_writes_work_import_nothing_and_print_nothing(
 
 
 @pytest.mark.anyio
-async def test_async_writes_log_the_same_events(aio_dynamodb: str,
+async def test_async_writes_log_the_same_events(dynaunique_aio_db: str,
                                                 caught: pytest.LogCaptureFixture) -> None:
     """The events come from the generators both senders drive: asave logs what save logs."""
-    use_endpoint(aio_dynamodb, Member)
+    use_endpoint(dynaunique_aio_db, Member)
     create_tables(Member)
-    set_conflict_rate(aio_dynamodb, 0.5, seed=7)
+    set_conflict_rate(dynaunique_aio_db, 0.5, seed=7)
     for i in range(6):
         await Member(pk=f"M{i}", email=f"m{i}@x.io").asave()
-    set_conflict_rate(aio_dynamodb, 0)
+    set_conflict_rate(dynaunique_aio_db, 0)
     with pytest.raises(UniqueViolation):
         await Member(pk="B", email="m0@x.io").asave()
     assert events(caught, "unique_violation") == [{

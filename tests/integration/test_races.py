@@ -28,8 +28,8 @@ Member = declare("Member", "race_members", pk=pk_attr(), sk=sk_attr("PROFILE"),
 
 
 @pytest.fixture
-def raw(dynamodb: str) -> Any:
-    return raw_tables(dynamodb, Member)
+def raw(dynaunique_db: str) -> Any:
+    return raw_tables(dynaunique_db, Member)
 
 
 def table_state(raw: Any) -> tuple[dict[str, str], dict[str, str]]:

@@ -21,8 +21,8 @@ TASKS = THREADS
 
 
 @pytest.fixture
-def raw(aio_dynamodb: str) -> Any:
-    return raw_tables(aio_dynamodb, Member)
+def raw(dynaunique_aio_db: str) -> Any:
+    return raw_tables(dynaunique_aio_db, Member)
 
 
 async def together(calls: list[Awaitable[object]]) -> list[BaseException | None]:

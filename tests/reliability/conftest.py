@@ -95,7 +95,7 @@ def _proxy_server(dynaunique_endpoint: str) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def proxy(dynamodb: str, _proxy_server: FaultProxy) -> Iterator[FaultProxy]:
+def proxy(dynaunique_db: str, _proxy_server: FaultProxy) -> Iterator[FaultProxy]:
     """The :class:`FaultProxy` in front of the freshly reset local server, with no rules and
     no recorded requests."""
     _proxy_server.clear()

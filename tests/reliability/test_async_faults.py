@@ -53,7 +53,7 @@ async def _act_async(act: Any) -> None:
 @pytest.mark.parametrize("name", CASES)
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
 async def test_an_async_resend_applies_the_write_exactly_once(
-        endpoints: tuple[FaultProxy, str], aio_dynamodb: str, model: type[Model], name: str,
+        endpoints: tuple[FaultProxy, str], dynaunique_aio_db: str, model: type[Model], name: str,
         fault: Fault) -> None:
     proxy, direct = endpoints
     case = prepare(proxy, model, name)
@@ -65,7 +65,7 @@ async def test_an_async_resend_applies_the_write_exactly_once(
 
 
 async def test_an_async_update_whose_result_cannot_be_known_is_never_resent(
-        endpoints: tuple[FaultProxy, str], aio_dynamodb: str) -> None:
+        endpoints: tuple[FaultProxy, str], dynaunique_aio_db: str) -> None:
     proxy, direct = endpoints
     case = prepare(proxy, FaultVersioned, "update_add")
     obj = FaultVersioned.get("A", "PROFILE", consistent_read=True)
@@ -81,7 +81,7 @@ async def test_an_async_update_whose_result_cannot_be_known_is_never_resent(
 
 
 async def test_async_outcome_unknown_then_the_same_call_converges(
-        endpoints: tuple[FaultProxy, str], aio_dynamodb: str) -> None:
+        endpoints: tuple[FaultProxy, str], dynaunique_aio_db: str) -> None:
     proxy, direct = endpoints
     prepare(proxy, FaultVersioned, "create")
     obj = FaultVersioned(pk="A", email="Ada@Lovelace.io", handle="ada", note="n")
@@ -102,7 +102,7 @@ async def test_async_outcome_unknown_then_the_same_call_converges(
 
 
 async def test_an_async_read_timeout_is_resent_and_applies_once(
-        endpoints: tuple[FaultProxy, str], aio_dynamodb: str,
+        endpoints: tuple[FaultProxy, str], dynaunique_aio_db: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     proxy, direct = endpoints
     case = prepare(proxy, FaultVersioned, "move_unique")
@@ -120,8 +120,8 @@ async def test_an_async_read_timeout_is_resent_and_applies_once(
 
 
 async def test_an_unreachable_server_is_unreachable_error_and_nothing_applied(
-        aio_dynamodb: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    use_endpoint(aio_dynamodb, FaultVersioned)
+        dynaunique_aio_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_endpoint(dynaunique_aio_db, FaultVersioned)
     create_tables(FaultVersioned)
     loaded = _seed(FaultVersioned)
     with socket.socket() as closed:  # a port nobody listens on
@@ -134,12 +134,12 @@ async def test_an_unreachable_server_is_unreachable_error_and_nothing_applied(
         await loaded.asave()
 
     monkeypatch.undo()
-    assert_states(aio_dynamodb, FaultVersioned,
+    assert_states(dynaunique_aio_db, FaultVersioned,
                   {"A": state_of(FaultVersioned, 1, email="ada@x.io", handle="ada", note="n")})
 
 
 async def test_a_write_cancelled_in_flight_is_recognised_by_its_repeat(
-        endpoints: tuple[FaultProxy, str], aio_dynamodb: str) -> None:
+        endpoints: tuple[FaultProxy, str], dynaunique_aio_db: str) -> None:
     """A task cancelled after its write landed but before the answer: repeating the same call
     finds its own write in place and is done (as after OutcomeUnknownError). Without the
     cancellation being recorded, the repeat would be a ConcurrentModificationError."""

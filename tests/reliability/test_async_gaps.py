@@ -169,9 +169,9 @@ def _adversary(m: type[Model], act: Callable[[type[Model]], None],
 
 
 @pytest.fixture
-def gaps(proxy: FaultProxy, aio_dynamodb: str) -> tuple[FaultProxy, str]:
+def gaps(proxy: FaultProxy, dynaunique_aio_db: str) -> tuple[FaultProxy, str]:
     point(proxy.url, *MODELS)
-    return proxy, aio_dynamodb
+    return proxy, dynaunique_aio_db
 
 
 async def _requests_of(proxy: FaultProxy, endpoint: str, model: type[Model],

@@ -91,9 +91,9 @@ async def _operation(model: type[Model], rng: random.Random) -> str:
 @pytest.mark.parametrize("model", (HistoryVersioned, HistoryPlain), ids=lambda m: m.__name__)
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_a_random_async_history_leaves_locks_equal_to_live_values(
-        aio_dynamodb: str, soak_ops: int, summary: Summary, model: type[Model],
+        dynaunique_aio_db: str, soak_ops: int, summary: Summary, model: type[Model],
         seed: int) -> None:
-    point(aio_dynamodb, model)
+    point(dynaunique_aio_db, model)
     create_tables(model)
     operations = max(soak_ops, 400)
     outcomes: collections.Counter[str] = collections.Counter()
@@ -122,7 +122,7 @@ async def test_a_random_async_history_leaves_locks_equal_to_live_values(
     # The history really raced: copies went stale and values were contested.
     assert outcomes["ConcurrentModificationError"] > 0, outcomes
     assert outcomes["UniqueViolation"] > 0, outcomes
-    report = assert_clean([model], aio_dynamodb)
+    report = assert_clean([model], dynaunique_aio_db)
     counts = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
     summary.add(f"async history {model.__name__} seed {seed}: {operations} operations, "
                 f"{TASKS} tasks", [counts, f"final check: {report.records} records, "

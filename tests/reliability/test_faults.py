@@ -72,13 +72,13 @@ FIELDS = ("email", "handle", "note", "visits")
 
 
 @pytest.fixture
-def endpoints(proxy: FaultProxy, dynamodb: str) -> tuple[FaultProxy, str]:
+def endpoints(proxy: FaultProxy, dynaunique_db: str) -> tuple[FaultProxy, str]:
     """Both models pointed at the proxy (tests create the table they use); returns the proxy
     and the server's direct URL."""
     # Only when needed: re-pointing drops the models' connections, and new ones cost time.
     if any(m.Meta.host != proxy.url for m in MODELS):
         point(proxy.url, *MODELS)
-    return proxy, dynamodb
+    return proxy, dynaunique_db
 
 
 #: Faults that make the library give up: one more than it resends (PynamoDB's

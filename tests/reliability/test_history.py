@@ -134,11 +134,11 @@ def _seed() -> int:
 
 
 @pytest.fixture
-def history_models(dynamodb: str) -> Iterator[str]:
+def history_models(dynaunique_db: str) -> Iterator[str]:
     models = list(MODELS.values())
-    point(dynamodb, *models)
+    point(dynaunique_db, *models)
     create_tables(*models)
-    yield dynamodb
+    yield dynaunique_db
 
 
 def _run(endpoint: str, model: type[Model], seed: int, ops: int,
@@ -279,16 +279,16 @@ async def _arun(endpoint: str, model: type[Model], seed: int,
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("model_name", sorted(MODELS))
-async def test_async_history(aio_dynamodb: str, model_name: str, history_ops: int,
+async def test_async_history(dynaunique_aio_db: str, model_name: str, history_ops: int,
                              summary: Summary) -> None:
     """The same random history run by 8 asyncio tasks on one loop (``asave``/``aget``/
     ``adelete``), judged by the same checker: no anomaly, and the final locks equal the live
     values."""
     model = MODELS[model_name]
-    point(aio_dynamodb, model)
+    point(dynaunique_aio_db, model)
     create_tables(model)
     seed = _seed()
-    history, seconds, found = await _arun(aio_dynamodb, model, seed, history_ops)
+    history, seconds, found = await _arun(dynaunique_aio_db, model, seed, history_ops)
     summary.add("async history", _describe(model_name, history, seconds, history_ops, seed,
                                            found))
     assert not found, f"seed {seed}: {len(found)} anomalies:\n" + "\n".join(found[:30])
@@ -301,13 +301,13 @@ async def test_async_history(aio_dynamodb: str, model_name: str, history_ops: in
 @pytest.mark.anyio
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("model_name", sorted(MODELS))
-async def test_async_history_done_when(aio_dynamodb: str, model_name: str, seed: int,
+async def test_async_history_done_when(dynaunique_aio_db: str, model_name: str, seed: int,
                                        summary: Summary) -> None:
     """5 seeds × 4,000 operations under asyncio, plain and versioned, zero anomalies."""
     model = MODELS[model_name]
-    point(aio_dynamodb, model)
+    point(dynaunique_aio_db, model)
     create_tables(model)
-    history, seconds, found = await _arun(aio_dynamodb, model, seed, 4000)
+    history, seconds, found = await _arun(dynaunique_aio_db, model, seed, 4000)
     summary.add("async history (done-when)",
                 _describe(model_name, history, seconds, 4000, seed, found))
     assert not found, f"seed {seed}: {len(found)} anomalies:\n" + "\n".join(found[:30])

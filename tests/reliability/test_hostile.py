@@ -262,12 +262,12 @@ def wipe(endpoint: str, table: str) -> None:
 
 
 @pytest.fixture
-def hostile(dynamodb: str) -> Iterator[str]:
+def hostile(dynaunique_db: str) -> Iterator[str]:
     """The integration models on the freshly reset local server."""
     models = (HostileText, HostileNumber, HostilePair)
-    point(dynamodb, *models)
+    point(dynaunique_db, *models)
     create_tables(*models)
-    yield dynamodb
+    yield dynaunique_db
 
 
 def race_values(endpoint: str, model: type[Model], table: str, field_values: list[dict[str, Any]],
@@ -396,10 +396,10 @@ def token_model_of(raw: dict[str, Any]) -> type[Model] | None:
     return kinds.get(raw["PK"]["S"][0])
 
 
-def test_values_of_different_types_never_share_a_lock(dynamodb: str) -> None:
+def test_values_of_different_types_never_share_a_lock(dynaunique_db: str) -> None:
     """In one shared lock namespace a string that spells another type's encoding, and a
     string that spells a composite, each get their own lock; equal values still collide."""
-    point(dynamodb, *TOKEN_MODELS)
+    point(dynaunique_db, *TOKEN_MODELS)
     create_tables(TokenText)
     records: list[Model] = [
         TokenNumber(pk="N1", token=1), TokenText(pk="T1", token="\\n1"),
@@ -422,7 +422,7 @@ def test_values_of_different_types_never_share_a_lock(dynamodb: str) -> None:
                                                                          right="y")):
         with pytest.raises(UniqueViolation):
             duplicate.save()
-    assert_clean(list(TOKEN_MODELS), dynamodb, model_of=token_model_of)
+    assert_clean(list(TOKEN_MODELS), dynaunique_db, model_of=token_model_of)
 
 
 # --- key size ----------------------------------------------------------------------------------
@@ -441,10 +441,10 @@ Sized = declare("Sized", "rel_hostile_sized", pk=pk_attr(),
 
 
 @pytest.fixture
-def sized(dynamodb: str) -> str:
-    point(dynamodb, Sized)
+def sized(dynaunique_db: str) -> str:
+    point(dynaunique_db, Sized)
     create_tables(Sized)
-    return dynamodb
+    return dynaunique_db
 
 
 @pytest.mark.parametrize("filler", ["x", "é", "😀"])
@@ -551,8 +551,8 @@ class Reserved(Model):
 
 
 def test_reserved_words_and_lock_attribute_names_work_as_record_attributes(
-        dynamodb: str) -> None:
-    point(dynamodb, Reserved)
+        dynaunique_db: str) -> None:
+    point(dynaunique_db, Reserved)
     create_tables(Reserved)
     a = Reserved(pk="A", name="ada", value="v1", owner="o1", status="on", size=1, model="m",
                  constraint="c", created="yesterday", tally=3)
@@ -563,7 +563,7 @@ def test_reserved_words_and_lock_attribute_names_work_as_record_attributes(
                   {"status": "on", "size": 1.0}):
         with pytest.raises(UniqueViolation):
             Reserved(pk="C", **clash).save()
-    lock = raw_client(dynamodb).get_item(
+    lock = raw_client(dynaunique_db).get_item(
         TableName="rel_hostile_reserved",
         Key={"PK": {"S": "UNIQ#OWNER#o1"}, "SK": {"S": "LOCK"}}, ConsistentRead=True)["Item"]
     assert lock["owner"] == {"M": {"PK": {"S": "A"}, "SK": {"S": "PROFILE"}}}
@@ -588,10 +588,10 @@ def test_reserved_words_and_lock_attribute_names_work_as_record_attributes(
         b.save()
     assert Reserved.get_by_unique("owner", "o3").pk == "B"
     assert Reserved.get_by_unique("STATUS_SIZE", ("off", 2)).pk == "B"
-    assert_clean([Reserved], dynamodb)
+    assert_clean([Reserved], dynaunique_db)
     Reserved.get("A", "PROFILE", consistent_read=True).delete()
     Reserved(pk="B").delete()
-    assert scan_table(dynamodb, "rel_hostile_reserved") == []
+    assert scan_table(dynaunique_db, "rel_hostile_reserved") == []
 
 
 # A key or TTL attribute named like a lock item's own attribute would collide inside the lock
@@ -604,7 +604,7 @@ def _clash_cases() -> list[Any]:
 
 @pytest.mark.parametrize(("role", "attr"), _clash_cases())
 def test_key_attributes_named_like_lock_attributes_are_refused_or_work(
-        dynamodb: str, role: str, attr: str) -> None:
+        dynaunique_db: str, role: str, attr: str) -> None:
     """The model is refused at class definition (were it accepted, its locks must be right)."""
     names = {"hash": "PK", "range": "SK", "ttl": "expires"}
     names[role] = attr
@@ -619,17 +619,17 @@ def test_key_attributes_named_like_lock_attributes_are_refused_or_work(
         model: type[Model] = type(f"Clash_{role}_{attr}", (Model,), namespace)
     except ConfigurationError:
         return
-    point(dynamodb, model)
+    point(dynaunique_db, model)
     create_tables(model)
     first: Any = model(pk="A", email="x@x.io", expires=timedelta(days=365))
     first.save()
     first.email = "y@x.io"
     first.save()
     model(pk="B", email="x@x.io").save()  # the freed value
-    assert_clean([model], dynamodb)
+    assert_clean([model], dynaunique_db)
     model(pk="A").delete()
     model(pk="B").delete()
-    assert scan_table(dynamodb, f"rel_hostile_clash_{role}_{attr}") == []
+    assert scan_table(dynaunique_db, f"rel_hostile_clash_{role}_{attr}") == []
 
 
 # --- names and values crafted to reach another namespace ----------------------------------------
@@ -656,14 +656,14 @@ Prefixed = declare("Prefixed", "rel_hostile_prefixed", pk=pk_attr(), sk=sk_attr(
                    email=UnicodeAttribute(unique=True, null=True))
 
 
-def test_record_keys_in_the_lock_namespace_are_refused(dynamodb: str) -> None:
+def test_record_keys_in_the_lock_namespace_are_refused(dynaunique_db: str) -> None:
     """A record can never be written, read, updated or deleted under ``UNIQ#``: such a key
     would be a lock's (here the real lock of ada@x.io, which must stay untouched)."""
-    point(dynamodb, Prefixed)
+    point(dynaunique_db, Prefixed)
     create_tables(Prefixed)
     Prefixed(pk="ACCT#1", email="ada@x.io").save()
     lock_pk = "UNIQ#EMAIL#ada@x.io"
-    before = scan_table(dynamodb, "rel_hostile_prefixed")
+    before = scan_table(dynaunique_db, "rel_hostile_prefixed")
 
     attempts: list[Callable[[], object]] = [
         lambda: Prefixed(pk=lock_pk, sk="LOCK", email="eve@x.io").save(),
@@ -682,18 +682,18 @@ def test_record_keys_in_the_lock_namespace_are_refused(dynamodb: str) -> None:
     for attempt in attempts:
         with pytest.raises(InvalidValueError):
             attempt()
-    assert scan_table(dynamodb, "rel_hostile_prefixed") == before
+    assert scan_table(dynaunique_db, "rel_hostile_prefixed") == before
     assert [r.pk for r in Prefixed.scan()] == ["ACCT#1"]
 
 
 @pytest.mark.parametrize("pk", ["UNIQ", "uniq#EMAIL#ada@x.io", "UNIQ EMAIL#x", "#UNIQ#x"])
-def test_look_alike_record_keys_are_ordinary_records(dynamodb: str, pk: str) -> None:
+def test_look_alike_record_keys_are_ordinary_records(dynaunique_db: str, pk: str) -> None:
     """Only the exact prefix is reserved: near misses are records like any other."""
-    point(dynamodb, Prefixed)
+    point(dynaunique_db, Prefixed)
     create_tables(Prefixed)
     Prefixed(pk=pk, email="ada@x.io").save()
     assert Prefixed.get_by_unique("email", "ada@x.io").pk == pk
-    assert_clean([Prefixed], dynamodb)
+    assert_clean([Prefixed], dynaunique_db)
 
 
 @given(st.text(alphabet=string.ascii_letters + string.digits + "_.-#~ ", max_size=12))

@@ -47,13 +47,13 @@ def test_a_resend_after_a_lost_answer_is_a_warning_with_its_token(
 
 
 def test_a_foreign_lock_is_reported_as_drift_then_skipped(
-        dynamodb: str, caplog: pytest.LogCaptureFixture) -> None:
+        dynaunique_db: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="dynaunique")
-    point(dynamodb, Observed)
+    point(dynaunique_db, Observed)
     create_tables(Observed)
     Observed(pk="B", email="x@x.io").save()  # B holds the lock on x@x.io
     # A's record says x@x.io too (written around the library: drift), without its lock.
-    raw_client(dynamodb).put_item(TableName=TABLE, Item={
+    raw_client(dynaunique_db).put_item(TableName=TABLE, Item={
         "PK": {"S": "A"}, "SK": {"S": "PROFILE"}, "email": {"S": "x@x.io"},
         "version": {"N": "1"}})
     a = Observed.get("A", "PROFILE", consistent_read=True)
@@ -67,6 +67,6 @@ def test_a_foreign_lock_is_reported_as_drift_then_skipped(
     assert events(caplog, "foreign_lock_skipped") == [
         {"event": "foreign_lock_skipped", "model": "Observed", "lock_key": key}]
     assert levels(caplog, "foreign_lock_skipped") == {"INFO"}
-    lock = raw_item(dynamodb, TABLE, {"PK": {"S": key}, "SK": {"S": "LOCK"}})
+    lock = raw_item(dynaunique_db, TABLE, {"PK": {"S": key}, "SK": {"S": "LOCK"}})
     assert lock is not None and lock["owner"]["M"]["PK"] == {"S": "B"}
-    assert_clean([Observed], dynamodb)
+    assert_clean([Observed], dynaunique_db)

@@ -62,10 +62,10 @@ def put_raw(endpoint: str, item: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def table(dynamodb: str) -> str:
-    point(dynamodb, Owned)
+def table(dynaunique_db: str) -> str:
+    point(dynaunique_db, Owned)
     create_tables(Owned)
-    return dynamodb
+    return dynaunique_db
 
 
 # --- the crafted states of the contested lock (on X) ---------------------------------------------

@@ -503,10 +503,10 @@ def _seed() -> int:
 
 
 @pytest.fixture
-def soak_table(dynamodb: str) -> Iterator[str]:
-    point(dynamodb, *MODELS)
+def soak_table(dynaunique_db: str) -> Iterator[str]:
+    point(dynaunique_db, *MODELS)
     create_tables(*MODELS)
-    yield dynamodb
+    yield dynaunique_db
 
 
 def test_soak(soak_table: str, soak_ops: int, summary: Summary) -> None:
@@ -523,23 +523,23 @@ def test_soak(soak_table: str, soak_ops: int, summary: Summary) -> None:
         assert ok > soak_ops // 4 and violations > 0, soak.outcomes
 
 
-def test_soak_through_a_lossy_network(dynamodb: str, soak_ops: int, summary: Summary) -> None:
+def test_soak_through_a_lossy_network(dynaunique_db: str, soak_ops: int, summary: Summary) -> None:
     """The same race through a proxy that drops 5% of writes before and 5% after the server
     applied them: an error may now follow an applied attempt, never a half-applied one."""
     seed = _seed()
-    with FaultProxy(dynamodb, seed=seed) as proxy:
+    with FaultProxy(dynaunique_db, seed=seed) as proxy:
         point(proxy.url, *MODELS)
         try:
             create_tables(*MODELS)
             proxy.inject(Fault.DROP_BEFORE, times=10**9, chance=0.05)
             proxy.inject(Fault.DROP_AFTER, times=10**9, chance=0.05)
-            soak = Soak(dynamodb, seed, lossy=True)
+            soak = Soak(dynaunique_db, seed, lossy=True)
             ops = max(soak_ops // 2, 150)
             seconds = soak.run(ops)
             proxy.clear()
             soak.verify()
         finally:
-            point(dynamodb, *MODELS)
+            point(dynaunique_db, *MODELS)
         injected = {f.value: n for f, n in proxy.injected.items() if n}
     summary.add("lossy soak", [*soak.describe(seconds, ops), f"faults injected: {injected}"])
     assert not soak.problems, "\n".join(soak.problems[:20])

@@ -16,10 +16,10 @@ if ROOT not in sys.path:
 from benchmarks import ui as bench  # noqa: E402
 
 
-def test_the_paging_benchmark_runs_on_a_small_table(dynamodb: str,
+def test_the_paging_benchmark_runs_on_a_small_table(dynaunique_db: str,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     code = bench.main(["--records", "60", "--page-size", "10", "--http-pages", "3",
-                       "--endpoint", dynamodb])
+                       "--endpoint", dynaunique_db])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("seeded 60 records, 120 locks (180 items) in ")
     assert lines[1].startswith("lock_page, 10 locks a page, the whole listing (120 locks): ")

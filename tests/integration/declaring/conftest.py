@@ -13,13 +13,13 @@ from .declared import MODELS, Wire
 
 
 @pytest.fixture
-def wire(dynamodb: str) -> Iterator[Wire]:
+def wire(dynaunique_db: str) -> Iterator[Wire]:
     """Point every model at the server and record what is sent (tables are created per test)."""
     # Retarget only when needed: a new PynamoDB connection means a new botocore client, which
     # costs far more than the test itself.
-    stale = [m for m in MODELS if m.Meta.host != dynamodb]
+    stale = [m for m in MODELS if m.Meta.host != dynaunique_db]
     if stale:
-        use_endpoint(dynamodb, *stale)
+        use_endpoint(dynaunique_db, *stale)
     recorder = Wire()
     for model in MODELS:
         recorder.hook(du_connection.client_for(model.Meta))

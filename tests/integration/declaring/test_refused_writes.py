@@ -26,13 +26,13 @@ def test_batch_write_is_refused_and_points_to_atomic(wire: Wire) -> None:
 
 
 @pytest.mark.parametrize("operation", ["save", "delete", "update"])
-def test_pynamodb_transact_write_is_refused(wire: Wire, dynamodb: str, operation: str) -> None:
+def test_pynamodb_transact_write_is_refused(wire: Wire, dynaunique_db: str, operation: str) -> None:
     tables(wire, Account)
     account = Account(pk="ACCT#1", email="ada@x.io")
     account.save()
     wire.clear()
     with pytest.raises(UnsupportedOperationError) as caught:  # noqa: SIM117
-        with TransactWrite(connection=Connection(host=dynamodb, region="us-east-1")) as tx:
+        with TransactWrite(connection=Connection(host=dynaunique_db, region="us-east-1")) as tx:
             if operation == "save":
                 account.email = "bob@x.io"
                 tx.save(account)
