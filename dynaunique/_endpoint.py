@@ -32,6 +32,8 @@ LOCAL_CREDENTIALS = ("testing", "testing")
 #: The region a server on this machine is signed for when the environment configures none.
 LOCAL_REGION = "us-east-1"
 
+#: botocore's credential providers that ask a metadata service over the network.
+_NETWORK_PROVIDERS = ("container-role", "iam-role")
 _AWS_ENDPOINT = re.compile(
     r"^https://dynamodb(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/?$")
 
@@ -92,6 +94,7 @@ class _Environment:
     def __init__(self) -> None:
         self._session: Any = None
         self._credentials: Any = ()
+        self._local: bool | None = None
 
     @property
     def session(self) -> Any:
@@ -104,9 +107,26 @@ class _Environment:
         return str(region) if region else None
 
     def has_credentials(self) -> bool:
+        """Whether botocore's whole chain finds credentials (instance and container roles
+        included: a real endpoint may be signed with them)."""
         if self._credentials == ():
             self._credentials = self.session.get_credentials()
         return self._credentials is not None
+
+    def has_local_credentials(self) -> bool:
+        """Whether credentials are configured on this machine (variables, profiles, SSO,
+        processes), asking no metadata service: for a server on this machine, which accepts
+        any, a lookup over the network would only cost a second."""
+        if self._credentials != ():
+            return self._credentials is not None
+        if self._local is None:
+            session = botocore.session.get_session()
+            resolver = session.get_component("credential_provider")
+            for provider in list(resolver.providers):
+                if provider.METHOD in _NETWORK_PROVIDERS:
+                    resolver.remove(provider.METHOD)
+            self._local = session.get_credentials() is not None
+        return self._local
 
 
 def configured_region() -> str | None:
@@ -131,7 +151,7 @@ def target_for(endpoint: str | None, *, region: str | None = None,
     where = endpoint or "AWS"
     region = region or region_in_url(endpoint) or env.region()
     if endpoint is not None and is_loopback(endpoint):
-        fake = None if credentials or env.has_credentials() else LOCAL_CREDENTIALS
+        fake = None if credentials or env.has_local_credentials() else LOCAL_CREDENTIALS
         return Target(endpoint, region or LOCAL_REGION, fake)
     if region is None:
         raise ConfigurationError(

@@ -119,8 +119,14 @@ def one_line(exc: BaseException) -> str | None:
 
 def exit_code_of(exc: DynauniqueError) -> int:
     """The status a dynaunique error ends a command with: its own (2 for a configuration
-    mistake), and 2 as well when DynamoDB could not be reached (nothing ran)."""
-    return CannotRun.exit_code if isinstance(exc, UnreachableError) else exc.exit_code
+    mistake), and 2 as well when DynamoDB could not be reached (nothing ran), also when that
+    is the cause of another error (the migrations' ``describe_table on …``)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, UnreachableError):
+            return CannotRun.exit_code
+        cause = cause.__cause__
+    return exc.exit_code
 
 
 class Commands(click.Group):
