@@ -124,3 +124,29 @@ def test_point_models_keeps_what_meta_sets_and_fills_in_the_rest(
     Plain.Meta.region, Plain.Meta.aws_access_key_id = None, None
     point_models([Plain], None)
     assert (Plain.Meta.host, Plain.Meta.region) == ("http://127.0.0.1:8000", "us-east-1")
+
+
+def test_ui_signs_a_real_endpoint_with_the_environments_keys_not_the_fake_ones(
+        bare: pytest.MonkeyPatch) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    from dynaunique import Model
+    from dynaunique.attributes import UnicodeAttribute
+    from dynaunique.ui import serve
+
+    class Remote(Model):
+        class Meta:
+            table_name = "remote_accounts"
+
+        pk = UnicodeAttribute(hash_key=True)
+        email = UnicodeAttribute(unique=True)
+
+    bare.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    bare.setenv("AWS_ACCESS_KEY_ID", "AKIDREAL")
+    bare.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    bare.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)  # serve nothing
+    printed: list[str] = []
+    serve([Remote], endpoint="https://dynamodb.eu-west-1.amazonaws.com", port=0,
+          echo=printed.append)
+    assert printed[0].startswith("dynaunique ui: http://127.0.0.1:")
+    assert (Remote.Meta.host, Remote.Meta.region, Remote.Meta.aws_access_key_id) == (
+        "https://dynamodb.eu-west-1.amazonaws.com", "eu-west-1", None)
