@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import botocore.exceptions
@@ -79,21 +78,16 @@ def settings_for(module: str) -> Settings:
 def open_models(module: str, endpoint: str | None) -> tuple[list[type[Model]], Settings]:
     """``module``'s models pointed at ``endpoint`` (else ``[tool.dynaunique] endpoint``, else
     where their ``Meta`` says), and the settings: what every command that talks to DynamoDB
-    starts with. Settings are read first, so a mistake there is reported before the import."""
+    starts with. Settings are read first, so a mistake there is reported before the import.
+
+    :raises ConfigurationError: bad settings, a module that cannot be imported, a malformed URL,
+        no region or credentials for an endpoint that is not on this machine.
+    """
     settings = settings_for(module)
     models = load_models(module)
-    point_at(models, endpoint or settings.endpoint)
+    # The one decision of region and credentials (fake ones only for a server on this machine).
+    point_models(models, endpoint or settings.endpoint)
     return models, settings
-
-
-def point_at(models: Sequence[type[Model]], endpoint: str | None) -> None:
-    """Send every request of ``models`` to ``endpoint`` (None: where their ``Meta`` says, AWS by
-    default), signed as :func:`dynaunique._endpoint.target_for` decides.
-
-    :raises ConfigurationError: a malformed URL; no region or no credentials for an endpoint
-        that is not on this machine.
-    """
-    point_models(models, endpoint)
 
 
 def one_line(exc: BaseException) -> str | None:
