@@ -201,8 +201,9 @@ class MigrationExecutor:
         run = self._prepare(phase)
         estimate = run.keys.item_count if phase.scans else None
         run.label, run.estimate = label, estimate
-        self.reporter.phase_started(label, estimate=estimate)
-        progress_event(ProgressState.STARTED, label, sum_counters(progress), estimate)
+        so_far = sum_counters(progress)
+        self.reporter.phase_started(label, estimate=estimate, so_far=so_far)
+        progress_event(ProgressState.STARTED, label, so_far, estimate)
         if phase.kind == PhaseKind.RUN:
             if self.worker is None or self.worker[0] == 0:
                 self._run_function(step, phase, progress[0])
