@@ -121,19 +121,40 @@ def locks_command(module: str, model_name: str | None, constraint: str | None,
             _print_listing(listing, as_json)
 
 
+def _hashed(model: type[Model], constraint: str) -> bool:
+    info = model._du_info
+    return info is not None and any(
+        b.constraint.hashed and constraint in (b.name, *b.constraint.fields)
+        for b in info.constraints)
+
+
+def _asked(model: type[Model], constraint: str, values: Sequence[str]) -> str:
+    """The looked-up value as output may show it: never a hashed constraint's."""
+    if _hashed(model, constraint):
+        return f"that {constraint} value (hashed, not shown)"
+    return f"{constraint} {' / '.join(values)!r}"
+
+
 def _print_holder(models: Sequence[type[Model]], model_name: str | None, constraint: str,
                   values: Sequence[str], as_json: bool) -> None:
     model = audit.pick_model(models, constraint, model=model_name)
-    value = audit.parse_value(model, constraint, values)
-    lock = audit.who_holds(model, constraint, value)
+    try:
+        value = audit.parse_value(model, constraint, values)
+        lock = audit.who_holds(model, constraint, value)
+    except DynauniqueError as exc:
+        if not _hashed(model, constraint):
+            raise
+        # The message may quote the value: say only what failed.
+        raise CannotRun(f"that value cannot be looked up as {constraint} "
+                        f"({type(exc).__name__}); {constraint} is hashed, so the value is not "
+                        "shown") from None
     cost = audit.Cost((("GetItem", 1),))
     if as_json:
         click.echo(to_json({"lock": lock.to_dict() if lock else None, "cost": cost.to_dict()}))
         return
     console = _console()
-    shown = " / ".join(values)
     if lock is None:
-        console.print(f"No lock: {constraint} {shown!r} is free.")
+        console.print(f"No lock: {_asked(model, constraint, values)} is free.")
     else:
         table = _table("constraint", "value", "owner", "model", "created", "expiry")
         table.add_row(lock.constraint, lock.shown_value, lock.owner_label, lock.model or "-",
@@ -215,10 +236,16 @@ def _run_check(models: Sequence[type[Model]], segments: int,
         return audit.check(models, segments=segments, progress=progress)
 
 
+def _print_secret_warnings(warnings: Sequence[audit.SecretWarning], console: Console) -> None:
+    for warning in warnings:
+        console.print(f"[bold red]WARNING: {warning.message}[/]", soft_wrap=True)
+
+
 def _print_report(report: audit.AuditReport, console: Console) -> None:
     for summary in report.tables:
         console.print(f"Checked {summary.table}: {summary.items_scanned} items — "
                       f"{summary.records} records, {summary.locks} locks")
+    _print_secret_warnings(report.secret_warnings, console)
     if report.clean:
         console.print("[green]No findings: locks and records agree.[/]")
         return
@@ -269,17 +296,19 @@ def _print_plan(plan: audit.RepairPlan, console: Console) -> None:
             table.add_row(action.kind.replace("_", " "), action.finding.constraint,
                           action.finding.shown_value, action.description)
         console.print(table)
-    _print_unfixable(plan.unfixable, console)
+    _print_unfixable(plan.unfixable, console, plan.other_secret)
 
 
-def _print_unfixable(findings: Sequence[audit.Finding], console: Console) -> None:
+def _print_unfixable(findings: Sequence[audit.Finding], console: Console,
+                     other_secret: Sequence[audit.Finding] = ()) -> None:
     if not findings:
         return
     table = _table("kind", "constraint", "value", "records holding it", "what to do",
                    title=f"Left for a person ({len(findings)})")
     for finding in findings:
         table.add_row(_KIND_LABELS[finding.kind], finding.constraint or "-", finding.shown_value,
-                      "\n".join(h.label for h in finding.holders) or "-", audit.remedy(finding))
+                      "\n".join(h.label for h in finding.holders) or "-",
+                      audit.remedy(finding, other_secret=finding in other_secret))
     console.print(table)
 
 
@@ -304,10 +333,13 @@ def _print_result(result: audit.RepairResult, console: Console) -> None:
                    "(repeatable).")
 @click.option("--segments", default=1, show_default=True, type=click.IntRange(1, 1000000),
               metavar="N", help="Scan each table as N parallel segments.")
+@click.option("--accept-other-secret", is_flag=True,
+              help="Repair hashed locks that the current lock secret did not make as if it "
+                   "had (after retiring a secret on purpose); without it, repair refuses.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and results as JSON.")
 @endpoint_option
 def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segments: int,
-                   as_json: bool, endpoint: str | None) -> None:
+                   accept_other_secret: bool, as_json: bool, endpoint: str | None) -> None:
     """Fix lock drift in MODULE's tables; records are never modified.
 
     Runs a check, prints the fixes, and applies them only with --yes: orphan locks are deleted,
@@ -315,11 +347,16 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
     that does — each in one TransactWriteItems guarded on the lock's owner and on the records
     being exactly as read, so it is safe while the application keeps writing. Duplicates are
     reported, never resolved. Exit 0 when everything planned was fixed, 1 otherwise.
+
+    Hashed locks the current lock secret did not make (a wrong DYNAUNIQUE_LOCK_SECRET, or a
+    retired one) are never deleted: with them --yes refuses (exit 2) unless
+    --accept-other-secret is given.
     """
     with _reported():
         models = _models(module, endpoint)
         report = _run_check(models, segments, as_json)
-        plan = audit.plan_repair(report, drop_unknown=drop_unknown)
+        plan = audit.plan_repair(report, drop_unknown=drop_unknown,
+                                 accept_other_secret=accept_other_secret)
         result = audit.apply_repair(plan, drop_unknown=drop_unknown) if yes else None
     if as_json:
         click.echo(to_json({"applied": yes, "plan": plan.to_dict(),
@@ -329,6 +366,7 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
         if report.clean:
             console.print("[green]No findings: nothing to repair.[/]")
         else:
+            _print_secret_warnings(plan.secret_warnings, console)
             _print_plan(plan, console)
         if result is not None:
             _print_result(result, console)
