@@ -162,7 +162,7 @@ def test_a_stray_lock_of_another_secret_is_never_deleted_as_an_orphan(
     assert report.findings[0].owner_state == "gone"
     plan = audit.plan_repair(report)
     assert [f.lock_key for f in plan.other_secret] == [stray]
-    with pytest.raises(AuditError, match="^refusing to repair: 1 hashed lock"):
+    with pytest.raises(AuditError, match=r"^refusing to repair: 1 hashed lock"):
         audit.apply_repair(plan)
     assert stray in items(raw)
     accepted = audit.plan_repair(report, accept_other_secret=True)
