@@ -178,16 +178,19 @@ def _secret_warnings(table: _Table, snapshot: _Snapshot) -> list[SecretWarning]:
     hashed = table.hashed
     required = {key for record in snapshot.records for key in record.requires or {}}
     seen: dict[str, Counter[str | None]] = {}
+    current: dict[str, str | None] = {}
     confirmed: set[str] = set()
     for key, item in snapshot.locks.items():
         lock = _lock_info(table, item)
         if not lock.hashed or lock.constraint not in hashed:
             continue
         seen.setdefault(lock.constraint, Counter())[lock.secret_id] += 1
-        current = table.secret_id(lock.constraint)
-        if lock.secret_id == current or (lock.secret_id is None and key in required):
+        if lock.constraint not in current:
+            current[lock.constraint] = table.secret_id(lock.constraint)
+        if (lock.secret_id == current[lock.constraint]
+                or (lock.secret_id is None and key in required)):
             confirmed.add(lock.constraint)
-    return [SecretWarning(table.name, name, str(table.secret_id(name)),
+    return [SecretWarning(table.name, name, str(current[name]),
                           tuple(sorted(counts.items(), key=lambda c: (-c[1], c[0] or ""))))
             for name, counts in sorted(seen.items()) if name not in confirmed]
 
