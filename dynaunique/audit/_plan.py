@@ -114,10 +114,11 @@ class _Secrets:
 
     def holds(self, finding: Finding) -> bool:
         """Whether ``finding`` rests on another secret's locks, so it waits for an explicit
-        ``accept``: a lock another secret made, or any finding of a constraint none of whose
-        locks the current secret made (its "missing" locks are the wrong secret's digests)."""
+        ``accept``: a lock another secret made, or a missing lock of a constraint none of whose
+        locks the current secret made (it is the wrong secret's digest)."""
         return (finding.kind == FindingKind.FOREIGN_SECRET
-                or (finding.table, finding.constraint) in self.warned)
+                or (finding.kind == FindingKind.MISSING
+                    and (finding.table, finding.constraint) in self.warned))
 
 
 _OTHER_SECRET_REMEDY = (
@@ -240,7 +241,7 @@ def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
     loaded model reads are left for a person (``unfixable``). Locks of constraints no model
     declares are deleted only for the lock names listed in ``drop_unknown``.
 
-    Hashed locks another secret made (``foreign_secret``), and every finding of a constraint
+    Hashed locks another secret made (``foreign_secret``), and the missing locks of a constraint
     none of whose locks the current secret made (a :class:`SecretWarning`), are left too, in
     :attr:`RepairPlan.other_secret` — and :func:`apply_repair` refuses such a plan — unless
     ``accept_other_secret``: then those locks are judged as the current secret's (a retired

@@ -122,6 +122,12 @@ def test_a_missing_lock_of_a_warned_constraint_waits_for_acceptance() -> None:
     accepted = _Secrets(frozenset({("audit_unit_members", "PHONE")}), accept=True)
     action = _action(TABLE, finding, (), accepted)
     assert action is not None and action.kind == "put_missing"
+    # Two records holding one value do so under any secret: a duplicate stays a duplicate.
+    twin = read("M#2", member("M#2", phone={"S": "+1"}))
+    duplicate = _judge(TABLE, phone_key("+1"), None, [holder, twin])
+    assert duplicate is not None and duplicate.kind == "duplicate"
+    assert not warned.holds(duplicate)
+    assert remedy(duplicate).startswith("decide which record keeps the value")
 
 
 # --- the table-level warning ---------------------------------------------------------------------
