@@ -274,6 +274,18 @@ def test_cli_exact_lookup_of_a_hashed_value_never_echoes_it(
         assert "No lock: that phone value (hashed, not shown) is free." in free.stdout
 
 
+def test_cli_exact_lookup_of_a_hashed_value_it_cannot_lock_does_not_quote_it(
+        raw: Any, dynaunique_db: str) -> None:
+    # A byte that is not UTF-8 on the command line reaches Python as a lone surrogate.
+    result = run(dynaunique_db, "locks", "--constraint", "PHONE", "--value", "+1555\udcff",
+                 "--exact")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "Error: that value cannot be looked up as PHONE (InvalidValueError); PHONE is hashed, "
+        "so the value is not shown"]
+    assert "1555" not in result.output
+
+
 # --- items the audit cannot read ------------------------------------------------------------------
 
 
