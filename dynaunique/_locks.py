@@ -43,8 +43,11 @@ OWNER_ATTR = "owner"
 MODEL_ATTR = "model"
 CONSTRAINT_ATTR = "constraint"
 VALUE_ATTR = "value"
+#: A hashed lock's fingerprint of the secret that made its key (:func:`secret_id`).
+SECRET_ID_ATTR = "secret_id"
 CREATED_ATTR = "created"
-LOCK_ATTRIBUTES = (OWNER_ATTR, MODEL_ATTR, CONSTRAINT_ATTR, VALUE_ATTR, CREATED_ATTR)
+LOCK_ATTRIBUTES = (OWNER_ATTR, MODEL_ATTR, CONSTRAINT_ATTR, VALUE_ATTR, SECRET_ID_ATTR,
+                   CREATED_ATTR)
 
 # DynamoDB keeps 38 significant digits and exponents from -130 to +125; the default decimal
 # context (28 digits) would round distinct numbers onto one lock.
@@ -52,6 +55,12 @@ _EXACT = Context(prec=200, Emax=999_999, Emin=-999_999)
 _LOCK_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 LENGTH_HASH_TAG = "\\h"
 SECRET_HASH_TAG = "\\k"
+# What a secret's fingerprint is the HMAC of. It starts with a backslash and a letter no
+# encoding uses as a tag (``\\s``), so it is no encoded value: a fingerprint never equals (a
+# prefix of) the digest in any lock key.
+_SECRET_ID_MESSAGE = b"\\sdynaunique-secret-id"
+#: Bytes of the HMAC a fingerprint keeps (written as twice as many hex digits).
+SECRET_ID_BYTES = 8
 
 
 def validate_lock_name(name: str) -> str:
@@ -132,6 +141,16 @@ def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -
     if len(key.encode("utf-8")) > MAX_HASH_KEY_BYTES:
         return prefix + LENGTH_HASH_TAG + hashlib.sha256(encoded.encode("utf-8")).hexdigest()
     return key
+
+
+def secret_id(secret: bytes) -> str:
+    """The fingerprint of a lock secret that hashed locks carry: 16 hex digits.
+
+    The first 8 bytes of HMAC-SHA256 keyed with the secret over a fixed message no encoded value
+    can be. It names the secret without revealing it: telling two secrets apart takes the
+    secret, and checking a guess costs what checking it against any hashed lock key costs.
+    """
+    return hmac.new(secret, _SECRET_ID_MESSAGE, hashlib.sha256).digest()[:SECRET_ID_BYTES].hex()
 
 
 def decode_value(encoded: str) -> tuple[Any, ...] | None:
@@ -250,13 +269,15 @@ def lock_item(
     hashed: bool,
     created: str,
     ttl: tuple[str, int] | None = None,
+    secret: str | None = None,
 ) -> dict[str, Any]:
     """The full DynamoDB item of one lock.
 
     ``key_attributes`` are the table's hash and range key attribute names; ``owner`` the owning
     record's typed primary key; ``value`` the normalized value (a tuple for composites), left out
     when ``hashed`` so no attribute carries the plaintext; ``ttl`` the record's TTL attribute name
-    and epoch seconds, copied so the lock expires with the record.
+    and epoch seconds, copied so the lock expires with the record; ``secret`` the fingerprint
+    (:func:`secret_id`) of the secret a hashed lock's key was made with, in place of the value.
     """
     hash_attr, range_attr = key_attributes
     item: dict[str, Any] = {hash_attr: {"S": lock_key_value}}
@@ -267,6 +288,8 @@ def lock_item(
     item[CONSTRAINT_ATTR] = {"S": constraint}
     if not hashed:
         item[VALUE_ATTR] = typed(value)
+    elif secret is not None:
+        item[SECRET_ID_ATTR] = {"S": secret}
     item[CREATED_ATTR] = {"S": created}
     if ttl is not None:
         item[ttl[0]] = {"N": str(int(ttl[1]))}

@@ -121,19 +121,40 @@ def locks_command(module: str, model_name: str | None, constraint: str | None,
             _print_listing(listing, as_json)
 
 
+def _hashed(model: type[Model], constraint: str) -> bool:
+    info = model._du_info
+    return info is not None and any(
+        b.constraint.hashed and constraint in (b.name, *b.constraint.fields)
+        for b in info.constraints)
+
+
+def _asked(model: type[Model], constraint: str, values: Sequence[str]) -> str:
+    """The looked-up value as output may show it: never a hashed constraint's."""
+    if _hashed(model, constraint):
+        return f"that {constraint} value (hashed, not shown)"
+    return f"{constraint} {' / '.join(values)!r}"
+
+
 def _print_holder(models: Sequence[type[Model]], model_name: str | None, constraint: str,
                   values: Sequence[str], as_json: bool) -> None:
     model = audit.pick_model(models, constraint, model=model_name)
-    value = audit.parse_value(model, constraint, values)
-    lock = audit.who_holds(model, constraint, value)
+    try:
+        value = audit.parse_value(model, constraint, values)
+        lock = audit.who_holds(model, constraint, value)
+    except DynauniqueError as exc:
+        if not _hashed(model, constraint):
+            raise
+        # The message may quote the value: say only what failed.
+        raise CannotRun(f"that value cannot be looked up as {constraint} "
+                        f"({type(exc).__name__}); {constraint} is hashed, so the value is not "
+                        "shown") from None
     cost = audit.Cost((("GetItem", 1),))
     if as_json:
         click.echo(to_json({"lock": lock.to_dict() if lock else None, "cost": cost.to_dict()}))
         return
     output = Output()
-    shown = " / ".join(values)
     if lock is None:
-        output.note(f"No lock: {constraint} {shown!r} is free.")
+        output.note(f"No lock: {_asked(model, constraint, values)} is free.")
     else:
         output.table(_LOCK_COLUMNS, [_lock_row(lock)])
     output.note(f"cost: {cost.describe()}", "dim")
@@ -210,10 +231,16 @@ def _run_check(models: Sequence[type[Model]], segments: int,
 _FINDING_COLUMNS = ("kind", "constraint", "value", "lock owner", "records holding it", "why")
 
 
+def _print_secret_warnings(warnings: Sequence[audit.SecretWarning], output: Output) -> None:
+    for warning in warnings:
+        output.note(f"WARNING: {warning.message}", "bold red")
+
+
 def _print_report(report: audit.AuditReport, output: Output) -> None:
     for summary in report.tables:
         output.note(f"Checked {summary.table}: {summary.items_scanned} items — "
                     f"{summary.records} records, {summary.locks} locks")
+    _print_secret_warnings(report.secret_warnings, output)
     if report.clean:
         if not output.terminal:
             output.table(_FINDING_COLUMNS, [])
@@ -267,15 +294,17 @@ def _print_plan(plan: audit.RepairPlan, output: Output) -> None:
              action.finding.shown_value, action.description)
             for action in plan.actions
         ], title=f"Planned fixes ({len(plan.actions)})")
-    _print_unfixable(plan.unfixable, output)
+    _print_unfixable(plan.unfixable, output, plan.other_secret)
 
 
-def _print_unfixable(findings: Sequence[audit.Finding], output: Output) -> None:
+def _print_unfixable(findings: Sequence[audit.Finding], output: Output,
+                     other_secret: Sequence[audit.Finding] = ()) -> None:
     if not findings:
         return
     output.table(("kind", "constraint", "value", "records holding it", "what to do"), [
         (_KIND_LABELS[finding.kind], finding.constraint or "-", finding.shown_value,
-         [h.label for h in finding.holders], audit.remedy(finding))
+         [h.label for h in finding.holders],
+         audit.remedy(finding, other_secret=finding in other_secret))
         for finding in findings
     ], title=f"Left for a person ({len(findings)})")
 
@@ -301,10 +330,13 @@ def _print_result(result: audit.RepairResult, output: Output) -> None:
 @click.option("--segments", default=None, type=click.IntRange(1, 1000000), metavar="N",
               help="Scan each table as N parallel segments (default 1, or [tool.dynaunique] "
                    "segments).")
+@click.option("--accept-other-secret", is_flag=True,
+              help="Repair hashed locks that the current lock secret did not make as if it "
+                   "had (after retiring a secret on purpose); without it, repair refuses.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and results as JSON.")
 @endpoint_option
 def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segments: int | None,
-                   as_json: bool, endpoint: str | None) -> None:
+                   accept_other_secret: bool, as_json: bool, endpoint: str | None) -> None:
     """Fix lock drift in MODULE's tables; records are never modified.
 
     Runs a check, prints the fixes, and applies them only with --yes: orphan locks are deleted,
@@ -312,11 +344,16 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
     that does — each in one TransactWriteItems guarded on the lock's owner and on the records
     being exactly as read, so it is safe while the application keeps writing. Duplicates are
     reported, never resolved. Exit 0 when everything planned was fixed, 1 otherwise.
+
+    Hashed locks the current lock secret did not make (a wrong DYNAUNIQUE_LOCK_SECRET, or a
+    retired one) are never deleted: with them --yes refuses (exit 2) unless
+    --accept-other-secret is given.
     """
     with _reported():
         models, scan_segments = _models(module, endpoint, segments)
         report = _run_check(models, scan_segments, as_json)
-        plan = audit.plan_repair(report, drop_unknown=drop_unknown)
+        plan = audit.plan_repair(report, drop_unknown=drop_unknown,
+                                 accept_other_secret=accept_other_secret)
         result = audit.apply_repair(plan, drop_unknown=drop_unknown) if yes else None
     if as_json:
         click.echo(to_json({"applied": yes, "plan": plan.to_dict(),
@@ -326,6 +363,7 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
         if report.clean:
             output.note("No findings: nothing to repair.", "green")
         else:
+            _print_secret_warnings(plan.secret_warnings, output)
             _print_plan(plan, output)
         if result is not None:
             _print_result(result, output)

@@ -320,8 +320,9 @@ class _Pages:
     async def repair(self, request: Request) -> Response:
         run, _, actions = self._actions(request)
         await self.form(request)
-        # The same guarded repair the `repair` command sends, for the chosen actions only.
-        plan = audit.RepairPlan(actions, (), run.plan.models)
+        # The same guarded repair the `repair` command sends, for the chosen actions only; it
+        # refuses, as the command does, while the check found locks another secret made.
+        plan = attrs.evolve(run.plan, actions=actions, unfixable=())
         result = await run_in_threadpool(audit.apply_repair, plan)
         rows = [{**self._action_row(o.action), "status": o.status.replace("_", " "),
                  "ok": o.status in (audit.FIXED, audit.ALREADY_FIXED),

@@ -149,7 +149,8 @@ def test_check_reports_the_drift_and_exits_one(raw: Any, dynaunique_db: str) -> 
     code, data = run_json(dynaunique_db, "check")
     assert code == 1
     assert data["counts"] == {"duplicate": 1, "missing": 3, "foreign_owner": 1, "orphan": 2,
-                              "unknown_constraint": 1, "unreadable": 0}
+                              "foreign_secret": 0, "unknown_constraint": 1, "unreadable": 0}
+    assert data["secret_warnings"] == []
     duplicate = next(f for f in data["findings"] if f["kind"] == "duplicate")
     assert [h["key"]["PK"] for h in duplicate["holders"]] == ["ACCT#DUP1", "ACCT#DUP2"]
     assert duplicate["value"] == "dup@x.io"
