@@ -1,6 +1,9 @@
-"""dynaunique.Model's declaration checks: a bad class is refused at definition (no server)."""
+"""dynaunique.Model: a bad class is refused at definition, a value DynamoDB would refuse is
+named before sending (no server)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -13,6 +16,7 @@ from dynaunique import (
     UniqueConstraint,
     normalizers,
 )
+from dynaunique._model.stored import stored_problem
 from dynaunique.attributes import (
     NumberAttribute,
     UnicodeAttribute,
@@ -89,3 +93,29 @@ def test_two_models_sharing_an_implicit_lock_name_on_one_table_are_refused() -> 
             pk = UnicodeAttribute(hash_key=True, attr_name="PK")
             sk = UnicodeAttribute(range_key=True, attr_name="SK")
             email = UnicodeAttribute(unique=True)
+
+
+# --- values as stored: what DynamoDB would refuse, said without the value ----------------------
+
+
+@pytest.mark.parametrize(("raw", "problem"), [
+    ({"S": "ada"}, None), ({"S": "é"}, None), ({"N": "1.5"}, None), ({"B": b"\x00"}, None),
+    ({"BOOL": True}, None), ({"NULL": True}, None),
+    ({"S": "a\ud800"}, "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"S": 12}, "a string must be a str, not int"),
+    ({"N": "NaN"}, "it is not a finite number"), ({"N": "12abc"}, "it is not a finite number"),
+    ({"B": "text"}, "binary text"),
+    ({"B": "\udfff"}, "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"B": 3}, "binary must be bytes, not int"),
+    ({"BOOL": 1}, "a boolean must be a bool, not int"),
+    ({"SS": ["a", "b\ud800"]}, "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"L": [{"S": "ok"}, {"L": [{"S": "\ud800"}]}]},
+     "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"M": {"k\ud800": {"S": "v"}}}, "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"M": {"k": {"M": {"x": {"SS": ["\udc00"]}}}}},
+     "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"L": [{"S": "ok"}, {"M": {"k": {"S": "v"}}}]}, None),
+])
+def test_stored_problem_says_why_dynamodb_would_refuse_a_value(raw: dict[str, Any],
+                                                                problem: str | None) -> None:
+    assert stored_problem(raw) == problem
