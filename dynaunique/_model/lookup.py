@@ -76,7 +76,8 @@ class LookupMixin(InstanceMixin):
             raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
         malformed = cls.DoesNotExist(
             f"the lock on {what} names no record of {cls.__name__} (its owner is not a key of "
-            "the table: a lock written around the library; `dynaunique check` reports it)")
+            "the table; an orphan lock: `dynaunique check` finds and `dynaunique repair` removes "
+            "these)")
         owner_attr = lock.get(OWNER_ATTR)
         owner = owner_key(info.key_attributes,
                           owner_attr.get("M") if isinstance(owner_attr, Mapping) else None,

@@ -111,7 +111,8 @@ def test_a_malformed_lock_is_does_not_exist(raw: Any, mode: str, shape: str) -> 
         lookup(mode, Member, "email", "Ada@x.io")
     assert str(raised.value) == (
         "the lock on email 'Ada@x.io' names no record of Member (its owner is not a key of "
-        "the table: a lock written around the library; `dynaunique check` reports it)")
+        "the table; an orphan lock: `dynaunique check` finds and `dynaunique repair` removes "
+        "these)")
 
 
 def test_a_lock_without_its_model_but_a_good_owner_finds_the_record(raw: Any, mode: str) -> None:

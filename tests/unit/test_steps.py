@@ -105,7 +105,7 @@ def test_a_lookup_reads_the_lock_then_its_owner_and_maps_a_refused_owner_key() -
         steps.throw(_refused("ValidationException"))
     assert str(raised.value) == (
         "the lock on email 'a@x.io' names no record of Stepped (its owner is not a key of the "
-        "table: a lock written around the library; `dynaunique check` reports it)")
+        "table; an orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)")
     # The lock's own read refused: not a DoesNotExist, DynamoDB's words.
     steps = Stepped._du_get_by_unique_steps("email", "a@x.io", {})
     next(steps)
