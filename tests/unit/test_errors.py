@@ -192,7 +192,7 @@ def test_transaction_too_large_error_fields_and_message() -> None:
     assert (error.items, error.size_bytes, error.max_items, error.max_bytes) == (
         101, 2048, 100, 4194304)
     assert str(error).startswith(
-        "the transaction would have 101 items and about 2048 bytes; DynamoDB allows at most "
+        "the transaction would have 101 items and 2048 bytes of items; DynamoDB allows at most "
         "100 items and 4194304 bytes. Nothing was sent")
 
 
