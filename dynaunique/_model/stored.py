@@ -31,7 +31,7 @@ def stored_problem(raw: Mapping[str, Any]) -> str | None:
         text = raw["S"]
         if not isinstance(text, str):
             return f"a string must be a str, not {type(text).__name__}"
-        return None if is_utf8(text) else _NOT_UTF8
+        return None if text.isascii() or is_utf8(text) else _NOT_UTF8
     if "N" in raw:
         number = raw["N"]
         try:
@@ -53,23 +53,25 @@ def stored_problem(raw: Mapping[str, Any]) -> str | None:
 
 def _all_utf8(raw: Mapping[str, Any]) -> bool:
     """Whether every string of a serialized value — inside sets, lists and maps too, map keys
-    included — is valid UTF-8: DynamoDB refuses the whole item otherwise."""
-    for kind, value in raw.items():
-        if kind == "S":
-            if isinstance(value, str) and not is_utf8(value):
-                return False
-        elif kind == "SS":
-            if not all(is_utf8(text) for text in value if isinstance(text, str)):
-                return False
-        elif kind == "L":
-            if not all(_all_utf8(element) for element in value if isinstance(element, Mapping)):
-                return False
-        elif kind == "M":
-            for name, element in value.items():
-                if isinstance(name, str) and not is_utf8(name):
+    included — is valid UTF-8: DynamoDB refuses the whole item otherwise. One pass, no
+    recursion; an ASCII string costs one ``isascii``."""
+    pending = [raw]
+    while pending:
+        for kind, content in pending.pop().items():
+            if kind == "S":
+                if isinstance(content, str) and not (content.isascii() or is_utf8(content)):
                     return False
-                if isinstance(element, Mapping) and not _all_utf8(element):
-                    return False
+            elif kind == "L":
+                pending.extend(e for e in content if isinstance(e, Mapping))
+            elif kind == "M":
+                for name, element in content.items():
+                    if isinstance(name, str) and not (name.isascii() or is_utf8(name)):
+                        return False
+                    if isinstance(element, Mapping):
+                        pending.append(element)
+            elif kind == "SS" and not all(
+                    t.isascii() or is_utf8(t) for t in content if isinstance(t, str)):
+                return False
     return True
 
 
