@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
-from dynaunique.errors import InvalidValueError
+from dynaunique.errors import InvalidValueError, format_value
 
 #: Every item whose hash key starts with this belongs to dynaunique, never to a model.
 RESERVED_PREFIX = "UNIQ#"
@@ -73,57 +73,73 @@ def validate_lock_name(name: str) -> str:
     return name
 
 
-def canonical_number(value: Any) -> str:
-    """The one decimal spelling of a number: ``1``, ``1.0`` and ``Decimal('1.00')`` → ``'1'``."""
+def canonical_number(value: Any, *, hashed: bool = False) -> str:
+    """The one decimal spelling of a number: ``1``, ``1.0`` and ``Decimal('1.00')`` → ``'1'``.
+
+    ``hashed``: the value is a hashed constraint's, which an error must not show.
+    """
     if isinstance(value, bool):
         raise InvalidValueError("a boolean is not a number here")
+    shown = format_value(value, hashed=hashed)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidValueError(f"{value!r} cannot be stored in DynamoDB")
+            raise InvalidValueError(f"{shown} cannot be stored in DynamoDB")
         number = Decimal(repr(value))
     else:
         try:
             number = Decimal(value)
         except (InvalidOperation, TypeError, ValueError) as exc:
-            raise InvalidValueError(f"{value!r} is not a number") from exc
+            raise InvalidValueError(f"{shown} is not a number") from exc
     if not number.is_finite():
-        raise InvalidValueError(f"{value!r} cannot be stored in DynamoDB")
+        raise InvalidValueError(f"{shown} cannot be stored in DynamoDB")
     if number == 0:
         return "0"
     return format(number.normalize(_EXACT), "f")
 
 
-def _escape(text: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidValueError(
-            f"{text!r} is not valid UTF-8 (it holds a lone surrogate); DynamoDB cannot store it"
-        ) from exc
+def _escape(text: str, hashed: bool) -> str:
+    if not is_utf8(text):
+        raise InvalidValueError(f"{format_value(text, hashed=hashed)} is not valid UTF-8 (it "
+                                "holds a lone surrogate); DynamoDB cannot store it")
     return text.replace("\\", "\\\\").replace("#", "\\#")
 
 
-def encode_component(value: Any) -> str:
-    """Encode one (already normalized) value; see the module docstring for the scheme."""
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` can be encoded as UTF-8 (holds no lone surrogate), as DynamoDB requires
+    of every string. Costs one ``isascii`` for ASCII text."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def encode_component(value: Any, *, hashed: bool = False) -> str:
+    """Encode one (already normalized) value; see the module docstring for the scheme.
+
+    ``hashed``: the value is a hashed constraint's, which an error must not show.
+    """
     if isinstance(value, str):
-        return _escape(value)
+        return _escape(value, hashed)
     if isinstance(value, bool):
         return "\\t" if value else "\\f"
     if isinstance(value, (int, float, Decimal)):
-        return "\\n" + canonical_number(value)
+        return "\\n" + canonical_number(value, hashed=hashed)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "\\b" + base64.b64encode(bytes(value)).decode("ascii")
     raise InvalidValueError(
-        f"cannot take a unique lock on a {type(value).__name__} ({value!r}): use strings, "
-        "numbers, binary or booleans"
+        f"cannot take a unique lock on a {type(value).__name__} "
+        f"({format_value(value, hashed=hashed)}): use strings, numbers, binary or booleans"
     )
 
 
-def encode_value(values: Sequence[Any]) -> str:
+def encode_value(values: Sequence[Any], *, hashed: bool = False) -> str:
     """Encode a constraint's (normalized) field values, one per field, joined by ``#``."""
     if not values:
         raise ValueError("a lock needs at least one value")
-    return "#".join(encode_component(v) for v in values)
+    return "#".join(encode_component(v, hashed=hashed) for v in values)
 
 
 def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -> str:
@@ -132,7 +148,7 @@ def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -
     With ``secret`` the key holds HMAC-SHA256 of the encoded value (a ``hashed`` constraint);
     otherwise the encoded value itself, or its SHA-256 when the key would exceed 2048 bytes.
     """
-    encoded = encode_value(values)
+    encoded = encode_value(values, hashed=secret is not None)
     prefix = f"{RESERVED_PREFIX}{name}#"
     if secret is not None:
         digest = hmac.new(secret, encoded.encode("utf-8"), hashlib.sha256).hexdigest()

@@ -36,6 +36,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
+from dynaunique._items import locks_of
 from dynaunique._locks import (
     LENGTH_HASH_TAG,
     LOCK_ATTRIBUTES,
@@ -46,6 +47,7 @@ from dynaunique._locks import (
     lock_key,
     split_lock_key,
 )
+from dynaunique._model.stored import serialize_checked
 from dynaunique.attributes import (
     BinaryAttribute,
     BooleanAttribute,
@@ -237,6 +239,51 @@ def test_lone_surrogates_are_a_clear_error(surrogates: str, around: str) -> None
 def test_non_finite_numbers_are_a_clear_error(value: Any) -> None:
     with pytest.raises(InvalidValueError):
         lock_key(NAME, (value,))
+
+
+# A hashed constraint over every type, and a hostile value for it: it may be refused, never shown.
+Confidential = declare("Confidential", "rel_hostile_confidential",
+                       meta={"lock_secret": "not-a-real-secret"}, pk=pk_attr(),
+                       email=UnicodeAttribute(unique=True, hashed=True, null=True,
+                                              normalize=normalizers.nfkc_casefold),
+                       badge=NumberAttribute(unique=True, hashed=True, null=True),
+                       blob=BinaryAttribute(unique=True, hashed=True, null=True,
+                                            legacy_encoding=False))
+_MARK = "Zq7"   # in every hostile value, so a leak of any spelling of it is found
+hostile = st.one_of(
+    st.builds(lambda a, b: a + _MARK + b, texts, texts),
+    st.builds(lambda a, s: _MARK + a + s, texts,
+              st.text(alphabet=st.characters(whitelist_categories=["Cs"]), min_size=1,
+                      max_size=2)),
+    st.builds(lambda n: _MARK + str(n), st.integers()),
+    st.builds(lambda t: [_MARK, t], texts),
+)
+
+
+def _shown_nowhere(exc: BaseException) -> None:
+    """Neither the error, its repr, nor its recorded traceback (chain included) holds _MARK in
+    any case: not the value, not its normalized form."""
+    import traceback
+
+    text = repr(exc) + "".join(traceback.format_exception(exc))
+    assert _MARK.casefold() not in text.casefold(), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["email", "badge", "blob"]), hostile)
+def test_a_hashed_value_is_never_shown_by_a_refusal(field: str, value: Any) -> None:
+    """What a save (the stored item, then its locks) and a lookup (up to its first request)
+    do with a hostile value for a hashed field: accept it, or refuse it without showing it."""
+    record = Confidential(pk="C1", **{field: value})
+    try:
+        serialize_checked(record)
+        locks_of(Confidential._du_info, record)
+    except (InvalidValueError, ValueError, TypeError) as exc:
+        _shown_nowhere(exc)
+    try:
+        next(Confidential._du_get_by_unique_steps(field, value, {}))
+    except (InvalidValueError, ValueError, TypeError, Confidential.DoesNotExist) as exc:
+        _shown_nowhere(exc)
 
 
 # --- through models and the server ---------------------------------------------------------------
