@@ -272,9 +272,22 @@ def model_info(cls: Any) -> ModelInfo | None:
 def _one_namespace(claim: _Claim, other: _Claim) -> bool:
     """Whether two models' claims of one lock name may be one namespace: a subclass shares its
     parent's locks, siblings share what they inherit from one parent (a polymorphic family),
-    and unrelated models share a name only when both declare it explicitly."""
-    return (issubclass(claim.model, other.model) or issubclass(other.model, claim.model)
-            or claim.origin is other.origin or (claim.explicit and other.explicit))
+    and unrelated models share a name only when both declare it explicitly. Classes are told
+    apart by name, as redefinitions are."""
+
+    def lineage(model: type) -> set[str]:
+        return {k.__name__ for k in model.__mro__}
+
+    return (claim.model.__name__ in lineage(other.model)
+            or other.model.__name__ in lineage(claim.model)
+            or claim.origin.__name__ == other.origin.__name__
+            or (claim.explicit and other.explicit))
+
+
+def _replaced(other: _Claim, cls: type) -> bool:
+    # A class defined again under its name (a reloaded module, a test) writes the same lock
+    # items: it replaces its earlier claims, and those its subclasses inherited from it.
+    return cls.__name__ in (other.model.__name__, other.origin.__name__)
 
 
 def _register_lock_names(cls: type, info: ModelInfo, attributes: Mapping[str, pa.Attribute[Any]],
@@ -286,9 +299,7 @@ def _register_lock_names(cls: type, info: ModelInfo, attributes: Mapping[str, pa
         taken = _lock_names.setdefault(table, {})
         for (constraint, _), claim in zip(declared, claims, strict=True):
             for other in taken.get(constraint.name, ()):
-                if other.model.__name__ == cls.__name__:
-                    # A class defined again under its name (a reloaded module, a test) writes
-                    # the same lock items: it replaces the earlier claim below.
+                if _replaced(other, cls):
                     continue
                 if not _one_namespace(claim, other):
                     raise ConfigurationError(
@@ -306,7 +317,7 @@ def _register_lock_names(cls: type, info: ModelInfo, attributes: Mapping[str, pa
                     )
         # Only a class that passed every check claims its names.
         for (constraint, _), claim in zip(declared, claims, strict=True):
-            kept = [c for c in taken.get(constraint.name, ()) if c.model.__name__ != cls.__name__]
+            kept = [c for c in taken.get(constraint.name, ()) if not _replaced(c, cls)]
             taken[constraint.name] = [*kept, claim]
 
 

@@ -462,3 +462,20 @@ def test_a_subclass_may_not_redeclare_its_parents_lock_differently() -> None:
             email = UnicodeAttribute(unique=True, null=True)
     assert "Robot.email is normalized by nothing, Party.email by " \
         "dynaunique.normalizers.casefold" in str(caught.value)
+
+
+def test_a_redefined_parent_replaces_what_its_subclasses_inherited() -> None:
+    # A reloaded module defines the family again, the parent first, with another normalizer.
+    for normalize in (normalizers.casefold, normalizers.nfkc_casefold):
+        class Party(Model, discriminator="party"):
+            class Meta:
+                table_name = "decl_family_reloaded"
+
+            pk = UnicodeAttribute(hash_key=True)
+            kind = DiscriminatorAttribute()
+            email = UnicodeAttribute(unique=True, normalize=normalize, null=True)
+
+        class Person(Party, discriminator="person"):
+            pass
+
+    assert Person._du_info.constraints[0].constraint.normalize is normalizers.nfkc_casefold  # type: ignore[attr-defined]
