@@ -58,7 +58,7 @@ def test_polymorphic_siblings_hold_one_lock_per_value(dynaunique_db: str) -> Non
     found = Party.get_by_unique("email", "ada@X.io")
     assert (type(found), found.pk) == (Person, "P1")
     assert Person.get_by_unique("email", "ada@x.io").pk == "P1"
-    with pytest.raises(Robot.DoesNotExist, match=r"no Robot holds email 'ada@x\.io'"):
+    with pytest.raises(Robot.DoesNotExist, match="no Robot holds"):
         Robot.get_by_unique("email", "ada@x.io")
 
     # Released by the person, the value is the robot's to take.
