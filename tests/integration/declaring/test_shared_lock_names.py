@@ -72,6 +72,25 @@ def test_polymorphic_siblings_hold_one_lock_per_value(dynaunique_db: str) -> Non
     assert_clean([Party, Person, Robot], dynaunique_db, model_of=_kind_of(family))
 
 
+def test_a_subclass_lookup_of_a_value_its_parent_holds_finds_nothing(dynaunique_db: str) -> None:
+    """A record of the parent class itself (kind "party") is no Person: the lookup says so
+    rather than fail to make one (PynamoDB refuses to build a Person from a Party item)."""
+    Party, Person, _ = _family(dynaunique_db)
+    Party(pk="X1", email="a@x.io").save()
+    with pytest.raises(Person.DoesNotExist, match="no Person holds"):
+        Person.get_by_unique("email", "a@x.io")
+    assert type(Party.get_by_unique("email", "a@x.io")) is Party
+
+
+@pytest.mark.anyio
+async def test_a_subclass_lookup_of_a_value_its_parent_holds_finds_nothing_async(
+        dynaunique_aio_db: str) -> None:
+    Party, Person, _ = _family(dynaunique_aio_db)
+    await Party(pk="X1", email="a@x.io").asave()
+    with pytest.raises(Person.DoesNotExist, match="no Person holds"):
+        await Person.aget_by_unique("email", "a@x.io")
+
+
 @pytest.mark.anyio
 async def test_polymorphic_siblings_hold_one_lock_per_value_async(dynaunique_aio_db: str) -> None:
     Party, Person, Robot = family = _family(dynaunique_aio_db)
