@@ -33,7 +33,6 @@ _NOT_LOCKABLE = (pa.VersionAttribute, pa.TTLAttribute, pa.DiscriminatorAttribute
 _UNIQUE_OPTIONS = {"unique", "normalize", "lock_name", "hashed"}
 
 
-
 @attrs.frozen
 class _Claim:
     """One model's use of a lock name: who declared it, whether by name, what it means."""

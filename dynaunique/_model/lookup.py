@@ -55,7 +55,7 @@ class LookupMixin(InstanceMixin):
                 "orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)"
             )
         if not cls._du_is_mine(item):
-            # The parent's own record (or a sibling's, under a lock name shared explicitly).
+            # A parent's own record (its lock's model, a parent, is family): not a cls.
             raise cls.DoesNotExist(f"no {cls.__name__} holds {', '.join(constraint.fields)} "
                                    f"{shown!r}")
         # The record read second is returned only if it holds the value now (it may have moved
