@@ -16,6 +16,7 @@ by itself (``==``), since its name says nothing about what it does.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,11 @@ _TYPE_WORDS = {"S": "a string", "N": "a number", "B": "a binary value", "BOOL": 
 
 def import_path(function: Any) -> str | None:
     """``module.qualname`` of a named module-level callable (``str.casefold`` included), else
-    None (a lambda, a function defined inside another, an object without a name)."""
+    None (a lambda, a function defined inside another, a method bound to an instance, an
+    object without a name)."""
+    bound_to = getattr(function, "__self__", None)
+    if bound_to is not None and not isinstance(bound_to, (type, types.ModuleType)):
+        return None  # its instance is part of what it does: compared as an object
     name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
     module = getattr(function, "__module__", None)
     owner = getattr(function, "__objclass__", None)  # methods of builtin types: str.casefold

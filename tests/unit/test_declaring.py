@@ -479,3 +479,27 @@ def test_a_redefined_parent_replaces_what_its_subclasses_inherited() -> None:
             pass
 
     assert Person._du_info.constraints[0].constraint.normalize is normalizers.nfkc_casefold  # type: ignore[attr-defined]
+
+
+class _Suffixer:
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+
+    def add(self, value: Any) -> Any:
+        return f"{value}{self.suffix}"
+
+
+def test_normalizer_identity_is_the_import_path_else_the_object() -> None:
+    from dynaunique._model.sharing import normalizer_identity
+
+    assert normalizer_identity(normalizers.casefold) == "dynaunique.normalizers.casefold"
+    assert normalizer_identity(str.casefold) == "builtins.str.casefold"
+    assert normalizer_identity(normalizers.compose(normalizers.strip, str.casefold)) == (
+        "compose", ("dynaunique.normalizers.strip", "builtins.str.casefold"))
+    assert normalizer_identity(None) is None
+    assert normalizer_identity(_LAMBDA) == ("object", _LAMBDA)
+    one, two = _Suffixer("!"), _Suffixer("?")
+    # Methods bound to different instances do different things under one qualified name.
+    assert normalizer_identity(one.add) == ("object", one.add)
+    assert normalizer_identity(one.add) != normalizer_identity(two.add)
+    assert normalizer_identity(one.add) == normalizer_identity(one.add)
