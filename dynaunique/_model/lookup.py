@@ -90,6 +90,10 @@ class LookupMixin(InstanceMixin):
                 f"the lock on {what} names {plain_key(owner)}, which does not exist (an "
                 "orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)"
             )
+        if not cls._du_is_mine(item):
+            # A parent's own record (its lock's model, a parent, is family): not a cls.
+            raise cls.DoesNotExist(f"no {cls.__name__} holds {', '.join(constraint.fields)} "
+                                   f"{shown!r}")
         # The record read second is returned only if it holds the value now (it may have moved
         # between the two reads).
         held = locks_of(info, cls._du_lock_inputs(item)).get(constraint.name)
@@ -113,6 +117,16 @@ class LookupMixin(InstanceMixin):
             family.add(sub.__name__)
             pending.extend(sub.__subclasses__())
         return writer in family
+
+    @classmethod
+    def _du_is_mine(cls, item: Mapping[str, Any]) -> bool:
+        """Whether a record item is a ``cls`` by its stored discriminator (a polymorphic model's
+        record of a parent or a sibling class is not); without one, any item is."""
+        try:
+            stored = cls._get_discriminator_class(dict(item))
+        except ValueError:  # a discriminator value no class of the family declares
+            return False
+        return stored is None or issubclass(stored, cls)
 
     @classmethod
     def _du_resolve(cls, info: ModelInfo, field_or_name: str | None, value: Any,
