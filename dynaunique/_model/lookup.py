@@ -92,8 +92,7 @@ class LookupMixin(InstanceMixin):
             )
         if not cls._du_is_mine(item):
             # A parent's own record (its lock's model, a parent, is family): not a cls.
-            raise cls.DoesNotExist(f"no {cls.__name__} holds {', '.join(constraint.fields)} "
-                                   f"{shown!r}")
+            raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
         # The record read second is returned only if it holds the value now (it may have moved
         # between the two reads).
         held = locks_of(info, cls._du_lock_inputs(item)).get(constraint.name)
