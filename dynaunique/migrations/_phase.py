@@ -1,5 +1,6 @@
 """One phase at run time: its model bound, which items are the model's records and the lock
-each requires, and the segment of it being worked on, with its checkpoint in the ledger."""
+each requires, whether the lock secret made the hashed locks it meets (the audit's rule), and the
+segment of it being worked on, with its checkpoint in the ledger."""
 
 from __future__ import annotations
 
