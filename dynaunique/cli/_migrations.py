@@ -282,13 +282,18 @@ def _key_text(key: dict[str, Any]) -> str:
               help="How many segments the workers split each backfill into.")
 @click.option("--max-wcu", type=click.FloatRange(min=0.1), default=None,
               help="Cap on write capacity units per second (over all workers).")
+@click.option("--accept-other-secret", is_flag=True,
+              help="Treat hashed locks the current lock secret did not make as its own (after "
+                   "retiring a secret on purpose): sweep them, re-lock under the current one. "
+                   "Without it, a migration that meets them stops.")
 @migrations_dir_option
 @endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_handle_errors
 def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,
             segment: int | None, total_segments: int | None, max_wcu: float | None,
-            migrations_dir: Path | None, endpoint: str | None, as_json: bool) -> None:
+            accept_other_secret: bool, migrations_dir: Path | None, endpoint: str | None,
+            as_json: bool) -> None:
     """Apply MODULE's migrations up to TARGET (default: the latest; `zero`: unapply all).
 
     A backfill that stops (crash, duplicates, Ctrl-C) resumes where it stopped when rerun.
@@ -316,7 +321,8 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
         reporter = PlainReporter(err)
     worker = (segment, total_segments) if segment is not None and total_segments else None
     executor: MigrationExecutor = project.executor(segments=segments, max_wcu=max_wcu,
-                                                   worker=worker, reporter=reporter)
+                                                   worker=worker, reporter=reporter,
+                                                   accept_other_secret=accept_other_secret)
     if show_plan:
         steps = executor.plan(target)
         if as_json:
