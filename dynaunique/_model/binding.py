@@ -240,6 +240,7 @@ def model_info(cls: Any) -> ModelInfo | None:
         range_type=range_attribute.attr_type if range_attribute is not None else None,
     )
     _register_lock_names(cls, table, declared)
+    _register_model(cls, table)
     return info
 
 
@@ -274,6 +275,26 @@ def table_holds_locks(table: str) -> bool:
     constraint on it, or marks it with ``Meta.holds_locks = True``."""
     with _lock_names_guard:
         return bool(_lock_names.get(table)) or table in _tables_holding_locks
+
+
+# --- the models of a table -----------------------------------------------------------------------
+
+# table name → model name → the class (a class of the same name redefines it: a reloaded module,
+# a test). Every model with a table and keys, constrained or not: which model an item is a record
+# of, and which locks it holds, is judged against all of them (dynaunique._model.mixed).
+_table_models: dict[str, dict[str, type]] = {}
+_table_models_guard = threading.Lock()
+
+
+def _register_model(cls: type, table: str) -> None:
+    with _table_models_guard:
+        _table_models.setdefault(table, {})[cls.__name__] = cls
+
+
+def table_models(table: str) -> tuple[Any, ...]:
+    """Every model class bound to ``table`` in this process, in definition order."""
+    with _table_models_guard:
+        return tuple(_table_models.get(table, {}).values())
 
 
 # --- the metaclass -------------------------------------------------------------------------------

@@ -1,0 +1,191 @@
+"""Tables several models share: a write replaces or deletes only an item holding no lock it
+does not carry.
+
+A record write of model W that may meet an existing item (any write but a create) is guarded,
+beside its own guard, on the item holding no lock of a constraint W does not declare — of any
+other model bound to the table (``binding.table_models``). The cheap guard is
+:class:`~dynaunique._writes.Lacking`: for each such constraint, one of its stored fields is
+absent (a record missing a field of a constraint holds no lock of it). When it fails, DynamoDB
+returns the item and it is judged precisely, by the audit's rule: the model it is a record of
+(``_items.claim``) and the locks that model requires of it as stored (``_items.locks_of``). An
+item holding a lock W's write does not carry is refused (``OtherModelRecordError``, naming both
+models); any other item is written over, guarded on being exactly the item judged (every
+attribute any model of the table knows, equal or absent). On a table with one model the set is
+empty and nothing changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pynamodb.constants import PUT
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path
+from pynamodb.models import BatchWrite
+
+from dynaunique._flush import Op, OpKind
+from dynaunique._items import claim, locks_of, plain_key
+from dynaunique._model.binding import table_models
+from dynaunique._model.reads import ReadMixin
+from dynaunique._transaction import same_item
+from dynaunique._writes import Lacking, OthersGuard, Unchanged
+from dynaunique.errors import OtherModelRecordError
+
+
+def _models(table: str) -> list[Any]:
+    return [m for m in table_models(table) if m._du_info is not None]
+
+
+def lacking(cls: Any) -> Lacking | None:
+    """The cheap guard of ``cls``'s writes: the item lacks a field of every constraint of the
+    table that ``cls`` does not declare itself (None: there is none)."""
+    info = cls._du_info
+    own = {(b.name, b.attr_names) for b in info.constraints}
+    groups: set[tuple[str, ...]] = set()
+    for model in _models(info.table):
+        attributes = model.get_attributes()
+        for bound in model._du_info.constraints:
+            if (bound.name, bound.attr_names) in own:
+                continue
+            # A field with a default is never absent to the model that loads it (PynamoDB fills
+            # the default in): its absence proves nothing. No field left: the item must not be.
+            groups.add(tuple(sorted(
+                name for field, name in zip(bound.constraint.fields, bound.attr_names, strict=True)
+                if attributes[field].default is None)))
+    return Lacking(tuple(sorted(groups))) if groups else None
+
+
+def exactly(cls: Any, item: Mapping[str, Any]) -> Unchanged:
+    """The guard "the item is still ``item``": every attribute of it and every attribute a model
+    of the table knows, equal or absent — all that decides which model it is a record of."""
+    info = cls._du_info
+    names = set(item)
+    for model in _models(info.table):
+        names.update(a.attr_name for a in model.get_attributes().values())
+    names -= {info.hash_attr, info.range_attr}
+    return Unchanged(tuple((name, item.get(name)) for name in sorted(names)))
+
+
+def holds(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
+    """Whether ``item`` (None: absent) meets ``guard``, as DynamoDB would judge it."""
+    if isinstance(guard, Lacking):
+        return item is None or all(any(name not in item for name in group) and bool(group)
+                                   for group in guard.groups)
+    if item is None:
+        return False
+    for name, expected in guard.expected:
+        stored = item.get(name)
+        if (expected is None) != (stored is None) or (
+                expected is not None and not same_item({"v": stored}, {"v": expected})):
+            return False
+    return True
+
+
+def as_condition(guard: Lacking, hash_attr: str) -> Condition:
+    """``guard`` as a PynamoDB condition, for writes PynamoDB sends (its ``TransactWrite``)."""
+    condition: Condition | None = None
+    for group in guard.groups:
+        term: Condition | None = None
+        for name in group or (hash_attr,):
+            absent = Path(name).does_not_exist()
+            term = absent if term is None else term | absent
+        assert term is not None
+        condition = term if condition is None else condition & term
+    assert condition is not None
+    return condition
+
+
+class GuardedBatchWrite(BatchWrite[Any]):
+    """``batch_write()`` of a model without constraints on a table that holds lock items.
+
+    A BatchWriteItem carries no condition, so it could write over a lock or over another
+    model's record without its locks. Each item is written by the model's own guarded
+    ``save()``/``delete()`` instead (one request per item: the same write units, no batching);
+    a key in the reserved namespace is refused as it is added, before anything is sent.
+    """
+
+    def save(self, put_item: Any) -> None:
+        """Add a put (refused at once when its key is reserved)."""
+        put_item._du_check_key(put_item._get_hash_range_key_serialized_values()[0])
+        super().save(put_item)
+
+    def delete(self, del_item: Any) -> None:
+        """Add a delete (refused at once when its key is reserved)."""
+        del_item._du_check_key(del_item._get_hash_range_key_serialized_values()[0])
+        super().delete(del_item)
+
+    def commit(self) -> None:
+        """Write every pending item, each guarded, as PynamoDB's batch would (no version
+        checks: a batch write carries none)."""
+        pending: Iterable[dict[str, Any]]
+        pending, self.pending_operations = self.pending_operations, []
+        for operation in pending:
+            item = operation["item"]
+            if operation["action"] == PUT:
+                item.save(add_version_condition=False)
+            else:
+                item.delete(add_version_condition=False)
+
+
+class MixedMixin(ReadMixin):
+    """The unit of work's hooks for tables several models share (``dynaunique._flush``)."""
+
+    def _du_others_guard(self, judged: Mapping[str, Any] | None) -> OthersGuard | None:
+        """The guard keeping this object's write off other models' locks: the cheap one, or —
+        once an item failing it was judged to hold none — "exactly that item"."""
+        cheap = lacking(type(self))
+        if cheap is None or judged is None or holds(cheap, judged):
+            return cheap
+        return exactly(type(self), judged)
+
+    def _du_transact_condition(self, condition: Condition | None) -> Condition | None:
+        """The condition of this object's write in PynamoDB's ``TransactWrite``: a reserved key
+        is refused; on a table other models share, the cheap guard is added (there is no
+        judging and resending inside someone else's transaction: it fails instead)."""
+        info = self._du_info
+        if info is None:
+            return condition
+        self._du_check_key(self._get_hash_range_key_serialized_values()[0])
+        cheap = lacking(type(self))
+        if cheap is None:
+            return condition
+        guard = as_condition(cheap, info.hash_attr)
+        return guard if condition is None else condition & guard
+
+    @staticmethod
+    def _du_others_hold(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
+        """:func:`holds`, as the unit of work asks it."""
+        return holds(guard, item)
+
+    def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None:
+        """Refuse to write over ``item`` when it holds a lock this object's write does not carry.
+
+        :raises OtherModelRecordError: naming both models and the locks at stake.
+        """
+        cheap = lacking(type(self))
+        if item is None or cheap is None or holds(cheap, item):
+            return
+        cls = type(self)
+        info = cls._du_info
+        assert info is not None
+        verb = "delete" if op.kind is OpKind.DELETE else "replace"
+        key = plain_key({k: item[k] for k in info.key_attributes if k is not None and k in item})
+        owner, problem = claim(_models(info.table), item)
+        if problem is not None:
+            raise OtherModelRecordError(
+                f"{info.name} cannot {verb} {key}: which model it is a record of is unclear "
+                f"({problem}); write it as the model it belongs to",
+                model=info.name, other_model="", key=key)
+        if owner is None or not owner._du_info.constraints:
+            return
+        held = locks_of(owner._du_info, owner._du_lock_inputs(item))
+        mine = ({ref.key for ref in locks_of(info, cls._du_lock_inputs(item)).values()}
+                if info.constraints else set())
+        foreign = sorted(name for name, ref in held.items() if ref.key not in mine)
+        if foreign:
+            other = owner._du_info.name
+            raise OtherModelRecordError(
+                f"{info.name} cannot {verb} {key}: it is a record of {other} holding locks "
+                f"{', '.join(foreign)}; delete it as {other} first, or do both in atomic()",
+                model=info.name, other_model=other, key=key, locks=foreign)
