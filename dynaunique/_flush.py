@@ -113,7 +113,8 @@ class Flushable(Protocol):
 
     def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool: ...
 
-    def _du_others_guard(self, judged: Mapping[str, Any] | None) -> OthersGuard | None: ...
+    def _du_others_guard(self, op: Op,
+                         judged: Mapping[str, Any] | None) -> OthersGuard | None: ...
 
     def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None: ...
 
@@ -280,7 +281,7 @@ def _guard_others(op: Op, plan: Plan, judged: Mapping[str, Any] | None) -> Plan:
     write = plan.writes[0] if plan.writes else None
     if not isinstance(write, RECORD_WRITES) or isinstance(write.guard, Absent):
         return plan
-    others = op.obj._du_others_guard(judged)
+    others = op.obj._du_others_guard(op, judged)
     if others is None:
         return plan
     # The item is judged from what DynamoDB returns with a failed guard: ALL_OLD is asked for.
@@ -302,6 +303,8 @@ def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModi
         # holds another model's locks), then send again guarded on exactly it.
         op.obj._du_judge(op, exc.current)
         judged[ident] = dict(exc.current) if exc.current is not None else None
+        if op.kind is OpKind.UPDATE and ident in fresh:
+            stored[ident] = judged[ident]   # the update is predicted from what is there now
         return True
     if _already_gone(op, exc):
         done.add(ident)

@@ -26,14 +26,13 @@ from dynaunique._flush import (
 )
 from dynaunique._items import plain_key
 from dynaunique._model.binding import table_holds_locks
-from dynaunique._model.mixed import MixedMixin
 from dynaunique._model.planning import PlanningMixin
 from dynaunique._transaction import condition_failed
 from dynaunique.errors import ConcurrentModificationError, UnsupportedOperationError
 from dynaunique.observe import traced
 
 
-class CallsMixin(PlanningMixin, MixedMixin):
+class CallsMixin(PlanningMixin):
     """A model's write calls as ops, and the flush of a unit of one."""
 
     def _du_collect(self, kind: OpKind, condition: Condition | None,

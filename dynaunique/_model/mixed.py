@@ -56,6 +56,22 @@ def lacking(cls: Any) -> Lacking | None:
     return Lacking(tuple(sorted(groups))) if groups else None
 
 
+def others_fields(cls: Any) -> set[str]:
+    """The stored fields of the constraints of the table that ``cls`` does not declare."""
+    cheap = lacking(cls)
+    return {name for group in cheap.groups for name in group} if cheap is not None else set()
+
+
+def touched(op: Op) -> set[str]:
+    """The top-level attributes an update's actions set or remove."""
+    names = set()
+    for action in op.actions or ():
+        path = action.values[0]
+        if isinstance(path, Path):
+            names.add(str(path.path[0]).split("[", 1)[0])
+    return names
+
+
 def exactly(cls: Any, item: Mapping[str, Any]) -> Unchanged:
     """The guard "the item is still ``item``": every attribute of it and every attribute a model
     of the table knows, equal or absent — all that decides which model it is a record of."""
@@ -80,6 +96,17 @@ def holds(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
                 expected is not None and not same_item({"v": stored}, {"v": expected})):
             return False
     return True
+
+
+def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
+    """Whether ``item`` is a record of a model of the table other than ``cls`` (by the audit's
+    rule): a save by ``cls`` makes it one of ``cls``'s, and the locks it keeps must say so."""
+    models = _models(cls._du_info.table) if item is not None else []
+    if len(models) < 2:
+        return False
+    assert item is not None
+    owner, _ = claim(models, item)
+    return owner is not None and owner._du_info.name != cls._du_info.name
 
 
 def as_condition(guard: Lacking, hash_attr: str) -> Condition:
@@ -131,13 +158,47 @@ class GuardedBatchWrite(BatchWrite[Any]):
 class MixedMixin(ReadMixin):
     """The unit of work's hooks for tables several models share (``dynaunique._flush``)."""
 
-    def _du_others_guard(self, judged: Mapping[str, Any] | None) -> OthersGuard | None:
+    def _du_others_guard(self, op: Op,
+                         judged: Mapping[str, Any] | None) -> OthersGuard | None:
         """The guard keeping this object's write off other models' locks: the cheap one, or —
-        once an item failing it was judged to hold none — "exactly that item"."""
+        once an item failing it was judged to hold none — "exactly that item". An update
+        setting a field of another model's constraint was judged on its result: it is always
+        guarded on exactly the item it was predicted from (and never creates one)."""
         cheap = lacking(type(self))
-        if cheap is None or judged is None or holds(cheap, judged):
+        if cheap is None:
+            return None
+        if op.kind is OpKind.UPDATE and touched(op) & others_fields(type(self)):
+            return exactly(type(self), judged) if judged is not None else Unchanged(())
+        if judged is None or holds(cheap, judged):
             return cheap
         return exactly(type(self), judged)
+
+    def _du_judge_result(self, before: Mapping[str, Any], after: Mapping[str, Any],
+                         locks: Iterable[str], moves: bool) -> None:
+        """Refuse an update whose result would be a record of another model than the one whose
+        locks it leaves (``locks``: the lock keys this write leaves the record holding), or
+        that writes locks (``moves``) for a record that stays another model's: a lock names
+        the model of its record."""
+        cls = type(self)
+        info = cls._du_info
+        assert info is not None
+        models = _models(info.table)
+        if len(models) < 2:
+            return
+        owner, problem = claim(models, after)
+        required = (set() if owner is None else
+                    {r.key for r in locks_of(owner._du_info,
+                                             owner._du_lock_inputs(after)).values()})
+        foreign = owner is not None and owner._du_info.name != info.name
+        if problem is None and required == set(locks) and not (moves and foreign):
+            return
+        key = plain_key({k: before[k] for k in info.key_attributes if k is not None})
+        other = owner._du_info.name if owner is not None else "no model"
+        raise OtherModelRecordError(
+            f"{info.name} cannot update {key}: the result would be a record of {other} "
+            f"({problem or 'whose locks are not the ones this update leaves'}); save it as "
+            "the model it is, or delete it and create it as the other",
+            model=info.name, other_model=other if owner is not None else "", key=key)
 
     def _du_transact_condition(self, condition: Condition | None) -> Condition | None:
         """The condition of this object's write in PynamoDB's ``TransactWrite``: a reserved key
