@@ -154,7 +154,7 @@ def endpoint(dynaunique_db: str) -> str:
     return dynaunique_db
 
 
-@settings(max_examples=150, deadline=None, derandomize=False,
+@settings(max_examples=20, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=st.lists(operations(), min_size=3, max_size=10))
 def test_random_models_on_one_table_keep_every_lock_right(endpoint: str,

@@ -22,7 +22,6 @@ from support.invariants import assert_clean, raw_item
 from support.recorders import Wire
 from support.tables import raw_tables
 
-from dynaunique import _connection as du_connection
 from dynaunique import (
     ConcurrentModificationError,
     InvalidValueError,
@@ -31,6 +30,7 @@ from dynaunique import (
     UniqueViolation,
     atomic,
 )
+from dynaunique import _connection as du_connection
 from dynaunique.attributes import DiscriminatorAttribute, UnicodeAttribute
 
 pytestmark = pytest.mark.anyio
@@ -192,7 +192,7 @@ async def test_a_false_condition_fails_alike_in_save_and_asave(db: str) -> None:
 async def test_a_never_loaded_save_does_not_orphan_another_models_locks(db: str,
                                                                      mode: str) -> None:
     Account(pk="K", email="e@x.io").save()
-    with pytest.raises(OtherModelRecordError, match="Handle cannot replace .*Account.*EMAIL"):
+    with pytest.raises(OtherModelRecordError, match=r"Handle cannot replace .*Account.*EMAIL"):
         await call(mode, Handle(pk="K", handle="h"), "save")
     assert raw_item(db, TABLE, _key("K"))["email"] == {"S": "e@x.io"}
     assert raw_item(db, TABLE, _key("UNIQ#HANDLE#h", "LOCK")) is None
@@ -213,9 +213,9 @@ async def test_a_never_loaded_save_adopts_a_record_holding_no_lock_it_leaves(db:
 async def test_a_sibling_subclass_cannot_replace_a_record_holding_its_own_locks(
         db: str, mode: str) -> None:
     Robot(pk="K", email="r@x.io", serial="R2").save()
-    with pytest.raises(OtherModelRecordError, match="Human cannot replace .*Robot.*SERIAL"):
+    with pytest.raises(OtherModelRecordError, match=r"Human cannot replace .*Robot.*SERIAL"):
         await call(mode, Human(pk="K", email="r@x.io", nickname="h"), "save")
-    with pytest.raises(OtherModelRecordError, match="Being cannot delete .*Robot.*SERIAL"):
+    with pytest.raises(OtherModelRecordError, match=r"Being cannot delete .*Robot.*SERIAL"):
         await call(mode, Being(pk="K"), "delete")
     clean(db)
     # A subclass carrying every lock of the record may replace it (Robot over a Human).
@@ -257,12 +257,10 @@ async def test_reads_refuse_lock_keys(db: str) -> None:
 
 async def test_batch_write_of_a_model_without_constraints_is_guarded(db: str) -> None:
     Account(pk="ACCT#1", email="ada@x.io").save()
-    with pytest.raises(InvalidValueError):
-        with Membership.batch_write() as batch:
-            batch.delete(Membership(pk=LOCK[0], sk=LOCK[1]))
-    with pytest.raises(OtherModelRecordError):
-        with Membership.batch_write() as batch:
-            batch.save(Membership(pk="ACCT#1", sk="PROFILE", role="x"))
+    with pytest.raises(InvalidValueError), Membership.batch_write() as batch:
+        batch.delete(Membership(pk=LOCK[0], sk=LOCK[1]))
+    with pytest.raises(OtherModelRecordError), Membership.batch_write() as batch:
+        batch.save(Membership(pk="ACCT#1", sk="PROFILE", role="x"))
     with Membership.batch_write() as batch:
         batch.save(Membership(pk="ACCT#1", sk="MEMBER#1", role="x"))
         batch.save(Membership(pk="ACCT#1", sk="MEMBER#2", role="x"))
@@ -276,12 +274,11 @@ async def test_batch_write_of_a_model_without_constraints_is_guarded(db: str) ->
 async def test_pynamodb_transact_write_of_a_model_without_constraints_is_guarded(db: str) -> None:
     Account(pk="ACCT#1", email="ada@x.io").save()
     connection = Connection(host=db, region="us-east-1")
-    with pytest.raises(InvalidValueError):
-        with TransactWrite(connection=connection) as tx:
-            tx.delete(Membership(pk=LOCK[0], sk=LOCK[1]))
-    with pytest.raises(TransactWriteError) as caught:
-        with TransactWrite(connection=connection) as tx:
-            tx.save(Membership(pk="ACCT#1", sk="PROFILE", role="x"))
+    with pytest.raises(InvalidValueError), TransactWrite(connection=connection) as tx:
+        tx.delete(Membership(pk=LOCK[0], sk=LOCK[1]))
+    with pytest.raises(TransactWriteError) as caught, \
+            TransactWrite(connection=connection) as tx:
+        tx.save(Membership(pk="ACCT#1", sk="PROFILE", role="x"))
     assert [r.code if r else None for r in caught.value.cancellation_reasons] == [
         "ConditionalCheckFailed"]
     with TransactWrite(connection=connection) as tx:

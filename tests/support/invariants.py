@@ -195,8 +195,8 @@ def _default_model_of(models: Sequence[type[Model]]) -> ModelOf:
         # item is; an item several models fit with different locks is a test's mistake.
         model, problem = claim(models, raw)
         if problem is not None:
-            raise ValueError(f"{_plain({k: raw[k] for k in _info(models[0]).key_attributes if k})}: "
-                             f"{problem}; pass model_of= to tell these records apart")
+            key = {k: raw[k] for k in _info(models[0]).key_attributes if k}
+            raise ValueError(f"{_plain(key)}: {problem}; pass model_of= to tell them apart")
         return model
 
     return claimed
