@@ -58,10 +58,13 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
         whose record changed since is refused (``ConcurrentModificationError``), never written
         over. Inside ``atomic()`` the save is collected and sent when the block ends.
         ``dry_run=True`` sends nothing and returns the request that would be sent. A model that
-        declares no constraint saves exactly as PynamoDB does.
+        declares no constraint saves exactly as PynamoDB does; on a table that holds lock items
+        its save is still one put, guarded off the other models' locks.
 
         :raises UniqueViolation: a value is held by another record.
         :raises ConcurrentModificationError: the record changed since this copy was loaded.
+        :raises OtherModelRecordError: the item is another model's record holding locks this
+            save does not carry.
         """
         if not dry_run and self._du_collect(OpKind.SAVE, condition, add_version_condition):
             return {}

@@ -53,7 +53,10 @@ def lacking(cls: Any) -> Lacking | None:
             groups.add(tuple(sorted(
                 name for field, name in zip(bound.constraint.fields, bound.attr_names, strict=True)
                 if attributes[field].default is None)))
-    return Lacking(tuple(sorted(groups))) if groups else None
+    # A group holding a smaller one is implied by it (lacking a field of the smaller one lacks
+    # a field of the larger): left out.
+    minimal = [g for g in groups if not any(set(o) < set(g) for o in groups)]
+    return Lacking(tuple(sorted(minimal))) if minimal else None
 
 
 def others_fields(cls: Any) -> set[str]:
