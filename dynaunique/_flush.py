@@ -1,8 +1,9 @@
 """Flush a unit of work: plan every object, send ONE request, settle, then update object state.
 
-Every write of a model with constraints goes through :func:`flush`: a ``save()``, ``delete()`` or
-``update()`` outside ``atomic()`` is a unit of one; ``atomic()`` collects a unit and flushes it
-when its block ends. The steps, as SQLAlchemy's ``Session.flush``:
+Every write of a model with constraints, or on a table that holds locks, goes through
+:func:`flush`: a ``save()``, ``delete()`` or ``update()`` outside ``atomic()`` is a unit of one;
+``atomic()`` collects a unit and flushes it when its block ends. The steps, as SQLAlchemy's
+``Session.flush``:
 
 1. know each object's stored state — its snapshot (:class:`InstanceState`), or for an object
    never loaded whose plan needs it (a delete, an update of a lock input) one consistent read;

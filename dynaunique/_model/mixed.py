@@ -26,7 +26,7 @@ from pynamodb.models import BatchWrite
 
 from dynaunique._flush import Op, OpKind
 from dynaunique._items import claim, locks_of, plain_key
-from dynaunique._model.binding import table_models
+from dynaunique._model.binding import table_models, table_models_generation
 from dynaunique._model.reads import ReadMixin
 from dynaunique._transaction import same_item
 from dynaunique._writes import Lacking, OthersGuard, Unchanged
@@ -37,9 +37,24 @@ def _models(table: str) -> list[Any]:
     return [m for m in table_models(table) if m._du_info is not None]
 
 
+# class → (registry generation, its cheap guard): on every write's path, derived only from
+# declarations, so computed once per class until another model is defined.
+_lacking: dict[Any, tuple[int, Lacking | None]] = {}
+
+
 def lacking(cls: Any) -> Lacking | None:
     """The cheap guard of ``cls``'s writes: the item lacks a field of every constraint of the
     table that ``cls`` does not declare itself (None: there is none)."""
+    generation = table_models_generation()
+    cached = _lacking.get(cls)
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    guard = _lacking_now(cls)
+    _lacking[cls] = (generation, guard)
+    return guard
+
+
+def _lacking_now(cls: Any) -> Lacking | None:
     info = cls._du_info
     own = {(b.name, b.attr_names) for b in info.constraints}
     groups: set[tuple[str, ...]] = set()
@@ -104,10 +119,9 @@ def holds(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
 def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
     """Whether ``item`` is a record of a model of the table other than ``cls`` (by the audit's
     rule): a save by ``cls`` makes it one of ``cls``'s, and the locks it keeps must say so."""
-    models = _models(cls._du_info.table) if item is not None else []
-    if len(models) < 2:
+    if item is None or len(table_models(cls._du_info.table)) < 2:
         return False
-    assert item is not None
+    models = _models(cls._du_info.table)
     owner, _ = claim(models, item)
     return owner is not None and owner._du_info.name != cls._du_info.name
 
