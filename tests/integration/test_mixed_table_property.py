@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pynamodb.exceptions import DoesNotExist
 from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean
+from support.mixed_models import polymorphic_family
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -29,7 +30,7 @@ from dynaunique import (
     UniqueViolation,
     atomic,
 )
-from dynaunique.attributes import DiscriminatorAttribute, UnicodeAttribute, VersionAttribute
+from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 
 TABLE = "prop_mixed"
@@ -56,30 +57,17 @@ Team = declare("Team", TABLE, pk=pk_attr(), sk=sk_attr("PROFILE"), tag=_tag("tea
                handle=UnicodeAttribute(unique=True, null=True, lock_name="HANDLE"))
 
 
-class Being(Model, discriminator="being"):
-    class Meta:
-        table_name = TABLE
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    cls = DiscriminatorAttribute()
-    mail = UnicodeAttribute(unique=True, null=True, lock_name="MAIL")
-
-
-class Robot(Being, discriminator="robot"):
-    serial = UnicodeAttribute(unique=True, null=True)
-
-
-class Human(Being, discriminator="human"):
-    nickname = UnicodeAttribute(null=True)
+# On the field Account constrains, under another lock name: two models' constraints over one
+# attribute.
+Being, Robot, Human = polymorphic_family(TABLE, "MAIL")
 
 
 MODELS: list[type[Model]] = [Account, Versioned, Membership, User, Team, Being, Robot, Human]
 #: The fields each model's writes set (its constrained ones and a plain one).
 FIELDS: dict[type[Model], tuple[str, ...]] = {
     Account: ("email", "name"), Versioned: ("code",), Membership: ("role", "email"),
-    User: ("handle",), Team: ("handle",), Being: ("mail",), Robot: ("mail", "serial"),
-    Human: ("mail", "nickname"),
+    User: ("handle",), Team: ("handle",), Being: ("email",), Robot: ("email", "serial"),
+    Human: ("email", "nickname"),
 }
 KEYS = ("K1", "K2", "K3")
 VALUES = st.sampled_from(["a", "b", None])

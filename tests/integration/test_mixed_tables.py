@@ -19,6 +19,7 @@ from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, Updat
 from pynamodb.transactions import TransactWrite
 from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_item
+from support.mixed_models import account_and_handle, polymorphic_family
 from support.recorders import Wire
 from support.tables import raw_tables
 
@@ -31,42 +32,18 @@ from dynaunique import (
     atomic,
 )
 from dynaunique import _connection as du_connection
-from dynaunique.attributes import DiscriminatorAttribute, UnicodeAttribute
+from dynaunique.attributes import UnicodeAttribute
 
 pytestmark = pytest.mark.anyio
 
 TABLE = "mixed_accounts"
-Account = declare("Account", TABLE, pk=pk_attr(), sk=sk_attr("PROFILE"),
-                  email=UnicodeAttribute(unique=True, null=True),
-                  name=UnicodeAttribute(null=True))
-Handle = declare("Handle", TABLE, pk=pk_attr(), sk=sk_attr("PROFILE"),
-                 handle=UnicodeAttribute(unique=True, null=True))
+Account, Handle = account_and_handle(TABLE)
 Membership = declare("Membership", TABLE, pk=pk_attr(), sk=sk_attr(),
                      role=UnicodeAttribute(null=True))
 # Not on a table that holds locks: PynamoDB's own writes.
 Plain = declare("Plain", "mixed_plain", pk=pk_attr(), sk=sk_attr(),
                 role=UnicodeAttribute(null=True))
-
-
-class Being(Model, discriminator="being"):
-    class Meta:
-        table_name = "mixed_family"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    cls = DiscriminatorAttribute()
-    # Named explicitly: siblings inheriting an implicit name are refused today (issue 21,
-    # item 4, another change).
-    email = UnicodeAttribute(unique=True, null=True, lock_name="EMAIL")
-
-
-class Robot(Being, discriminator="robot"):
-    serial = UnicodeAttribute(unique=True, null=True)
-
-
-class Human(Being, discriminator="human"):
-    nickname = UnicodeAttribute(null=True)
-
+Being, Robot, Human = polymorphic_family("mixed_family", "EMAIL")
 
 ACCOUNTS = [Account, Handle, Membership]
 FAMILY = [Being, Robot, Human]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_item
+from support.mixed_models import account_and_handle
 
 from dynaunique import Model, OtherModelRecordError
 from dynaunique.attributes import UnicodeAttribute
@@ -24,11 +25,7 @@ from reliability.gaps import unguarded_followups
 from reliability.proxy import FaultProxy
 
 TABLE = "rel_mixed"
-Account = declare("Account", TABLE, pk=pk_attr(), sk=sk_attr("PROFILE"),
-                  email=UnicodeAttribute(unique=True, null=True),
-                  name=UnicodeAttribute(null=True))
-Handle = declare("Handle", TABLE, pk=pk_attr(), sk=sk_attr("PROFILE"),
-                 handle=UnicodeAttribute(unique=True, null=True))
+Account, Handle = account_and_handle(TABLE)
 # No constraint, but an attribute named like Account's unique one: its own records fail the
 # cheap guard and are judged, so its saves over them take two requests.
 Note = declare("Note", TABLE, pk=pk_attr(), sk=sk_attr("PROFILE"),
