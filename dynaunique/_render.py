@@ -31,6 +31,7 @@ from dynaunique._writes import (
     RecordDelete,
     RecordPut,
     RecordUpdate,
+    Shaped,
     Unchanged,
     Write,
 )
@@ -72,6 +73,12 @@ def _guard_text(guard: Guard, hash_attr: str, ph: _Placeholders) -> str:
                  if group else f"attribute_not_exists({ph.name(hash_attr)})"
                  for group in guard.groups]
         return " AND ".join(f"({t})" if " OR " in t and len(terms) > 1 else t for t in terms)
+    if isinstance(guard, Shaped):
+        parts = [f"attribute_exists({ph.name(hash_attr)})"]
+        parts += [f"{ph.name(a)} = {ph.value(v)}" for a, v in guard.equal]
+        parts += [f"attribute_exists({ph.name(a)})" for a in guard.present]
+        parts += [f"attribute_not_exists({ph.name(a)})" for a in guard.absent]
+        return " AND ".join(parts)
     if isinstance(guard, Unchanged):
         parts = [f"attribute_exists({ph.name(hash_attr)})"]
         for attr, expected in guard.expected:

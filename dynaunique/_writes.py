@@ -48,11 +48,21 @@ class Lacking:
     groups: tuple[tuple[str, ...], ...]
 
 
-Guard = Absent | Unchanged | HeldBy | Lacking
+@attrs.frozen
+class Shaped:
+    """The item exists, with these values, these attributes present (whatever their values)
+    and these absent: all that decides which model it is a record of and which locks it holds."""
+
+    equal: tuple[tuple[str, Typed], ...]
+    present: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+
+
+Guard = Absent | Unchanged | HeldBy | Lacking | Shaped
 #: What a record write guards on besides its own state, on a table other models share: that the
-#: item it replaces holds no lock of theirs (``Lacking``), or is exactly the item judged to hold
-#: none (``Unchanged``). See ``dynaunique._model.mixed``.
-OthersGuard = Lacking | Unchanged
+#: item it replaces holds no lock of theirs (``Lacking``), or is the item judged to hold none
+#: (``Shaped``). See ``dynaunique._model.mixed``.
+OthersGuard = Lacking | Shaped
 
 
 @attrs.frozen

@@ -9,9 +9,10 @@ absent (a record missing a field of a constraint holds no lock of it). When it f
 returns the item and it is judged precisely, by the audit's rule: the model it is a record of
 (``_items.claim``) and the locks that model requires of it as stored (``_items.locks_of``). An
 item holding a lock W's write does not carry is refused (``OtherModelRecordError``, naming both
-models); any other item is written over, guarded on being exactly the item judged (every
-attribute any model of the table knows, equal or absent). On a table with one model the set is
-empty and nothing changes.
+models); any other item is written over, guarded on being still the item judged (``exactly``:
+the attributes the table's models know present or absent as they were, the values a lock or
+the choice of model depends on equal). On a table with one model the set is empty and nothing
+changes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pynamodb.attributes import DiscriminatorAttribute
 from pynamodb.constants import PUT
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
@@ -29,7 +31,7 @@ from dynaunique._items import claim, locks_of, plain_key
 from dynaunique._model.binding import table_models, table_models_generation
 from dynaunique._model.reads import ReadMixin
 from dynaunique._transaction import same_item
-from dynaunique._writes import Lacking, OthersGuard, Unchanged
+from dynaunique._writes import Lacking, OthersGuard, Shaped
 from dynaunique.errors import OtherModelRecordError
 
 
@@ -90,15 +92,29 @@ def touched(op: Op) -> set[str]:
     return names
 
 
-def exactly(cls: Any, item: Mapping[str, Any]) -> Unchanged:
-    """The guard "the item is still ``item``": every attribute of it and every attribute a model
-    of the table knows, equal or absent — all that decides which model it is a record of."""
+def exactly(cls: Any, item: Mapping[str, Any]) -> Shaped:
+    """The guard "the item is still ``item``" as far as the audit's rule can tell: which of the
+    attributes any model of the table knows are present, and the values of those a lock or the
+    choice of model depends on — constrained fields and discriminators; every value when a model
+    has a conditional constraint or a ``Meta.is_record`` hook, which may read any."""
     info = cls._du_info
+    models = _models(info.table)
     names = set(item)
-    for model in _models(info.table):
-        names.update(a.attr_name for a in model.get_attributes().values())
+    valued: set[str] = set()
+    every_value = False
+    for model in models:
+        attributes = model.get_attributes().values()
+        names.update(a.attr_name for a in attributes)
+        valued.update(a.attr_name for a in attributes if isinstance(a, DiscriminatorAttribute))
+        valued.update(n for b in model._du_info.constraints for n in b.attr_names)
+        every_value |= (model._du_info.has_conditions
+                        or getattr(model.Meta, "is_record", None) is not None)
     names -= {info.hash_attr, info.range_attr}
-    return Unchanged(tuple((name, item.get(name)) for name in sorted(names)))
+    here = sorted(n for n in names if n in item)
+    return Shaped(
+        equal=tuple((n, item[n]) for n in here if every_value or n in valued),
+        present=tuple(n for n in here if not (every_value or n in valued)),
+        absent=tuple(sorted(n for n in names if n not in item)))
 
 
 def holds(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
@@ -108,12 +124,9 @@ def holds(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
                                    for group in guard.groups)
     if item is None:
         return False
-    for name, expected in guard.expected:
-        stored = item.get(name)
-        if (expected is None) != (stored is None) or (
-                expected is not None and not same_item({"v": stored}, {"v": expected})):
-            return False
-    return True
+    return (all(n in item and same_item({"v": item[n]}, {"v": v}) for n, v in guard.equal)
+            and all(n in item for n in guard.present)
+            and not any(n in item for n in guard.absent))
 
 
 def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
@@ -185,7 +198,7 @@ class MixedMixin(ReadMixin):
         if cheap is None:
             return None
         if op.kind is OpKind.UPDATE and touched(op) & others_fields(type(self)):
-            return exactly(type(self), judged) if judged is not None else Unchanged(())
+            return exactly(type(self), judged) if judged is not None else Shaped(())
         if judged is None or holds(cheap, judged):
             return cheap
         return exactly(type(self), judged)

@@ -7,7 +7,7 @@ from support.declare import declare, pk_attr, sk_attr
 
 from dynaunique._model.mixed import exactly, holds, lacking
 from dynaunique._render import _guard_text, _Placeholders
-from dynaunique._writes import Lacking, Unchanged
+from dynaunique._writes import Lacking, Shaped
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.constraints import UniqueConstraint
 
@@ -61,11 +61,23 @@ def test_an_item_is_checked_against_the_guard_as_dynamodb_would() -> None:
     assert holds(Lacking(((),)), None)
 
 
-def test_exactly_pins_every_attribute_the_tables_models_know() -> None:
+def test_exactly_pins_what_decides_the_model_and_its_locks() -> None:
+    """Presence of every attribute the table's models know; values of the constrained ones."""
     item = {"PK": {"S": "K"}, "SK": {"S": "PROFILE"}, "email": {"S": "e"}, "extra": {"N": "1"}}
     guard = exactly(Membership, item)
-    assert guard == Unchanged((("email", {"S": "e"}), ("extra", {"N": "1"}), ("role", None),
-                               ("slug", None), ("tenant", None)))
-    assert holds(guard, {**item, "extra": {"N": "1.0"}})
+    assert guard == Shaped(equal=(("email", {"S": "e"}),), present=("extra",),
+                           absent=("role", "slug", "tenant"))
+    assert holds(guard, {**item, "extra": {"N": "2"}})
+    assert not holds(guard, {**item, "email": {"S": "f"}})
     assert not holds(guard, {**item, "role": {"S": "r"}})
+    assert not holds(guard, {"PK": {"S": "K"}, "SK": {"S": "PROFILE"}, "email": {"S": "e"}})
     assert not holds(guard, None)
+
+
+def test_exactly_renders_each_kind_of_term() -> None:
+    placeholders = _Placeholders()
+    text = _guard_text(Shaped(equal=(("email", {"S": "e"}),), present=("extra",),
+                              absent=("role",)), "PK", placeholders)
+    assert text == ("attribute_exists(#g0) AND #g1 = :g0 AND attribute_exists(#g2) AND "
+                    "attribute_not_exists(#g3)")
+    assert placeholders.values == {":g0": {"S": "e"}}
