@@ -26,11 +26,13 @@ from dynaunique._writes import (
     Expression,
     Guard,
     HeldBy,
+    Lacking,
     LockDelete,
     LockPut,
     RecordDelete,
     RecordPut,
     RecordUpdate,
+    Shaped,
     Unchanged,
     Write,
 )
@@ -67,6 +69,17 @@ class _Placeholders:
 def _guard_text(guard: Guard, hash_attr: str, ph: _Placeholders) -> str:
     if isinstance(guard, Absent):
         return f"attribute_not_exists({ph.name(hash_attr)})"
+    if isinstance(guard, Lacking):
+        terms = [" OR ".join(f"attribute_not_exists({ph.name(a)})" for a in group)
+                 if group else f"attribute_not_exists({ph.name(hash_attr)})"
+                 for group in guard.groups]
+        return " AND ".join(f"({t})" if " OR " in t and len(terms) > 1 else t for t in terms)
+    if isinstance(guard, Shaped):
+        parts = [f"attribute_exists({ph.name(hash_attr)})"]
+        parts += [f"{ph.name(a)} = {ph.value(v)}" for a, v in guard.equal]
+        parts += [f"attribute_exists({ph.name(a)})" for a in guard.present]
+        parts += [f"attribute_not_exists({ph.name(a)})" for a in guard.absent]
+        return " AND ".join(parts)
     if isinstance(guard, Unchanged):
         parts = [f"attribute_exists({ph.name(hash_attr)})"]
         for attr, expected in guard.expected:
@@ -142,7 +155,9 @@ def _guarded(write: RecordPut | RecordUpdate | RecordDelete | ConditionCheck,
     # The write's guard and the caller's own condition, both required.
     user = write.condition.text if write.condition is not None else ""
     guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
-    return _condition([guard, user])
+    others = getattr(write, "others", None)
+    other = _guard_text(others, _hash_attr(write.key), ph) if others is not None else ""
+    return _condition([guard, other, user])
 
 
 def render_write(write: Write) -> tuple[str, dict[str, Any]]:

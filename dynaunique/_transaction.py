@@ -134,11 +134,20 @@ def _log_violation(violation: UniqueViolation, lock_key: str) -> None:
          lock_key=lock_key, holder=violation.owner)
 
 
+def condition_failed(model: str, key: Mapping[str, Any]) -> str:
+    """The message of a write that carries no guard of dynaunique's own whose condition failed:
+    only the caller's ``condition=`` (or the version) can have."""
+    return (f"{model} {dict(key)}: the condition of this write did not hold (a condition you "
+            "gave, or the version)")
+
+
 def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> DynauniqueError:
     """Turn the failed slots of one attempt into the one error the caller sees."""
     for write, current in failures:
         if isinstance(write, (RecordPut, RecordUpdate, RecordDelete)):
-            if isinstance(write, RecordPut) and write.create and current is not None:
+            if write.guard is None:
+                message = condition_failed(write.model, _plain(write.key))
+            elif isinstance(write, RecordPut) and write.create and current is not None:
                 message = (f"{write.model} {_plain(write.key)} already exists; load it (get) "
                            "and save the loaded copy")
             elif current is None:

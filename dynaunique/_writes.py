@@ -40,7 +40,29 @@ class HeldBy:
     owners: tuple[TypedKey, ...]
 
 
-Guard = Absent | Unchanged | HeldBy
+@attrs.frozen
+class Lacking:
+    """The item, if it exists, lacks one attribute of each group (each group: the stored fields
+    of one constraint, so the item can hold no lock of it). An empty group: no such item."""
+
+    groups: tuple[tuple[str, ...], ...]
+
+
+@attrs.frozen
+class Shaped:
+    """The item exists, with these values, these attributes present (whatever their values)
+    and these absent: all that decides which model it is a record of and which locks it holds."""
+
+    equal: tuple[tuple[str, Typed], ...]
+    present: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+
+
+Guard = Absent | Unchanged | HeldBy | Lacking | Shaped
+#: What a record write guards on besides its own state, on a table other models share: that the
+#: item it replaces holds no lock of theirs (``Lacking``), or is the item judged to hold none
+#: (``Shaped``). See ``dynaunique._model.mixed``.
+OthersGuard = Lacking | Shaped
 
 
 @attrs.frozen
@@ -75,6 +97,7 @@ class RecordPut:
     condition: Expression | None = None
     #: True when this is a create of an object that was never loaded.
     create: bool = False
+    others: OthersGuard | None = None
 
 
 @attrs.frozen
@@ -89,6 +112,7 @@ class RecordUpdate:
     condition: Expression | None = None
     #: The record as it will be after the update, when every action's result is known.
     predicted: dict[str, Typed] | None = None
+    others: OthersGuard | None = None
 
 
 @attrs.frozen
@@ -100,6 +124,7 @@ class RecordDelete:
     key: TypedKey
     guard: Unchanged | None
     condition: Expression | None = None
+    others: OthersGuard | None = None
 
 
 @attrs.frozen

@@ -14,6 +14,8 @@ The tree::
     │   ├── ConcurrentModificationError
     │   │   │                       the record changed (or vanished) since it was loaded
     │   │   └── ForeignLockError    a lock its values imply is another record's (drift)
+    │   ├── OtherModelRecordError   the item is a record of another model holding locks this
+    │   │                           write does not carry (a table several models share)
     │   └── ConditionCheckFailedError
     │                               a ``condition_check`` of an ``atomic()`` block failed
     ├── OutcomeUnknownError         the network failed on every resend: the write may or may not
@@ -209,6 +211,24 @@ class ForeignLockError(ConcurrentModificationError):
         #: Hash keys of the locks another record holds.
         self.lock_keys = tuple(lock_keys)
         super().__init__(message, model=model)
+
+
+class OtherModelRecordError(WriteConflict):
+    """The item a write would replace or delete is a record of another model that holds locks
+    this write does not carry: writing it would leave those locks orphaned.
+
+    ``model`` is the model writing, ``other_model`` the model the stored item is a record of
+    (the audit's rule, ``dynaunique._items.claim``), ``locks`` the lock names it holds. Delete
+    the record as ``other_model`` first (or both in one ``atomic()`` block).
+    """
+
+    def __init__(self, message: str, *, model: str, other_model: str,
+                 key: Mapping[str, Any] | None, locks: Sequence[str] = ()) -> None:
+        self.model = model
+        self.other_model = other_model
+        self.key = dict(key) if key is not None else None
+        self.locks = tuple(locks)
+        super().__init__(message)
 
 
 class ConditionCheckFailedError(WriteConflict):

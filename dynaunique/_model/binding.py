@@ -262,6 +262,7 @@ def model_info(cls: Any) -> ModelInfo | None:
         range_type=range_attribute.attr_type if range_attribute is not None else None,
     )
     _register_lock_names(cls, info, attributes, declared)
+    _register_model(cls, table)
     return info
 
 
@@ -325,6 +326,34 @@ def table_holds_locks(table: str) -> bool:
     constraint on it, or marks it with ``Meta.holds_locks = True``."""
     with _lock_names_guard:
         return bool(_lock_names.get(table)) or table in _tables_holding_locks
+
+
+# --- the models of a table -----------------------------------------------------------------------
+
+# table name → model name → the class (a class of the same name redefines it: a reloaded module,
+# a test). Every model with a table and keys, constrained or not: which model an item is a record
+# of, and which locks it holds, is judged against all of them (dynaunique._model.mixed).
+_table_models: dict[str, dict[str, type]] = {}
+_table_models_guard = threading.Lock()
+#: Bumped whenever a model is registered, so what is derived from the registry can be cached.
+_table_models_generation = [0]
+
+
+def _register_model(cls: type, table: str) -> None:
+    with _table_models_guard:
+        _table_models.setdefault(table, {})[cls.__name__] = cls
+        _table_models_generation[0] += 1
+
+
+def table_models_generation() -> int:
+    """A number that changes whenever a model is bound to a table (for caches)."""
+    return _table_models_generation[0]
+
+
+def table_models(table: str) -> tuple[Any, ...]:
+    """Every model class bound to ``table`` in this process, in definition order."""
+    with _table_models_guard:
+        return tuple(_table_models.get(table, {}).values())
 
 
 # --- the metaclass -------------------------------------------------------------------------------

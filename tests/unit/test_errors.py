@@ -57,7 +57,7 @@ def test_the_module_defines_exactly_the_documented_errors() -> None:
         "DynauniqueError", "ConfigurationError", "InvalidValueError",
         "UnsupportedOperationError", "TransactionTooLargeError", "WriteConflict",
         "UniqueViolation", "ConcurrentModificationError", "ForeignLockError",
-        "ConditionCheckFailedError",
+        "ConditionCheckFailedError", "OtherModelRecordError",
         "OutcomeUnknownError", "UnreachableError", "MigrationError", "AuditError",
     }
 
