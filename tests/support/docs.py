@@ -10,7 +10,9 @@ each code block as one test, run in page order in one namespace per page.
   the top-level statements of a block run one by one, so this happens as soon as a class exists).
   A block whose first line is ``# myapp/models.py`` (any path ending in ``.py``) is not run: it is
   written to the page's scratch folder, which is on ``sys.path`` (and the CLI's ``PYTHONPATH``),
-  so the page can import it and the commands can load it.
+  so the page can import it and the commands can load it; ``run_pytest("test_x.py")`` in an
+  invisible block runs such files with pytest in a subprocess (the plugin's fixtures, as a user
+  gets them).
 - Output is checked: a ``print(...)`` with a trailing comment must print exactly the comment; a
   block whose other prints print anything must be followed directly by a ``text`` or ``json``
   block showing that output. In shown output ``...`` stands for any text.
@@ -125,8 +127,21 @@ class PageRun:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+    def run_pytest(self, *files: str) -> None:
+        """Run the page's test files (``# test_x.py`` blocks) with pytest, as a user would."""
+        env = _environment(self)
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                 *files], cwd=self.folder, env=env, capture_output=True,
+                                text=True, timeout=300, check=False)
+        if result.returncode != 0 or f"{len(files)} passed" not in result.stdout:
+            raise Mismatch(f"pytest {' '.join(files)}: exit status {result.returncode}\n"
+                           f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
+
+
 def setup(namespace: dict[str, Any]) -> None:
-    namespace["__docs__"] = PageRun(namespace)
+    run = PageRun(namespace)
+    namespace["__docs__"] = run
+    namespace["run_pytest"] = run.run_pytest
 
 
 def teardown(namespace: dict[str, Any]) -> None:
@@ -263,13 +278,9 @@ def _commands(source: str) -> list[tuple[str, str]]:
 
 def _split(command: str) -> tuple[list[list[str]], int]:
     """``a && b  # exit status 1``: the words of each step, and the exit status the last expects."""
-    status = 0
-    words = shlex.split(command, comments=False)
-    if "#" in words:
-        comment = " ".join(words[words.index("#") + 1:])
-        words = words[: words.index("#")]
-        named = re.match(r"exit status (\d+)", comment)
-        status = int(named.group(1)) if named else 0
+    named = re.search(r"#\s*exit status (\d+)\b[^'\"]*$", command)
+    status = int(named.group(1)) if named else 0
+    words = shlex.split(command, comments=True)
     steps: list[list[str]] = [[]]
     for word in words:
         if word == "&&":
