@@ -12,7 +12,7 @@ from sybil import Sybil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 
-from support import docs  # noqa: E402 - tests/ must be on sys.path first
+from support import docs
 
 pytest_collect_file = Sybil(
     parsers=docs.PARSERS,

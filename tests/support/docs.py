@@ -57,7 +57,7 @@ from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
 from sybil.parsers.myst import CodeBlockParser, SkipParser
 
 from dynaunique import Model
-from dynaunique.testing import FAKE_AWS_ENV, create_tables, reset_local_dynamodb, use_endpoint
+from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The terminal width the shell commands run in; the pages' tables are this wide at most.
@@ -400,5 +400,6 @@ class ShellBlockParser:
                          _failures_reported(evaluate_shell))
 
 
-PARSERS = [SkipParser(), CodeBlockParser(language="python", evaluator=_failures_reported(evaluate_python)),
+PARSERS = [SkipParser(),
+           CodeBlockParser(language="python", evaluator=_failures_reported(evaluate_python)),
            ShellBlockParser()]
