@@ -79,7 +79,7 @@ _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _LOCAL_URL = re.compile(r"http://(?:127\.0\.0\.1|localhost):\d+")
 _FILE_BLOCK = re.compile(r"# ([\w./-]+\.py)\n")
-_OUTPUT_BLOCK = re.compile(r"\s*```(?:text|json)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+_OUTPUT_BLOCK = re.compile(r"(?:\s*-->)?\s*```(?:text|json)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 class PageRun:
