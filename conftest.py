@@ -17,6 +17,7 @@ from support import docs
 pytest_collect_file = Sybil(
     parsers=docs.PARSERS,
     patterns=["README.md", "docs/*.md"],
+    excludes=["*/README.md"],  # the root README only (a pattern matches a path's end)
     setup=docs.setup,
     teardown=docs.teardown,
     fixtures=["dynaunique_endpoint"],

@@ -54,7 +54,7 @@ from typing import Any
 import pynamodb.settings
 from sybil import Document, Example, Region
 from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
-from sybil.parsers.myst import CodeBlockParser, SkipParser
+from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
 from dynaunique import Model
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
@@ -262,15 +262,13 @@ def evaluate_python(example: Example) -> None:
 
 def _commands(source: str) -> list[tuple[str, str]]:
     """The block's commands, each with the output shown under it."""
-    lines = source.rstrip("\n").split("\n")
+    lines = re.sub(r"\\\n\s*", "", source).rstrip("\n").split("\n")  # join continued lines
     if not any(line.startswith("$ ") for line in lines):
         return [(line, "") for line in lines if line.strip() and not line.startswith("#")]
     found: list[tuple[str, list[str]]] = []
     for line in lines:
         if line.startswith("$ "):
             found.append((line[2:], []))
-        elif found and found[-1][0].endswith("\\"):
-            found[-1] = (found[-1][0][:-1] + line.strip(), found[-1][1])
         elif found:
             found[-1][1].append(line)
     return [(command, "\n".join(output)) for command, output in found]
@@ -400,6 +398,12 @@ class ShellBlockParser:
                          _failures_reported(evaluate_shell))
 
 
-PARSERS = [SkipParser(),
-           CodeBlockParser(language="python", evaluator=_failures_reported(evaluate_python)),
-           ShellBlockParser()]
+def _python_parser() -> PythonCodeBlockParser:
+    """sybil's python parser (``>>>`` blocks are doctests), other blocks run by ours."""
+    parser = PythonCodeBlockParser()
+    parser.codeblock_parser = CodeBlockParser(language="python",
+                                              evaluator=_failures_reported(evaluate_python))
+    return parser
+
+
+PARSERS = [SkipParser(), _python_parser(), ShellBlockParser()]
