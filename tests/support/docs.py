@@ -60,8 +60,8 @@ from dynaunique import Model
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The terminal width the shell commands run in; the pages' tables are this wide at most.
-COLUMNS = 200
+#: The terminal width the shell commands run in: the pages show tables as wide as this.
+COLUMNS = 150
 #: The commands a page shows that the docs test does not re-run, and why.
 NOT_RERUN = {
     "pip": "installing is CI's first step (.ci/run: pip install -e '.[dev]')",
@@ -156,11 +156,19 @@ def _run_of(example: Example) -> PageRun:
 # --- shown output ---------------------------------------------------------------------------------
 
 
+_ELIDED_ROW = re.compile(r"^[\s│┃|]*\.\.\.[\s│┃|]*$")
+
+
 def matches(shown: str, actual: str) -> bool:
-    """``actual`` is ``shown``, where ``...`` in ``shown`` stands for any text (lines too)."""
-    shown, actual = shown.rstrip("\n"), actual.rstrip("\n")
-    pattern = ".*?".join(re.escape(part) for part in shown.split("..."))
-    return re.fullmatch(pattern, actual, re.DOTALL) is not None
+    """``actual`` is ``shown``, where ``...`` in ``shown`` stands for any text (lines too); a
+    table row holding nothing but ``...`` stands for any number of rows."""
+    parts = []
+    for line in shown.rstrip("\n").split("\n"):
+        if _ELIDED_ROW.match(line) and "..." in line:
+            parts.append("(?:[^\n]*\n)*?")
+        else:
+            parts.append(".*?".join(re.escape(part) for part in line.split("...")) + "\n")
+    return re.fullmatch("".join(parts), actual.rstrip("\n") + "\n", re.DOTALL) is not None
 
 
 class Mismatch(Exception):
