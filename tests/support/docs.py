@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import termios
+import textwrap
 import threading
 import time
 import traceback
@@ -79,7 +80,8 @@ _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _LOCAL_URL = re.compile(r"http://(?:127\.0\.0\.1|localhost):\d+")
 _FILE_BLOCK = re.compile(r"# ([\w./-]+\.py)\n")
-_OUTPUT_BLOCK = re.compile(r"(?:\s*-->)?\s*```(?:text|json)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+_OUTPUT_BLOCK = re.compile(r"(?:\s*-->)?\s*?\n(?P<indent>[ \t]*)```(?:text|json)\n(.*?)^(?P=indent)```",
+                           re.DOTALL | re.MULTILINE)
 
 
 class PageRun:
@@ -261,8 +263,9 @@ def evaluate_python(example: Example) -> None:
         following = _OUTPUT_BLOCK.match(example.document.text, example.region.end)
         if following is None:
             raise Mismatch(f"the block printed, and the page shows no output:\n{unchecked}")
-        if not matches(following.group(1), unchecked):
-            raise _mismatch("the block's output", following.group(1), unchecked)
+        shown = textwrap.dedent(following.group(2))
+        if not matches(shown, unchecked):
+            raise _mismatch("the block's output", shown, unchecked)
 
 
 # --- shell blocks ---------------------------------------------------------------------------------
