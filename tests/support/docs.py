@@ -12,7 +12,8 @@ each code block as one test, run in page order in one namespace per page.
   written to the page's scratch folder, which is on ``sys.path`` (and the CLI's ``PYTHONPATH``),
   so the page can import it and the commands can load it; ``run_pytest("test_x.py")`` in an
   invisible block runs such files with pytest in a subprocess (the plugin's fixtures, as a user
-  gets them).
+  gets them), and ``print(error_of(lambda: ...))`` prints ``ErrorClass: message`` of what a call
+  raises, for a page that shows an error.
 - Output is checked: a ``print(...)`` with a trailing comment must print exactly the comment; a
   block whose other prints print anything must be followed directly by a ``text`` or ``json``
   block showing that output. In shown output ``...`` stands for any text, and timestamps (the
@@ -142,10 +143,21 @@ class PageRun:
                            f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
 
 
+def error_of(action: Any) -> str:
+    """``"ErrorClass: message"`` of what ``action()`` raises, as a traceback's last line shows
+    it (for invisible blocks that produce a page's error messages)."""
+    try:
+        action()
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    raise Mismatch(f"{action!r} raised nothing")
+
+
 def setup(namespace: dict[str, Any]) -> None:
     run = PageRun(namespace)
     namespace["__docs__"] = run
     namespace["run_pytest"] = run.run_pytest
+    namespace["error_of"] = error_of
 
 
 def teardown(namespace: dict[str, Any]) -> None:
