@@ -13,7 +13,8 @@ each code block as one test, run in page order in one namespace per page.
   so the page can import it and the commands can load it; ``run_pytest("test_x.py")`` in an
   invisible block runs such files with pytest in a subprocess (the plugin's fixtures, as a user
   gets them), and ``print(error_of(lambda: ...))`` prints ``ErrorClass: message`` of what a call
-  raises, for a page that shows an error.
+  raises, for a page that shows an error; ``show_lock(table, key)`` and
+  ``show_lock_keys(table)`` print lock items the way the pages show them.
 - Output is checked: a ``print(...)`` with a trailing comment must print exactly the comment; a
   block whose other prints print anything must be followed directly by a ``text`` or ``json``
   block showing that output. In shown output ``...`` stands for any text, and timestamps (the
@@ -153,11 +154,57 @@ def error_of(action: Any) -> str:
     raise Mismatch(f"{action!r} raised nothing")
 
 
+_LOCK_ORDER = ("PK", "SK", "pk", "owner", "model", "constraint", "value", "created", "ttl", "expires")
+
+
+def _raw_client(namespace: dict[str, Any]) -> Any:
+    import boto3
+
+    return boto3.client("dynamodb", endpoint_url=_run_of_namespace(namespace).ready(),
+                        region_name="us-east-1", aws_access_key_id="test",
+                        aws_secret_access_key="test")
+
+
+def _run_of_namespace(namespace: dict[str, Any]) -> PageRun:
+    run: PageRun = namespace["__docs__"]
+    return run
+
+
+def _lock_helpers(namespace: dict[str, Any]) -> None:
+    """``show_lock(table, key)`` prints a lock item as the pages show one (an attribute a line);
+    ``show_lock_keys(table)`` the sorted hash keys of a table's lock items, as a JSON list."""
+    import json
+
+    def show_lock(table: str, key: str) -> None:
+        client = _raw_client(namespace)
+        described = client.describe_table(TableName=table)["Table"]["KeySchema"]
+        names = {k["KeyType"]: k["AttributeName"] for k in described}
+        item_key = {names["HASH"]: {"S": key}}
+        if "RANGE" in names:
+            item_key[names["RANGE"]] = {"S": "LOCK"}
+        item = client.get_item(TableName=table, Key=item_key, ConsistentRead=True)["Item"]
+        order = [n for n in _LOCK_ORDER if n in item] + sorted(set(item) - set(_LOCK_ORDER))
+        print("{\n" + ",\n".join(f'  "{n}": {json.dumps(item[n])}' for n in order) + "\n}")
+
+    def lock_keys(table: str) -> list[str]:
+        client = _raw_client(namespace)
+        return sorted(value["S"] for page in client.get_paginator("scan").paginate(TableName=table)
+                      for item in page["Items"] for value in item.values()
+                      if "S" in value and value["S"].startswith("UNIQ#"))
+
+    def show_lock_keys(table: str) -> None:
+        print(json.dumps(lock_keys(table), indent=2))
+
+    namespace.update(show_lock=show_lock, show_lock_keys=show_lock_keys, lock_keys=lock_keys,
+                     json=json)
+
+
 def setup(namespace: dict[str, Any]) -> None:
     run = PageRun(namespace)
     namespace["__docs__"] = run
     namespace["run_pytest"] = run.run_pytest
     namespace["error_of"] = error_of
+    _lock_helpers(namespace)
 
 
 def teardown(namespace: dict[str, Any]) -> None:
