@@ -34,6 +34,7 @@ each code block as one test, run in page order in one namespace per page.
 from __future__ import annotations
 
 import ast
+import base64
 import contextlib
 import fcntl
 import io
@@ -184,7 +185,10 @@ def _lock_helpers(namespace: dict[str, Any]) -> None:
             item_key[names["RANGE"]] = {"S": "LOCK"}
         item = client.get_item(TableName=table, Key=item_key, ConsistentRead=True)["Item"]
         order = [n for n in _LOCK_ORDER if n in item] + sorted(set(item) - set(_LOCK_ORDER))
-        print("{\n" + ",\n".join(f'  "{n}": {json.dumps(item[n])}' for n in order) + "\n}")
+        def shown(value: Any) -> str:  # binary as base64, as DynamoDB's JSON shows it
+            return json.dumps(value, default=lambda raw: base64.b64encode(raw).decode())
+
+        print("{\n" + ",\n".join(f'  "{n}": {shown(item[n])}' for n in order) + "\n}")
 
     def lock_keys(table: str) -> list[str]:
         client = _raw_client(namespace)
