@@ -38,6 +38,7 @@ import base64
 import contextlib
 import fcntl
 import io
+import logging
 import os
 import pty
 import re
@@ -99,6 +100,7 @@ class PageRun:
         self.adopted: set[int] = set()
         self._saved_settings = dict(pynamodb.settings.default_settings_dict)
         self._modules = set(sys.modules)
+        self._logging = _logging_state()
         sys.path.insert(0, str(self.folder))
 
     def ready(self) -> str:
@@ -123,6 +125,7 @@ class PageRun:
                 create_tables(value)
 
     def close(self) -> None:
+        _restore_logging(self._logging)
         pynamodb.settings.default_settings_dict.clear()
         pynamodb.settings.default_settings_dict.update(self._saved_settings)
         with contextlib.suppress(ValueError):
@@ -201,6 +204,25 @@ def _lock_helpers(namespace: dict[str, Any]) -> None:
 
     namespace.update(show_lock=show_lock, show_lock_keys=show_lock_keys, lock_keys=lock_keys,
                      json=json)
+
+
+def _logging_state() -> dict[str, Any]:
+    """What a page may change in ``logging`` (a page shows how to configure it)."""
+    loggers = {name: logging.getLogger(name) for name in logging.root.manager.loggerDict
+               if name.startswith("dynaunique")}
+    return {"root": (logging.root.level, list(logging.root.handlers)),
+            "loggers": {name: (lg.level, list(lg.handlers)) for name, lg in loggers.items()}}
+
+
+def _restore_logging(state: dict[str, Any]) -> None:
+    logging.root.setLevel(state["root"][0])
+    logging.root.handlers[:] = state["root"][1]
+    for name in logging.root.manager.loggerDict:
+        if name.startswith("dynaunique"):
+            level, handlers = state["loggers"].get(name, (logging.NOTSET, []))
+            logger = logging.getLogger(name)
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
 
 
 def setup(namespace: dict[str, Any]) -> None:
