@@ -86,8 +86,9 @@ _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _LOCAL_URL = re.compile(r"http://(?:127\.0\.0\.1|localhost):\d+")
 _FILE_BLOCK = re.compile(r"# ([\w./-]+\.py)\n")
-_OUTPUT_BLOCK = re.compile(r"(?:\s*-->)?\s*?\n(?P<indent>[ \t]*)```(?:text|json)\n(.*?)^(?P=indent)```",
-                           re.DOTALL | re.MULTILINE)
+_OUTPUT_BLOCK = re.compile(
+    r"(?:\s*-->)?\s*?\n(?P<indent>[ \t]*)```(?:text|json)\n(.*?)^(?P=indent)```",
+    re.DOTALL | re.MULTILINE)
 
 
 class PageRun:
@@ -158,7 +159,8 @@ def error_of(action: Any) -> str:
     raise Mismatch(f"{action!r} raised nothing")
 
 
-_LOCK_ORDER = ("PK", "SK", "pk", "owner", "model", "constraint", "value", "created", "ttl", "expires")
+_LOCK_ORDER = ("PK", "SK", "pk", "owner", "model", "constraint", "value", "created", "ttl",
+               "expires")
 
 
 def _raw_client(namespace: dict[str, Any]) -> Any:
