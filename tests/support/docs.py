@@ -25,7 +25,9 @@ each code block as one test, run in page order in one namespace per page.
   of :data:`COLUMNS` columns (so what is compared is what a person sees), with the page's scratch
   folder as working directory and a PynamoDB settings file pointing models at the local server;
   a URL ``http://127.0.0.1:PORT`` or ``http://localhost:PORT`` in a command is the local server.
-  Exit status 0 is expected, or the one named by a trailing ``# exit status N`` comment.
+  Exit status 0 is expected, or the one named by a trailing ``# exit status N`` comment. A
+  pipeline into a text filter (``| grep x``, :data:`FILTERS`) runs under ``bash``, its stderr on
+  the terminal too.
   Commands that install or build (:data:`NOT_RERUN`) are CI's own steps and are not re-run;
   any other command fails the test, so a new kind of command is a decision, not an accident.
 - ``<!-- skip: next "reason" -->`` skips the next block (sybil's own skip parser).
@@ -414,11 +416,23 @@ def evaluate_shell(example: Example) -> None:
             _run_command(run, step, shown if last else "", status if last else 0)
 
 
+#: What may follow a ``dynaunique`` command after ``|`` on a page: text filters.
+FILTERS = ("cat", "grep", "cut", "head", "tail", "sort", "wc")
+
+
 def _argv(step: list[str], endpoint: str) -> list[str]:
     words = [_LOCAL_URL.sub(endpoint, word) for word in step]
+    script = Path(sys.executable).parent / "dynaunique"
+    program = str(script) if script.exists() else "dynaunique"
+    if "|" in words:  # a pipeline: run by bash, as a person's shell runs it (no pipefail)
+        stages = " ".join(words).split(" | ")
+        for stage in stages[1:]:
+            if shlex.split(stage)[0] not in FILTERS:
+                raise Mismatch(f"the docs test runs only text filters {FILTERS} after a pipe")
+        return ["bash", "-c", " | ".join([shlex.join([program, *shlex.split(stages[0])[1:]]),
+                                          *stages[1:]])]
     if words[0] == "dynaunique":
-        script = Path(sys.executable).parent / "dynaunique"
-        return [str(script) if script.exists() else "dynaunique", *words[1:]]
+        return [program, *words[1:]]
     return [sys.executable, *words[1:]]
 
 
@@ -436,7 +450,8 @@ def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None
     documented = next((m.group(0) for w in step for m in [_LOCAL_URL.search(w)] if m), None)
     server = " ".join(step).startswith(SERVERS)
     printed, code, errors = _in_terminal(_argv(step, endpoint), _environment(run), run.folder,
-                                         until_lines=len(shown.splitlines()) if server else None)
+                                         until_lines=len(shown.splitlines()) if server else None,
+                                         stderr_shown="|" in step)
     if documented:
         printed = printed.replace(endpoint, documented)
     printed = _TIMESTAMP.sub("YYYY-MM-DD HH:MM:SSZ", printed)
@@ -448,16 +463,19 @@ def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None
         raise _mismatch(what, shown, printed + (f"\n(stderr)\n{errors}" if errors else ""))
 
 
-def _in_terminal(argv: list[str], env: dict[str, str], cwd: Path,
-                 until_lines: int | None, timeout: float = 120.0) -> tuple[str, int, str]:
-    """Run ``argv`` with its stdout on a terminal; stderr is kept apart (no progress bars)."""
+def _in_terminal(argv: list[str], env: dict[str, str], cwd: Path, until_lines: int | None,
+                 timeout: float = 120.0, stderr_shown: bool = False) -> tuple[str, int, str]:
+    """Run ``argv`` with its stdout on a terminal; stderr is kept apart (no progress bars),
+    except for a pipeline, whose stderr the terminal shows, as a person's terminal does."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower,
-                               stderr=subprocess.PIPE, env=env, cwd=cwd, close_fds=True)
+                               stderr=follower if stderr_shown else subprocess.PIPE, env=env,
+                               cwd=cwd, close_fds=True)
     os.close(follower)
     errors: list[bytes] = []
-    reader = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
+    reader = threading.Thread(target=lambda: errors.append(
+        process.stderr.read() if process.stderr else b""), daemon=True)
     reader.start()
     out = b""
     deadline = time.monotonic() + timeout
