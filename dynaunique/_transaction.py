@@ -40,6 +40,7 @@ from dynaunique.errors import (
     DynauniqueError,
     ForeignLockError,
     UniqueViolation,
+    format_value,
 )
 from dynaunique.observe import HASHED, emit
 from dynaunique.observe import write_logger as _log
@@ -113,11 +114,6 @@ def _plain(key: Mapping[str, Any]) -> dict[str, Any]:
     return {k: untyped(v) for k, v in key.items()}
 
 
-def _shown(value: Any, hashed: bool) -> str:
-    """A lock's value as messages and events show it: never a ``hashed`` constraint's."""
-    return HASHED if hashed else repr(value)
-
-
 def _owner_of(current: Mapping[str, Any] | None) -> dict[str, Any] | None:
     owner = (current or {}).get(OWNER_ATTR)
     plain = untyped(owner) if isinstance(owner, Mapping) and owner else None
@@ -130,7 +126,7 @@ def _log_violation(violation: UniqueViolation, lock_key: str) -> None:
     value = HASHED if violation.hashed else violation.value
     emit(_log, logging.INFO, "unique_violation",
          f"unique violation: {violation.model} {', '.join(violation.fields)} "
-         f"{_shown(violation.value, violation.hashed)} is held by "
+         f"{format_value(violation.value, hashed=violation.hashed)} is held by "
          f"{violation.owner if violation.owner is not None else 'another record'}",
          model=violation.model, constraint=violation.constraint,
          fields=list(violation.fields), hashed=violation.hashed,
@@ -184,7 +180,7 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
                  holder=_owner_of(c))
         return ForeignLockError(
             "; ".join(
-                f"the lock on {', '.join(w.lock.fields)} {_shown(w.lock.value, w.lock.hashed)} "
+                f"the lock on {', '.join(w.lock.fields)} {w.lock.shown} "
                 f"is held by {_holder(c)}, not by this {w.model}" for w, c in foreign
             ) + " (a duplicate: `dynaunique check` reports these)",
             model=foreign[0][0].model,
@@ -215,8 +211,8 @@ def _failures(plan: Plan, response: Mapping[str, Any]
     return failures or None
 
 
-def _refusal(refused: Refused) -> DynauniqueError:
-    """Any refusal that is not a failed condition."""
+def refusal(refused: Refused) -> DynauniqueError:
+    """Any refusal that is not a failed condition (of a write, or of a lookup's read)."""
     code, message = refused.code, refused.message
     if code == "IdempotentParameterMismatchException":
         return DynauniqueError(
@@ -252,7 +248,7 @@ def execute_steps(plan: Plan, connection: Connection, *,
     except Refused as refused:
         failures = _failures(plan, refused.response)
         if failures is None:
-            raise _refusal(refused) from refused.error
+            raise refusal(refused) from refused.error
         if refused.ambiguous and _earlier_attempt_applied(failures, lambda write: True):
             return {}
         if repeats and _earlier_attempt_applied(failures, lambda write: write in repeats):

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from dynaunique._items import LockRef, ModelInfo, Typed, TypedKey
-from dynaunique._locks import lock_item, lock_primary_key
+from dynaunique._locks import lock_item, lock_primary_key, secret_id
 
 # --- guards --------------------------------------------------------------------------------------
 
@@ -191,7 +191,7 @@ def lock_put(info: ModelInfo, lock: LockRef, owner: TypedKey, item: Mapping[str,
 
     Guarded "missing, or held by one of ``allowed``" (default: ``owner`` itself — a retry, or a
     save that rewrote it meanwhile); a hand-over allows the previous holder instead. Never
-    anyone else.
+    anyone else. A hashed lock carries the fingerprint of the model's secret, which made its key.
     """
     ttl = ttl_epoch(info, item)
     return LockPut(
@@ -209,6 +209,7 @@ def lock_put(info: ModelInfo, lock: LockRef, owner: TypedKey, item: Mapping[str,
             hashed=lock.hashed,
             created=created if created is not None else now(),
             ttl=(info.ttl_attr, ttl) if info.ttl_attr is not None and ttl is not None else None,
+            secret=secret_id(info.secret()) if lock.hashed else None,
         ),
         guard=HeldBy(tuple(allowed) if allowed is not None else (owner,)),
         key=lock_primary_key(info.key_attributes, lock.key),

@@ -71,8 +71,11 @@ def _predict(info: ModelInfo, loaded: Mapping[str, Any], actions: Sequence[Actio
             predicted[target] = {"N": str(base + 1)}
             continue
         if target in relevant:
+            # The action's repr holds its operands: not shown for a hashed constraint's.
+            hidden = any(target in b.attr_names for b in info.constraints if b.constraint.hashed)
+            shown = "an update action" if hidden else f"update action {action!r}"
             raise UnsupportedOperationError(
-                f"update action {action!r} changes {target!r}, which a unique lock depends "
+                f"{shown} changes {target!r}, which a unique lock depends "
                 "on, in a way that cannot be known before sending; assign the new value and "
                 "call save() instead"
             )

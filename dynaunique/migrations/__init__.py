@@ -23,6 +23,7 @@ See docs/migrations.md.
 from __future__ import annotations
 
 from dynaunique.migrations._ledger import Counters
+from dynaunique.migrations._phase import LockSecretError
 from dynaunique.migrations._plan import MigrationStatus, Step
 from dynaunique.migrations._report import (
     Duplicate,
@@ -52,6 +53,7 @@ __all__ = [
     "Counters",
     "Duplicate",
     "DuplicatesFound",
+    "LockSecretError",
     "MakeResult",
     "MigrateResult",
     "Migration",

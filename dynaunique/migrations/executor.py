@@ -58,7 +58,10 @@ class MigrationExecutor:
     * ``segments`` — scan segments (and threads) for a new phase;
     * ``worker`` — ``(I, N)``: run only segment *I* of *N* of every phase, next to other
       workers, coordinating through the ledger;
-    * ``max_wcu`` — cap on write units per second (in worker mode, the total over N workers).
+    * ``max_wcu`` — cap on write units per second (in worker mode, the total over N workers);
+    * ``accept_other_secret`` — hashed locks the current lock secret did not make are judged
+      as its own: a sweep deletes them as stale, a backfill locks beside them (rotating the
+      secret). Without it a phase that meets them stops with a :class:`MigrationError`.
     """
 
     def __init__(
@@ -77,6 +80,7 @@ class MigrationExecutor:
         poll_seconds: float = 1.0,
         wait_timeout: float | None = None,
         conflict_cap: int = 500,
+        accept_other_secret: bool = False,
     ) -> None:
         if segments < 1 or segments > 1000:
             raise MigrationError("segments must be between 1 and 1000")
@@ -95,6 +99,7 @@ class MigrationExecutor:
         self.poll_seconds = poll_seconds
         self.wait_timeout = wait_timeout
         self.conflict_cap = conflict_cap
+        self.accept_other_secret = accept_other_secret
         rate = max_wcu / worker[1] if (max_wcu is not None and worker is not None) else max_wcu
         self.bucket = TokenBucket(rate) if rate is not None else None
         self._tables: dict[str, TableKeys] = {recorder.table: recorder.keys}
@@ -201,8 +206,9 @@ class MigrationExecutor:
         run = self._prepare(phase)
         estimate = run.keys.item_count if phase.scans else None
         run.label, run.estimate = label, estimate
-        self.reporter.phase_started(label, estimate=estimate)
-        progress_event(ProgressState.STARTED, label, sum_counters(progress), estimate)
+        so_far = sum_counters(progress)
+        self.reporter.phase_started(label, estimate=estimate, so_far=so_far)
+        progress_event(ProgressState.STARTED, label, so_far, estimate)
         if phase.kind == PhaseKind.RUN:
             if self.worker is None or self.worker[0] == 0:
                 self._run_function(step, phase, progress[0])
@@ -267,7 +273,8 @@ class MigrationExecutor:
         if keys is None:
             keys = describe_table(client, table)
             self._tables[table] = keys
-        return phase_run(phase, keys, client, self.models)
+        return phase_run(phase, keys, client, self.models,
+                         accept_other_secret=self.accept_other_secret)
 
     def _segment_runner(self) -> SegmentRunner:
         keeper = Keeper(self._put_lock, self._delete_lock, self._tick)

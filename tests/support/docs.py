@@ -161,8 +161,8 @@ def error_of(action: Any) -> str:
     raise Mismatch(f"{action!r} raised nothing")
 
 
-_LOCK_ORDER = ("PK", "SK", "pk", "owner", "model", "constraint", "value", "created", "ttl",
-               "expires")
+_LOCK_ORDER = ("PK", "SK", "pk", "owner", "model", "constraint", "value", "secret_id", "created",
+               "ttl", "expires")
 
 
 def _raw_client(namespace: dict[str, Any]) -> Any:
