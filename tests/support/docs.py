@@ -416,6 +416,7 @@ def evaluate_shell(example: Example) -> None:
             _run_command(run, step, shown if last else "", status if last else 0)
 
 
+_REDIRECT = re.compile(r"^\d?>(&\d|/dev/null|[\w./-]+)$")
 #: What may follow a ``dynaunique`` command after ``|`` on a page: text filters.
 FILTERS = ("cat", "grep", "cut", "head", "tail", "sort", "wc")
 
@@ -429,8 +430,10 @@ def _argv(step: list[str], endpoint: str) -> list[str]:
         for stage in stages[1:]:
             if shlex.split(stage)[0] not in FILTERS:
                 raise Mismatch(f"the docs test runs only text filters {FILTERS} after a pipe")
-        return ["bash", "-c", " | ".join([shlex.join([program, *shlex.split(stages[0])[1:]]),
-                                          *stages[1:]])]
+        first = [program, *shlex.split(stages[0])[1:]]
+        return ["bash", "-c", " | ".join([" ".join(
+            word if _REDIRECT.match(word) else shlex.quote(word) for word in first),
+            *stages[1:]])]
     if words[0] == "dynaunique":
         return [program, *words[1:]]
     return [sys.executable, *words[1:]]
