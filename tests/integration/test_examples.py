@@ -1,0 +1,57 @@
+"""examples/: each script runs as a user runs it (a subprocess, its own embedded server) and
+prints what it claims."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run(script: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.pop("DYNAUNIQUE_ENDPOINT", None)
+    result = subprocess.run([sys.executable, str(EXAMPLES / script)], env=env, cwd=EXAMPLES.parent,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_signup_service() -> None:
+    out = run("signup_service.py").splitlines()
+    assert out[1:] == [
+        "signup ada: 201",
+        "signup with ADA@lovelace.io and handle ADA: 409 "
+        "{'errors': {'email': 'is already taken', 'handle': 'is already taken'}}",
+        "signup grace: 201",
+        "grace takes ada's email: 409 {'errors': {'email': 'is already taken'}}",
+        "ada moves: 200",
+        "grace takes the freed email: 200",
+        "find ADA@LOVELACE.IO is grace: True",
+        "find grace@hopper.io: 404",
+        "records: 2",
+    ]
+
+
+def test_add_constraint_reports_the_duplicate_then_applies() -> None:
+    out = run("add_constraint.py")
+    assert "6 customers, two of them with customer3@shop.io" in out
+    assert "Wrote " in out and "0001_initial.py" in out
+    assert "Duplicates found by 0001_initial" in out
+    assert "'customer3@shop.io'" in out and "CUST#dup" in out
+    assert "migrate: exit status 1 (the duplicate stopped it)" in out
+    assert "Applied 0001_initial" in out
+    assert out.index("migrate: exit status 1") < out.index("migrate: exit status 0")
+    assert " [X] 0001_initial" in out
+
+
+def test_async_app() -> None:
+    out = run("async_app.py").splitlines()
+    assert out[1:] == [
+        "signups: 50, winners: 10, refused: 40",
+        "member3@club.io is held by one of its five racers: True",
+        "swapped in one transaction: True",
+    ]

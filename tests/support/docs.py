@@ -1,0 +1,531 @@
+"""The docs layer: sybil's parsers and evaluators for README.md and docs/*.md (see tests/README.md).
+
+The root ``conftest.py`` hands these to sybil, which collects every page as a pytest file and
+each code block as one test, run in page order in one namespace per page.
+
+- ``python`` blocks run against the session's local server (the ``dynaunique_endpoint`` fixture,
+  reset when a page starts). PynamoDB's default ``host`` and ``region`` point at it while the page
+  runs, and after each block every new dynaunique model in the namespace is pointed at it with
+  ``use_endpoint`` and gets its table with ``create_tables`` (the pages assume a table exists;
+  the top-level statements of a block run one by one, so this happens as soon as a class exists).
+  A block whose first line is ``# myapp/models.py`` (any path ending in ``.py``) is not run: it is
+  written to the page's scratch folder, which is on ``sys.path`` (and the CLI's ``PYTHONPATH``),
+  so the page can import it and the commands can load it; ``run_pytest("test_x.py")`` in an
+  invisible block runs such files with pytest in a subprocess (the plugin's fixtures, as a user
+  gets them), and ``print(error_of(lambda: ...))`` prints ``ErrorClass: message`` of what a call
+  raises, for a page that shows an error; ``show_lock(table, key)`` and
+  ``show_lock_keys(table)`` print lock items the way the pages show them.
+- Output is checked: a ``print(...)`` with a trailing comment must print exactly the comment; a
+  block whose other prints print anything must be followed directly by a ``text`` or ``json``
+  block showing that output. In shown output ``...`` stands for any text, and timestamps (the
+  ``created`` of a lock, ``2026-11-30 11:46:00Z`` in a table) are compared as placeholders.
+- ``console`` / ``bash`` / ``sh`` / ``shell`` blocks: a command is a line after ``$ `` (or every
+  line of a block without prompts); the lines after it, up to the next prompt, are its output.
+  ``dynaunique ...`` commands run as a subprocess without any ``AWS_*`` variable, in a terminal
+  of :data:`COLUMNS` columns (so what is compared is what a person sees), with the page's scratch
+  folder as working directory and a PynamoDB settings file pointing models at the local server;
+  a URL ``http://127.0.0.1:PORT`` or ``http://localhost:PORT`` in a command is the local server.
+  Exit status 0 is expected, or the one named by a trailing ``# exit status N`` comment. A
+  pipeline into a text filter (``| grep x``, :data:`FILTERS`) runs under ``bash``, its stderr on
+  the terminal too.
+  Commands that install or build (:data:`NOT_RERUN`) are CI's own steps and are not re-run;
+  any other command fails the test, so a new kind of command is a decision, not an accident.
+- ``<!-- skip: next "reason" -->`` skips the next block (sybil's own skip parser).
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import contextlib
+import fcntl
+import io
+import logging
+import os
+import pty
+import re
+import shlex
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import textwrap
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pynamodb.settings
+from sybil import Document, Example, Region
+from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
+from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser, SkipParser
+
+from dynaunique import Model
+from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The terminal width the shell commands run in: the pages show tables as wide as this.
+COLUMNS = 150
+#: The commands a page shows that the docs test does not re-run, and why.
+NOT_RERUN = {
+    "pip": "installing is CI's first step (.ci/run: pip install -e '.[dev]')",
+    "python3 -m venv": "CI makes its venv the same way",
+    "python -m venv": "CI makes its venv the same way",
+    "python -m pytest": "the test suite itself (CI runs it)",
+    "python -m conformance.run": "CI's conformance step",
+    "python -m build": "building a wheel: the install CI does covers the same metadata",
+    "aws": "needs a real AWS account",
+    "sphinx-build": "CI's docs step",
+}
+#: Long-running commands: read until the shown output has arrived, then stopped with SIGTERM.
+SERVERS = ("dynaunique ui", "python -m dynaunique.testing")
+_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\+00:00")
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+_LOCAL_URL = re.compile(r"http://(?:127\.0\.0\.1|localhost):\d+")
+_FILE_BLOCK = re.compile(r"# ([\w./-]+\.py)\n")
+_OUTPUT_BLOCK = re.compile(
+    r"(?:\s*-->)?\s*?\n(?P<indent>[ \t]*)```(?:text|json)\n(.*?)^(?P=indent)```",
+    re.DOTALL | re.MULTILINE)
+
+
+class PageRun:
+    """What one page's blocks share: the server, its scratch folder, the models it adopted."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self.namespace = namespace
+        self.folder = Path(tempfile.mkdtemp(prefix="dynaunique-docs-"))
+        self.endpoint: str | None = None
+        self.adopted: set[int] = set()
+        self._saved_settings = dict(pynamodb.settings.default_settings_dict)
+        self._modules = set(sys.modules)
+        self._logging = _logging_state()
+        sys.path.insert(0, str(self.folder))
+
+    def ready(self) -> str:
+        """Reset the server the first time a block of the page runs; return its endpoint."""
+        if self.endpoint is None:
+            self.endpoint = self.namespace["dynaunique_endpoint"]
+            reset_local_dynamodb(self.endpoint)
+            pynamodb.settings.default_settings_dict.update(host=self.endpoint, region="us-east-1")
+            (self.folder / "pynamodb_settings.py").write_text(
+                f"host = {self.endpoint!r}\nregion = 'us-east-1'\n", encoding="utf-8")
+        return self.endpoint
+
+    def adopt_models(self) -> None:
+        """Point every dynaunique model the namespace holds at the server; create its table."""
+        endpoint = self.ready()
+        for value in list(self.namespace.values()):
+            if (isinstance(value, type) and issubclass(value, Model) and value is not Model
+                    and id(value) not in self.adopted
+                    and getattr(value.Meta, "table_name", None)):
+                self.adopted.add(id(value))
+                use_endpoint(endpoint, value)
+                create_tables(value)
+
+    def close(self) -> None:
+        _restore_logging(self._logging)
+        pynamodb.settings.default_settings_dict.clear()
+        pynamodb.settings.default_settings_dict.update(self._saved_settings)
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(self.folder))
+        for name in set(sys.modules) - self._modules:
+            module_file = getattr(sys.modules[name], "__file__", None) or ""
+            if module_file.startswith(str(self.folder)):
+                del sys.modules[name]
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+    def run_pytest(self, *files: str) -> None:
+        """Run the page's test files (``# test_x.py`` blocks) with pytest, as a user would."""
+        env = _environment(self)
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                 *files], cwd=self.folder, env=env, capture_output=True,
+                                text=True, timeout=300, check=False)
+        if result.returncode != 0 or f"{len(files)} passed" not in result.stdout:
+            raise Mismatch(f"pytest {' '.join(files)}: exit status {result.returncode}\n"
+                           f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
+
+
+def error_of(action: Any) -> str:
+    """``"ErrorClass: message"`` of what ``action()`` raises, as a traceback's last line shows
+    it (for invisible blocks that produce a page's error messages)."""
+    try:
+        action()
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    raise Mismatch(f"{action!r} raised nothing")
+
+
+_LOCK_ORDER = ("PK", "SK", "pk", "owner", "model", "constraint", "value", "secret_id", "created",
+               "ttl", "expires")
+
+
+def _raw_client(namespace: dict[str, Any]) -> Any:
+    import boto3
+
+    return boto3.client("dynamodb", endpoint_url=_run_of_namespace(namespace).ready(),
+                        region_name="us-east-1", aws_access_key_id="test",
+                        aws_secret_access_key="test")
+
+
+def _run_of_namespace(namespace: dict[str, Any]) -> PageRun:
+    run: PageRun = namespace["__docs__"]
+    return run
+
+
+def _lock_helpers(namespace: dict[str, Any]) -> None:
+    """``show_lock(table, key)`` prints a lock item as the pages show one (an attribute a line);
+    ``show_lock_keys(table)`` the sorted hash keys of a table's lock items, as a JSON list."""
+    import json
+
+    def show_lock(table: str, key: str) -> None:
+        client = _raw_client(namespace)
+        described = client.describe_table(TableName=table)["Table"]["KeySchema"]
+        names = {k["KeyType"]: k["AttributeName"] for k in described}
+        item_key = {names["HASH"]: {"S": key}}
+        if "RANGE" in names:
+            item_key[names["RANGE"]] = {"S": "LOCK"}
+        item = client.get_item(TableName=table, Key=item_key, ConsistentRead=True)["Item"]
+        order = [n for n in _LOCK_ORDER if n in item] + sorted(set(item) - set(_LOCK_ORDER))
+        def shown(value: Any) -> str:  # binary as base64, as DynamoDB's JSON shows it
+            return json.dumps(value, default=lambda raw: base64.b64encode(raw).decode())
+
+        print("{\n" + ",\n".join(f'  "{n}": {shown(item[n])}' for n in order) + "\n}")
+
+    def lock_keys(table: str) -> list[str]:
+        client = _raw_client(namespace)
+        return sorted(value["S"] for page in client.get_paginator("scan").paginate(TableName=table)
+                      for item in page["Items"] for value in item.values()
+                      if "S" in value and value["S"].startswith("UNIQ#"))
+
+    def show_lock_keys(table: str) -> None:
+        print(json.dumps(lock_keys(table), indent=2))
+
+    namespace.update(show_lock=show_lock, show_lock_keys=show_lock_keys, lock_keys=lock_keys,
+                     json=json)
+
+
+def _logging_state() -> dict[str, Any]:
+    """What a page may change in ``logging`` (a page shows how to configure it)."""
+    loggers = {name: logging.getLogger(name) for name in logging.root.manager.loggerDict
+               if name.startswith("dynaunique")}
+    return {"root": (logging.root.level, list(logging.root.handlers)),
+            "loggers": {name: (lg.level, list(lg.handlers)) for name, lg in loggers.items()}}
+
+
+def _restore_logging(state: dict[str, Any]) -> None:
+    logging.root.setLevel(state["root"][0])
+    logging.root.handlers[:] = state["root"][1]
+    for name in logging.root.manager.loggerDict:
+        if name.startswith("dynaunique"):
+            level, handlers = state["loggers"].get(name, (logging.NOTSET, []))
+            logger = logging.getLogger(name)
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
+
+
+def setup(namespace: dict[str, Any]) -> None:
+    run = PageRun(namespace)
+    namespace["__docs__"] = run
+    namespace["run_pytest"] = run.run_pytest
+    namespace["error_of"] = error_of
+    _lock_helpers(namespace)
+
+
+def teardown(namespace: dict[str, Any]) -> None:
+    namespace["__docs__"].close()
+
+
+def _run_of(example: Example) -> PageRun:
+    run: PageRun = example.namespace["__docs__"]
+    return run
+
+
+# --- shown output ---------------------------------------------------------------------------------
+
+
+_ELIDED_ROW = re.compile(r"^[\s│┃|]*\.\.\.[\s│┃|]*$")
+
+
+def matches(shown: str, actual: str) -> bool:
+    """``actual`` is ``shown``, where ``...`` in ``shown`` stands for any text (lines too); a
+    table row holding nothing but ``...`` stands for any number of rows."""
+    shown, actual = _ISO_TIME.sub("<time>", shown), _ISO_TIME.sub("<time>", actual)
+    parts = []
+    for line in shown.rstrip("\n").split("\n"):
+        if _ELIDED_ROW.match(line) and "..." in line:
+            parts.append("(?:[^\n]*\n)*?")
+        else:
+            parts.append(".*?".join(re.escape(part) for part in line.split("...")) + "\n")
+    return re.fullmatch("".join(parts), actual.rstrip("\n") + "\n", re.DOTALL) is not None
+
+
+class Mismatch(Exception):
+    """What a block did differs from what its page says; sybil reports the message."""
+
+
+def _failures_reported(evaluate: Any) -> Any:
+    """Turn a :class:`Mismatch` into the message an evaluator returns (sybil's failure)."""
+
+    def evaluator(example: Example) -> str | None:
+        try:
+            evaluate(example)
+        except Mismatch as failure:
+            return str(failure)
+        except Exception as error:  # the block raised: its own frames, not the evaluator's
+            tb = error.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+                tb = tb.tb_next
+            return "".join(traceback.format_exception(type(error), error, tb))
+        return None
+
+    return evaluator
+
+
+def _mismatch(what: str, shown: str, actual: str) -> Mismatch:
+    return Mismatch(f"{what}\n--- the page shows ---\n{shown}\n--- it printed ---\n{actual}")
+
+
+# --- python blocks --------------------------------------------------------------------------------
+
+
+class _CheckedPrints(ast.NodeTransformer):
+    """``print(x)  # shown`` becomes ``__docs_print__('shown', line, x)``."""
+
+    def __init__(self, comments: dict[int, str]) -> None:
+        self.comments = comments
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        call = node.value
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "print" and node.end_lineno in self.comments):
+            call.func = ast.Name("__docs_print__", ast.Load())
+            call.args[:0] = [ast.Constant(self.comments[node.end_lineno]),
+                             ast.Constant(node.end_lineno)]
+        return node
+
+
+def _comments(source: str) -> dict[int, str]:
+    import tokenize
+
+    found = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            found[token.start[0]] = token.string[1:].strip()
+    return found
+
+
+def _checked_print(shown: str, line: int, *args: Any, **kwargs: Any) -> None:
+    buffer = io.StringIO()
+    print(*args, **kwargs, file=buffer)
+    if not matches(shown, buffer.getvalue()):
+        raise _mismatch(f"the print on line {line}", shown, buffer.getvalue())
+
+
+def evaluate_python(example: Example) -> None:
+    run = _run_of(example)
+    source: str = example.parsed
+    written = _FILE_BLOCK.match(source)
+    if written:
+        target = run.folder / written.group(1)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for parent in target.relative_to(run.folder).parents:
+            if parent != Path(".") and not (run.folder / parent / "__init__.py").exists():
+                (run.folder / parent / "__init__.py").write_text("", encoding="utf-8")
+        target.write_text(source, encoding="utf-8")
+        return
+    run.ready()
+    padded = "\n" * (example.line + example.parsed.line_offset) + source
+    tree = ast.fix_missing_locations(_CheckedPrints(_comments(padded)).visit(ast.parse(padded)))
+    example.namespace["__docs_print__"] = _checked_print
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        for statement in tree.body:  # one at a time: a model is adopted as soon as it exists
+            module = ast.Module(body=[statement], type_ignores=[])
+            exec(compile(module, example.path, "exec", dont_inherit=True), example.namespace)
+            run.adopt_models()
+    example.namespace.pop("__builtins__", None)
+    unchecked = captured.getvalue()  # the checked prints print nothing
+    if unchecked:
+        following = _OUTPUT_BLOCK.match(example.document.text, example.region.end)
+        if following is None:
+            raise Mismatch(f"the block printed, and the page shows no output:\n{unchecked}")
+        shown = textwrap.dedent(following.group(2))
+        if not matches(shown, unchecked):
+            raise _mismatch("the block's output", shown, unchecked)
+
+
+# --- shell blocks ---------------------------------------------------------------------------------
+
+
+def _commands(source: str) -> list[tuple[str, str]]:
+    """The block's commands, each with the output shown under it."""
+    lines = re.sub(r"\\\n\s*", "", source).rstrip("\n").split("\n")  # join continued lines
+    if not any(line.startswith("$ ") for line in lines):
+        return [(line, "") for line in lines if line.strip() and not line.startswith("#")]
+    found: list[tuple[str, list[str]]] = []
+    for line in lines:
+        if line.startswith("$ "):
+            found.append((line[2:], []))
+        elif found:
+            found[-1][1].append(line)
+    return [(command, "\n".join(output)) for command, output in found]
+
+
+def _split(command: str) -> tuple[list[list[str]], int]:
+    """``a && b  # exit status 1``: the words of each step, and the exit status the last expects."""
+    named = re.search(r"#\s*exit status (\d+)\b[^'\"]*$", command)
+    status = int(named.group(1)) if named else 0
+    words = shlex.split(command, comments=True)
+    steps: list[list[str]] = [[]]
+    for word in words:
+        if word == "&&":
+            steps.append([])
+        else:
+            steps[-1].append(word)
+    return [step for step in steps if step], status
+
+
+def _program(step: list[str]) -> list[str]:
+    """``.venv/bin/dynaunique`` is the ``dynaunique`` of the running interpreter's environment."""
+    step = [*step]
+    step[0] = re.sub(r"^(\.venv/bin/|python3$)", "", step[0]) or "python"
+    if step[0] == "python3":
+        step[0] = "python"
+    return step
+
+
+def evaluate_shell(example: Example) -> None:
+    run = _run_of(example)
+    for command, shown in _commands(example.parsed):
+        steps, status = _split(command)
+        for index, raw in enumerate(steps):
+            step = _program(raw)
+            text = " ".join(step)
+            if any(text.startswith(prefix) for prefix in NOT_RERUN):
+                continue
+            if not (step[0] == "dynaunique" or text.startswith(SERVERS)):
+                raise Mismatch(f"the docs test does not know how to run {text!r}: "
+                                     "run it (tests/support/docs.py) or list it in NOT_RERUN")
+            last = index == len(steps) - 1
+            _run_command(run, step, shown if last else "", status if last else 0)
+
+
+_REDIRECT = re.compile(r"^\d?>(&\d|/dev/null|[\w./-]+)$")
+#: What may follow a ``dynaunique`` command after ``|`` on a page: text filters.
+FILTERS = ("cat", "grep", "cut", "head", "tail", "sort", "wc")
+
+
+def _argv(step: list[str], endpoint: str) -> list[str]:
+    words = [_LOCAL_URL.sub(endpoint, word) for word in step]
+    script = Path(sys.executable).parent / "dynaunique"
+    program = str(script) if script.exists() else "dynaunique"
+    if "|" in words:  # a pipeline: run by bash, as a person's shell runs it (no pipefail)
+        stages = " ".join(words).split(" | ")
+        for stage in stages[1:]:
+            if shlex.split(stage)[0] not in FILTERS:
+                raise Mismatch(f"the docs test runs only text filters {FILTERS} after a pipe")
+        first = [program, *shlex.split(stages[0])[1:]]
+        return ["bash", "-c", " | ".join([" ".join(
+            word if _REDIRECT.match(word) else shlex.quote(word) for word in first),
+            *stages[1:]])]
+    if words[0] == "dynaunique":
+        return [program, *words[1:]]
+    return [sys.executable, *words[1:]]
+
+
+def _environment(run: PageRun) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    paths = [str(run.folder), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
+    env.update(PYTHONPATH=os.pathsep.join(p for p in paths if p), COLUMNS=str(COLUMNS),
+               LINES="50", PYNAMODB_CONFIG=str(run.folder / "pynamodb_settings.py"),
+               HOME=str(run.folder), NO_COLOR="1", TERM="xterm")
+    return env
+
+
+def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None:
+    endpoint = run.ready()
+    documented = next((m.group(0) for w in step for m in [_LOCAL_URL.search(w)] if m), None)
+    server = " ".join(step).startswith(SERVERS)
+    printed, code, errors = _in_terminal(_argv(step, endpoint), _environment(run), run.folder,
+                                         until_lines=len(shown.splitlines()) if server else None,
+                                         stderr_shown="|" in step)
+    if documented:
+        printed = printed.replace(endpoint, documented)
+    printed = _TIMESTAMP.sub("YYYY-MM-DD HH:MM:SSZ", printed)
+    shown = _TIMESTAMP.sub("YYYY-MM-DD HH:MM:SSZ", shown)
+    what = f"$ {' '.join(step)}"
+    if not server and code != status:
+        raise Mismatch(f"{what}: exit status {code}, not {status}\n{printed}\n{errors}")
+    if shown and not matches(shown, printed):
+        raise _mismatch(what, shown, printed + (f"\n(stderr)\n{errors}" if errors else ""))
+
+
+def _in_terminal(argv: list[str], env: dict[str, str], cwd: Path, until_lines: int | None,
+                 timeout: float = 120.0, stderr_shown: bool = False) -> tuple[str, int, str]:
+    """Run ``argv`` with its stdout on a terminal; stderr is kept apart (no progress bars),
+    except for a pipeline, whose stderr the terminal shows, as a person's terminal does."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower,
+                               stderr=follower if stderr_shown else subprocess.PIPE, env=env,
+                               cwd=cwd, close_fds=True)
+    os.close(follower)
+    errors: list[bytes] = []
+    reader = threading.Thread(target=lambda: errors.append(
+        process.stderr.read() if process.stderr else b""), daemon=True)
+    reader.start()
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if until_lines is not None and out.count(b"\n") >= until_lines:
+                break
+    finally:
+        os.close(leader)
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM if until_lines is not None else signal.SIGKILL)
+        code = process.wait(timeout=30)
+        reader.join(timeout=30)
+    text = _ANSI.sub("", out.decode("utf-8", "replace")).replace("\r\n", "\n")
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return text, code, b"".join(errors).decode("utf-8", "replace")
+
+
+# --- the parsers sybil uses --------------------------------------------------------------------
+
+
+class ShellBlockParser:
+    """``console`` / ``bash`` / ``sh`` / ``shell`` fenced blocks, run by :func:`evaluate_shell`."""
+
+    def __init__(self) -> None:
+        self.lexer = FencedCodeBlockLexer(language=r"(console|bash|sh|shell)",
+                                          mapping={"source": "source"})
+
+    def __call__(self, document: Document) -> Any:
+        for region in self.lexer(document):
+            yield Region(region.start, region.end, region.lexemes["source"],
+                         _failures_reported(evaluate_shell))
+
+
+def _python_parser() -> PythonCodeBlockParser:
+    """sybil's python parser (``>>>`` blocks are doctests), other blocks run by ours."""
+    parser = PythonCodeBlockParser()
+    parser.codeblock_parser = CodeBlockParser(language="python",
+                                              evaluator=_failures_reported(evaluate_python))
+    return parser
+
+
+PARSERS = [SkipParser(), _python_parser(), ShellBlockParser()]
