@@ -24,44 +24,21 @@ import argparse
 import contextlib
 import random
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
+import botocore.exceptions
 
-import dynaunique._render as render_module
+import dynaunique._transaction as transaction_module
 import dynaunique._writes as writes_module
-from dynaunique import Model
 from dynaunique._connection import Request, Sleep
 from dynaunique._flush import Op, OpKind, Unit, flush_steps
-from dynaunique._items import locks_of, owner_key
-from dynaunique._locks import OWNER_ATTR
-from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import DynauniqueError, UniqueViolation
 
 from .memory import MemoryDynamoDB
-
-TABLE = "sim_accounts"
-LOCK_PREFIX = "UNIQ#"
-
-
-class SimAccount(Model):
-    """The simulated model: a record key and one unique field."""
-
-    class Meta:
-        table_name = TABLE
-        host = "http://simulation.invalid"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UnicodeAttribute(unique=True, null=True)
-
-
-def new_memory() -> MemoryDynamoDB:
-    """An empty database holding the simulated table."""
-    return MemoryDynamoDB({TABLE: ("PK", "SK")})
-
+from .mutants import MUTANTS, patched
+from .world import SimAccount, new_memory, violations
 
 # --- operations and clients ----------------------------------------------------------------------
 
@@ -95,6 +72,7 @@ class Client:
         self.pending: Request | None = None
         self.answers: list[str] = []
         self.outcomes: list[str] = []
+        self.tokens = 0
 
     @property
     def done(self) -> bool:
@@ -119,6 +97,13 @@ class Client:
 
     def advance(self, answer: Any = None, error: Exception | None = None) -> None:
         """Feed the pending request's answer (or error) and run to the next request."""
+        _running.append(self)
+        try:
+            self._advance(answer, error)
+        finally:
+            _running.pop()
+
+    def _advance(self, answer: Any, error: Exception | None) -> None:
         first = self.steps is None
         while True:
             if self.steps is None:
@@ -166,105 +151,38 @@ class Client:
         """What the client's future behaviour depends on (for state hashing)."""
         held = tuple(sorted((rec, repr(sorted((obj._du_loaded or {}).items())), obj.email)
                             for rec, obj in self.held.items()))
-        return (self.next_action, held, tuple(self.answers))
+        return (self.next_action, held, tuple(self.answers), self.tokens)
 
 
-# --- invariants ----------------------------------------------------------------------------------
+# --- the simulation's setting ------------------------------------------------------------------
 
 
-def violations(memory: MemoryDynamoDB) -> list[str]:
-    """What is wrong with the database now (empty: every invariant holds)."""
-    info = SimAccount._du_info
-    assert info is not None
-    items = list(memory.items[TABLE].values())
-    records = [i for i in items if not i["PK"]["S"].startswith(LOCK_PREFIX)]
-    locks = {i["PK"]["S"]: i for i in items if i["PK"]["S"].startswith(LOCK_PREFIX)}
-    found = []
-    by_value: dict[str, list[str]] = {}
-    for record in records:
-        if "email" in record and "S" in record["email"]:
-            by_value.setdefault(record["email"]["S"], []).append(record["PK"]["S"])
-    for value, holders in sorted(by_value.items()):
-        if len(holders) > 1:
-            found.append(f"value {value!r} held by {len(holders)} live records: {holders}")
-    required: dict[str, str] = {}
-    for record in records:
-        for lock in locks_of(info, SimAccount._du_lock_inputs(record)).values():
-            required[lock.key] = record["PK"]["S"]
-            held = locks.get(lock.key)
-            owner = owner_key(info.key_attributes, (held or {}).get(OWNER_ATTR, {}).get("M"))
-            if held is None:
-                found.append(f"record {record['PK']['S']} has no lock {lock.key}")
-            elif owner is None or owner["PK"]["S"] != record["PK"]["S"]:
-                found.append(f"record {record['PK']['S']} requires {lock.key}, held by {owner}")
-    for key in sorted(locks):
-        if key not in required:
-            found.append(f"lock {key} has no live holder requiring it")
-    return found
+#: The client whose call is running (its calls' tokens are named after it and the call).
+_running: list[Client] = []
 
 
-# --- mutants -------------------------------------------------------------------------------------
+def _token(request: Any, encoded: Any = None) -> str:
+    """A ClientRequestToken unique to one call of one client, the same in every replay."""
+    client = _running[-1]
+    client.tokens += 1
+    return f"sim-c{client.index}-a{client.next_action}-t{client.tokens}"
 
 
-@contextlib.contextmanager
-def _patched(module: Any, name: str, wrap: Callable[[Any], Any]) -> Iterator[None]:
-    original = getattr(module, name)
-    setattr(module, name, wrap(original))
-    try:
-        yield
-    finally:
-        setattr(module, name, original)
-
-
-def _drop_condition(op: dict[str, Any]) -> dict[str, Any]:
-    for name in ("ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues"):
-        op.pop(name, None)
-    return op
-
-
-def _lock_put_unguarded() -> Any:
-    def wrap(original: Any) -> Any:
-        def held_by(op: dict[str, Any], guard: Any, hash_attr: str) -> dict[str, Any]:
-            op = original(op, guard, hash_attr)
-            return _drop_condition(op) if "Item" in op else op
-        return held_by
-    return _patched(render_module, "_held_by", wrap)
-
-
-def _lock_delete_unguarded() -> Any:
-    def wrap(original: Any) -> Any:
-        def held_by(op: dict[str, Any], guard: Any, hash_attr: str) -> dict[str, Any]:
-            op = original(op, guard, hash_attr)
-            return _drop_condition(op) if "Key" in op else op
-        return held_by
-    return _patched(render_module, "_held_by", wrap)
-
-
-def _stale_record_unguarded() -> Any:
-    def wrap(original: Any) -> Any:
-        def guarded(write: Any, ph: Any) -> Any:
-            if isinstance(write, writes_module.RecordPut) and not write.create:
-                write = attrs.evolve(write, guard=None)
-            return original(write, ph)
-        return guarded
-    return _patched(render_module, "_guarded", wrap)
-
-
-#: Switchable re-introductions of known bugs: name → (what it breaks, patcher).
-MUTANTS: dict[str, tuple[str, Callable[[], Any]]] = {
-    "lock-put-unguarded": ("a lock put without attribute_not_exists (nor an owner guard)",
-                           _lock_put_unguarded),
-    "stale-record-unguarded": ("a loaded copy's record put not guarded on what was loaded",
-                               _stale_record_unguarded),
-}
+def _token_outside(original: Any) -> Any:
+    """:func:`_token` inside a simulated client's call, the library's own token elsewhere."""
+    def token(request: Any, encoded: Any = None) -> str:
+        return _token(request, encoded) if _running else str(original(request, encoded))
+    return token
 
 
 @contextlib.contextmanager
 def simulation(mutant: str | None = None) -> Iterator[None]:
-    """The run-time setting of a simulation: lock timestamps fixed (so equal states hash
-    alike) and the mutant, if any, switched on."""
+    """The run-time setting of a simulation: lock timestamps fixed and tokens named after the
+    call that made them (so equal states hash alike, and every replay is the same), and the
+    mutant, if any, switched on."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_patched(writes_module, "now", lambda _: lambda: "SIMULATED"))
+        stack.enter_context(patched(writes_module, "now", lambda _: lambda: "SIMULATED"))
+        stack.enter_context(patched(transaction_module, "new_token", _token_outside))
         if mutant is not None:
             if mutant not in MUTANTS:
                 raise SystemExit(f"unknown mutant {mutant!r}; --list-mutants names them")
@@ -322,15 +240,27 @@ class World:
 
     memory: MemoryDynamoDB
     clients: list[Client]
+    #: How many answers may still be lost after the request was applied.
+    lost: int = 0
     log: list[str] = attrs.field(factory=list)
 
     def key(self) -> tuple[Any, ...]:
-        return (self.memory.snapshot(), tuple(c.key() for c in self.clients))
+        return (self.memory.snapshot(), tuple(c.key() for c in self.clients), self.lost)
 
-    def runnable(self) -> list[int]:
-        return [c.index for c in self.clients if c.pending is not None]
+    def runnable(self) -> list[Step]:
+        """The next steps possible: each waiting client's request answered, and (while answers
+        may be lost) each waiting write applied with its answer lost."""
+        steps: list[Step] = []
+        for c in self.clients:
+            if c.pending is None:
+                continue
+            steps.append(c.index)
+            if self.lost and c.pending.operation != "GetItem":
+                steps.append(-1 - c.index)
+        return steps
 
-    def step(self, index: int) -> None:
+    def step(self, step: Step) -> None:
+        index = step if step >= 0 else -1 - step
         client = self.clients[index]
         request = client.pending
         assert request is not None
@@ -339,18 +269,35 @@ class World:
         except Exception as exc:
             if not hasattr(exc, "response"):
                 raise
+            if step < 0:
+                self._lose(client, request, _refusal(exc.response))
+                return
             client.answers.append(repr(exc.response))
             self.log.append(f"client {index}: {describe(request)} -> "
                             f"{_refusal(exc.response)}")
             outcomes = len(client.outcomes)
             client.advance(error=exc)
         else:
+            if step < 0:
+                self._lose(client, request, "ok")
+                return
             client.answers.append(repr(sorted(answer.items())))
             self.log.append(f"client {index}: {describe(request)} -> ok")
             outcomes = len(client.outcomes)
             client.advance(answer=answer)
         for outcome in client.outcomes[outcomes:]:
             self.log.append(f"client {index}: {outcome}")
+
+    def _lose(self, client: Client, request: Request, result: str) -> None:
+        """The request was applied (``result``), then its answer lost on the way back."""
+        self.lost -= 1
+        client.answers.append("lost")
+        self.log.append(f"client {client.index}: {describe(request)} -> {result}, ANSWER LOST")
+        outcomes = len(client.outcomes)
+        client.advance(error=botocore.exceptions.ConnectionClosedError(
+            endpoint_url="http://simulation.invalid"))
+        for outcome in client.outcomes[outcomes:]:
+            self.log.append(f"client {client.index}: {outcome}")
 
 
 def describe(request: Request) -> str:
@@ -376,9 +323,16 @@ def _refusal(response: dict[str, Any]) -> str:
     return code
 
 
-def replay(workload: Sequence[Sequence[Action]], schedule: Sequence[int]) -> World:
+#: A scheduling choice: client ``i`` gets its answer (``i``), or its write is applied and the
+#: answer lost (``-1 - i``).
+Step = int
+
+
+def replay(workload: Sequence[Sequence[Action]], schedule: Sequence[Step], *,
+           lost: int = 0) -> World:
     """The world after running ``schedule`` from the start of ``workload``."""
-    world = World(new_memory(), [Client(i, actions) for i, actions in enumerate(workload)])
+    world = World(new_memory(), [Client(i, actions) for i, actions in enumerate(workload)],
+                  lost)
     for client in world.clients:
         client.advance()
     for index in schedule:
@@ -391,11 +345,12 @@ class Found:
     """A violation and the shortest schedule reaching it."""
 
     workload: Sequence[Sequence[Action]]
-    schedule: tuple[int, ...]
+    schedule: tuple[Step, ...]
     problems: list[str]
+    lost: int = 0
 
     def trace(self) -> str:
-        world = replay(self.workload, ())
+        world = replay(self.workload, (), lost=self.lost)
         lines = ["workload:"]
         lines += [f"  client {i}: " + "; ".join(map(str, actions))
                   for i, actions in enumerate(self.workload)]
@@ -410,30 +365,31 @@ class Found:
         return "\n".join(lines)
 
 
-def explore(workload: Sequence[Sequence[Action]], *, seen: set[Any] | None = None,
+def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0,
             limit: int = 1) -> tuple[int, list[Found]]:
-    """Every state reachable from ``workload``, breadth first; (states, violations found —
-    at most ``limit``, each with a shortest schedule)."""
-    seen = set() if seen is None else seen
-    start = replay(workload, ())
+    """Every state reachable from ``workload``, breadth first, with up to ``lost`` answers lost
+    after their request applied; (states, violations found — at most ``limit``, each with a
+    shortest schedule)."""
+    seen: set[Any] = set()
+    start = replay(workload, (), lost=lost)
     # Each entry: a schedule and who may step after it (known from its replay).
-    queue: deque[tuple[tuple[int, ...], list[int]]] = deque([((), start.runnable())])
-    seen.add((id(workload), start.key()))
+    queue: deque[tuple[tuple[Step, ...], list[Step]]] = deque([((), start.runnable())])
+    seen.add(start.key())
     states = 1
     found: list[Found] = []
     while queue:
         schedule, runnable = queue.popleft()
         for index in runnable:
             child = (*schedule, index)
-            world = replay(workload, child)
-            key = (id(workload), world.key())
+            world = replay(workload, child, lost=lost)
+            key = world.key()
             if key in seen:
                 continue
             seen.add(key)
             states += 1
             problems = violations(world.memory)
             if problems:
-                found.append(Found(workload, child, problems))
+                found.append(Found(workload, child, problems, lost))
                 if len(found) >= limit:
                     return states, found
                 continue
@@ -441,14 +397,15 @@ def explore(workload: Sequence[Sequence[Action]], *, seen: set[Any] | None = Non
     return states, found
 
 
-def random_runs(rng: random.Random, runs: int, clients: int, ops: int,
-                values: int) -> tuple[int, list[Found]]:
-    """``runs`` random workloads, each under one random schedule."""
+def random_runs(rng: random.Random, runs: int, clients: int, ops: int, values: int, *,
+                lost: int = 0) -> tuple[int, list[Found]]:
+    """``runs`` random workloads, each under one random schedule (with up to ``lost``
+    answers lost after their write applied)."""
     states, found = 0, []
     for _ in range(runs):
         workload = random_workload(rng, clients, ops, values)
-        world = replay(workload, ())
-        schedule: list[int] = []
+        world = replay(workload, (), lost=lost)
+        schedule: list[Step] = []
         while world.runnable():
             index = rng.choice(world.runnable())
             schedule.append(index)
@@ -456,7 +413,7 @@ def random_runs(rng: random.Random, runs: int, clients: int, ops: int,
             states += 1
             problems = violations(world.memory)
             if problems:
-                found.append(Found(workload, tuple(schedule), problems))
+                found.append(Found(workload, tuple(schedule), problems, lost))
                 break
     return states, found
 
@@ -471,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--random", type=int, default=0, metavar="N",
                         help="N random workloads and schedules instead of exhaustive search")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lost", type=int, default=0, metavar="K",
+                        help="also explore up to K answers lost after their write applied")
     parser.add_argument("--list-mutants", action="store_true")
     args = parser.parse_args(argv)
     if args.list_mutants:
@@ -480,11 +439,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with simulation(args.mutant):
         if args.random:
             states, found = random_runs(random.Random(args.seed), args.random, args.clients,
-                                        args.ops, args.values)
+                                        args.ops, args.values, lost=args.lost)
         else:
             states, found = 0, []
             for workload in workloads(args.clients, args.ops, args.values):
-                n, more = explore(workload)
+                n, more = explore(workload, lost=args.lost)
                 states += n
                 found += more
         for item in found[:1]:

@@ -84,7 +84,7 @@ def test_list_mutants(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_invariants_see_each_kind_of_damage() -> None:
-    from .explore import new_memory
+    from .world import new_memory
 
     memory = new_memory()
     table = memory.items["sim_accounts"]
@@ -97,3 +97,29 @@ def test_the_invariants_see_each_kind_of_damage() -> None:
     table["lock"] = {"PK": {"S": "UNIQ#EMAIL#v0"}, "SK": {"S": "LOCK"},
                      "owner": {"M": {"PK": {"S": "R9"}, "SK": {"S": "PROFILE"}}}}
     assert violations(memory) == ["lock UNIQ#EMAIL#v0 has no live holder requiring it"]
+
+
+def test_a_lost_answer_is_resent_with_its_token_and_succeeds_once() -> None:
+    from .explore import Action, replay
+
+    with simulation():
+        world = replay([[Action("save", "R0", "v0")], [Action("save", "R1", "v0")]],
+                       (-1, 1, 0), lost=1)
+    # Client 0's create applied, its answer lost; client 1 is refused the value; client 0's
+    # resend (same token) is answered as the success it was.
+    assert world.log[0].endswith("-> ok, ANSWER LOST")
+    assert world.clients[0].outcomes == ["save R0 email='v0': ok"]
+    assert world.clients[1].outcomes[0].startswith("save R1 email='v0': UniqueViolation")
+    assert violations(world.memory) == []
+    assert list(world.memory.tokens) == ["sim-c0-a0-t1"]
+
+
+def test_two_clients_with_one_lost_answer_break_nothing() -> None:
+    with simulation():
+        states, found = 0, []
+        for workload in workloads(2, 2, 3):
+            n, more = explore(workload, lost=1)
+            states += n
+            found += more
+    assert found == []
+    assert states >= 100

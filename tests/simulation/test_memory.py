@@ -24,8 +24,9 @@ from dynaunique._connection import client_for
 from dynaunique.errors import ConcurrentModificationError, UniqueViolation
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 
-from .explore import TABLE, SimAccount, new_memory, simulation
+from .explore import simulation
 from .memory import MemoryDynamoDB, Unsupported
+from .world import TABLE, SimAccount, new_memory
 
 _DROPPED = ("ResponseMetadata", "ConsumedCapacity")
 
