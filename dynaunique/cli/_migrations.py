@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dynaunique.cli._common import endpoint_option, load_models, point_at
+from dynaunique.cli._workers import print_result, worker_options
 from dynaunique.errors import DynauniqueError
 from dynaunique.migrations import (
     Counters,
@@ -268,21 +269,26 @@ def _key_text(key: dict[str, Any]) -> str:
 @click.option("--segments", type=click.IntRange(1, 1000), default=None,
               help="Scan segments (threads) for a backfill (default 1, or [tool.dynaunique]).")
 @click.option("--segment", type=click.IntRange(0, 999), default=None,
-              help="Run only this segment, as one of several workers (with --total-segments).")
+              help="Work as one of several workers, starting with this segment (with "
+                   "--total-segments).")
 @click.option("--total-segments", type=click.IntRange(1, 1000), default=None,
               help="How many segments the workers split each backfill into.")
 @click.option("--max-wcu", type=click.FloatRange(min=0.1), default=None,
               help="Cap on write capacity units per second (over all workers).")
+@worker_options
 @migrations_dir_option
 @endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_handle_errors
 def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,
             segment: int | None, total_segments: int | None, max_wcu: float | None,
-            migrations_dir: Path | None, endpoint: str | None, as_json: bool) -> None:
+            max_seconds: float | None, wait_seconds: float, lease_seconds: float | None,
+            migrations_dir: Path | None, endpoint: str | None,
+            as_json: bool) -> None:
     """Apply MODULE's migrations up to TARGET (default: the latest; `zero`: unapply all).
 
-    A backfill that stops (crash, duplicates, Ctrl-C) resumes where it stopped when rerun.
+    A backfill that stops (crash, duplicates, Ctrl-C, --max-seconds: exit 75) resumes where
+    it stopped when rerun.
     """
     if (segment is None) != (total_segments is None):
         raise click.UsageError("--segment and --total-segments go together")
@@ -306,8 +312,9 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
     else:
         reporter = PlainReporter(err)
     worker = (segment, total_segments) if segment is not None and total_segments else None
-    executor: MigrationExecutor = project.executor(segments=segments, max_wcu=max_wcu,
-                                                   worker=worker, reporter=reporter)
+    executor: MigrationExecutor = project.executor(
+        segments=segments, max_wcu=max_wcu, worker=worker, reporter=reporter,
+        wait_seconds=wait_seconds, lease_seconds=lease_seconds)
     if show_plan:
         steps = executor.plan(target)
         if as_json:
@@ -316,7 +323,7 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
             _print_plan(out, module, steps)
         return
     try:
-        result = executor.migrate(target, fake=fake)
+        result = executor.migrate(target, fake=fake, max_seconds=max_seconds)
     except DuplicatesFound as exc:
         if as_json:
             click.echo(json.dumps({
@@ -335,16 +342,9 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
         click.echo(json.dumps({
             "applied": result.applied, "unapplied": result.unapplied, "fake": result.fake,
             "totals": {k: _counters_json(v) for k, v in result.totals.items()},
+            "state": str(result.state), "waiting": result.waiting,
         }))
-        return
-    if not result.applied and not result.unapplied:
-        out.print(f"No migrations to apply for {module}.")
-        return
-    verb = "Faked" if fake else "Applied"
-    for name in result.applied:
-        out.print(f"{verb} {name}")
-    for name in result.unapplied:
-        out.print(f"{'Faked unapplying' if fake else 'Unapplied'} {name}")
+    print_result(out, err, module, result, fake=fake, max_seconds=max_seconds, as_json=as_json)
 
 
 def _counters_json(c: Counters) -> dict[str, Any]:

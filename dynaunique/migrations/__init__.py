@@ -22,6 +22,7 @@ See docs/migrations.md.
 
 from __future__ import annotations
 
+from dynaunique.migrations._kinds import RunState
 from dynaunique.migrations._ledger import Counters
 from dynaunique.migrations._plan import MigrationStatus, Step
 from dynaunique.migrations._report import (
@@ -66,6 +67,7 @@ __all__ = [
     "RemoveUniqueConstraint",
     "Reporter",
     "RunPython",
+    "RunState",
     "Settings",
     "SilentReporter",
     "Step",
