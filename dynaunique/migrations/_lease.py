@@ -111,36 +111,52 @@ class Lease:
             raise self._refuse(exc.item) from None
 
     def _join_workers(self) -> None:
+        """Create the workers' lease, or add this worker to it. The last worker to leave
+        deletes it: a join that finds it gone between the two writes tries again."""
+        item: dict[str, Any] | None = None
+        for _ in range(5):
+            if self._create_workers():
+                return
+            try:
+                self._add_worker()
+                return
+            except ConditionFailed as exc:
+                item = exc.item
+                if item is not None:
+                    break  # an exclusive runner, or workers with another split
+        raise self._refuse(item)
+
+    def _create_workers(self) -> bool:
         assert self.worker is not None
-        total = self.worker[1]
-        client, table = self.client, self.keys.table
-        names = self._names(**{"#m": "mode", "#t": "total", "#w": "workers",
-                               "#me": self.holder})
         try:
-            call(client, "put_item", TableName=table, Item={**self._main, LEDGER_ATTR: {"M": {
-                     "kind": {"S": LedgerKind.LEASE.value}, "mode": {"S": LeaseMode.WORKERS.value},
-                     "total": {"N": str(total)}, "holder": {"S": LeaseMode.WORKERS.value},
-                     "expires": {"N": repr(self._expiry())},
-                     "workers": {"M": {self.holder: {"N": repr(self._expiry())}}},
-                     "acquired": {"S": now()}}}},
+            call(self.client, "put_item", TableName=self.keys.table, Item={
+                     **self._main, LEDGER_ATTR: {"M": {
+                         "kind": {"S": LedgerKind.LEASE.value},
+                         "mode": {"S": LeaseMode.WORKERS.value},
+                         "total": {"N": str(self.worker[1])},
+                         "holder": {"S": LeaseMode.WORKERS.value},
+                         "expires": {"N": repr(self._expiry())},
+                         "workers": {"M": {self.holder: {"N": repr(self._expiry())}}},
+                         "acquired": {"S": now()}}}},
                  ConditionExpression="attribute_not_exists(#h) OR #l.#e < :now",
-                 ExpressionAttributeNames={k: names[k] for k in ("#h", "#l", "#e")},
+                 ExpressionAttributeNames={"#h": self.keys.hash_attr, "#l": LEDGER_ATTR,
+                                           "#e": "expires"},
                  ExpressionAttributeValues={":now": {"N": repr(time.time())}})
-            return
+            return True
         except ConditionFailed:
-            pass
-        try:
-            call(client, "update_item", TableName=table, Key=self._main,
-                 UpdateExpression="SET #l.#w.#me = :exp, #l.#e = :exp",
-                 ConditionExpression="#l.#m = :workers AND #l.#t = :total",
-                 ExpressionAttributeNames={k: names[k] for k in ("#l", "#w", "#me", "#e", "#m",
-                                                                 "#t")},
-                 ExpressionAttributeValues={":exp": {"N": repr(self._expiry())},
-                                            ":workers": {"S": LeaseMode.WORKERS.value},
-                                            ":total": {"N": str(total)}},
-                 ReturnValuesOnConditionCheckFailure="ALL_OLD")
-        except ConditionFailed as exc:
-            raise self._refuse(exc.item) from None
+            return False
+
+    def _add_worker(self) -> None:
+        assert self.worker is not None
+        call(self.client, "update_item", TableName=self.keys.table, Key=self._main,
+             UpdateExpression="SET #l.#w.#me = :exp, #l.#e = :exp",
+             ConditionExpression="#l.#m = :workers AND #l.#t = :total",
+             ExpressionAttributeNames={"#l": LEDGER_ATTR, "#w": "workers", "#me": self.holder,
+                                       "#e": "expires", "#m": "mode", "#t": "total"},
+             ExpressionAttributeValues={":exp": {"N": repr(self._expiry())},
+                                        ":workers": {"S": LeaseMode.WORKERS.value},
+                                        ":total": {"N": str(self.worker[1])}},
+             ReturnValuesOnConditionCheckFailure="ALL_OLD")
 
     # --- lifecycle
 

@@ -288,3 +288,29 @@ def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace) -> None
     assert json.loads(finished.stdout)["state"] == "done"
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == _applied_only(ws)
+
+
+def test_a_worker_joining_as_the_last_one_leaves_gets_in(ws: Workspace) -> None:
+    """The last worker to leave deletes the workers' lease. A worker joining at that moment —
+    its create refused (the lease was there), the lease gone before it added itself — used to be
+    refused as "another `dynaunique migrate` is running" (seen with Dask tasks coming and
+    going); it now creates the lease anew."""
+    _prepare(ws, 1)
+    recorder = ws.project().recorder()
+    first = recorder.acquire(seconds=30, worker=(0, 2))
+    client = recorder.client.client
+
+    def leave(**_: Any) -> None:  # between the joiner's put and its update
+        client.meta.events.unregister("before-call.dynamodb.UpdateItem", leave)
+        first.release()
+
+    client.meta.events.register("before-call.dynamodb.UpdateItem", leave)
+    try:
+        second = recorder.acquire(seconds=30, worker=(1, 2))
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.UpdateItem", leave)
+    try:
+        assert second.take(JOB, 2, 0) is not None
+    finally:
+        second.release()
+    assert ws.ledger() == set()
