@@ -40,6 +40,7 @@ from dynaunique.migrations import (
     SilentReporter,
     Step,
     load_settings,
+    run_on_dask,
 )
 from dynaunique.migrations.project import describe_operation
 
@@ -283,17 +284,19 @@ def _key_text(key: dict[str, Any]) -> str:
 def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,
             segment: int | None, total_segments: int | None, max_wcu: float | None,
             max_seconds: float | None, wait_seconds: float, lease_seconds: float | None,
-            migrations_dir: Path | None, endpoint: str | None,
+            dask: str | None, migrations_dir: Path | None, endpoint: str | None,
             as_json: bool) -> None:
     """Apply MODULE's migrations up to TARGET (default: the latest; `zero`: unapply all).
 
     A backfill that stops (crash, duplicates, Ctrl-C, --max-seconds: exit 75) resumes where
     it stopped when rerun.
     """
-    if (segment is None) != (total_segments is None):
+    if (segment is None) != (total_segments is None) and dask is None:
         raise click.UsageError("--segment and --total-segments go together")
     if segment is not None and total_segments is not None and segment >= total_segments:
         raise click.UsageError("--segment must be less than --total-segments")
+    if dask is not None and (segment is not None or fake):
+        raise click.UsageError("--dask runs the workers itself: no --segment or --fake")
     project = _project(module, migrations_dir, endpoint)
     out = _console()
     err = _console(stderr=True)
@@ -323,7 +326,14 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
             _print_plan(out, module, steps)
         return
     try:
-        result = executor.migrate(target, fake=fake, max_seconds=max_seconds)
+        if dask is not None:
+            result = run_on_dask(module, dask, total_segments=total_segments or segments or 1,
+                                 target=target, unit_seconds=max_seconds or 300.0,
+                                 lease_seconds=lease_seconds, max_wcu=max_wcu,
+                                 endpoint=endpoint, migrations_dir=migrations_dir,
+                                 wait_seconds=wait_seconds)
+        else:
+            result = executor.migrate(target, fake=fake, max_seconds=max_seconds)
     except DuplicatesFound as exc:
         if as_json:
             click.echo(json.dumps({

@@ -1,5 +1,5 @@
 """``migrate``'s options for workers and the engines that run them (``--max-seconds``,
-``--wait-seconds``, ``--lease-seconds``), and what it prints when a run ends:
+``--wait-seconds``, ``--lease-seconds``, ``--dask``), and what it prints when a run ends:
 applied, nothing left for this worker, or more to do (exit status 75).
 """
 
@@ -22,7 +22,7 @@ EXIT_MORE = 75
 _OPTIONS = [
     click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
                  help="Stop at the first checkpoint after this many seconds and exit 75 if "
-                      "there is more to do."),
+                      "there is more to do (with --dask: each task's time bound, default 300)."),
     click.option("--wait-seconds", type=click.FloatRange(min=0), default=0.0,
                  show_default=True,
                  help="A worker with nothing left (the rest is leased by running workers) "
@@ -30,6 +30,9 @@ _OPTIONS = [
     click.option("--lease-seconds", type=click.FloatRange(min=0.1), default=None,
                  help="How long a lease outlives its holder (default 60, or "
                       "[tool.dynaunique])."),
+    click.option("--dask", "dask", metavar="ADDRESS", default=None,
+                 help="Run the migration as --total-segments worker tasks on the Dask cluster "
+                      "whose scheduler is ADDRESS (pip install 'dynaunique[dask]')."),
 ]
 
 
