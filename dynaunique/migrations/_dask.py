@@ -19,8 +19,8 @@ from typing import Any
 
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations._kinds import RunState
-from dynaunique.migrations._report import Duplicate, DuplicatesFound, MigrateResult
-from dynaunique.migrations._units import DUPLICATES, Unit, run_unit
+from dynaunique.migrations._report import MigrateResult
+from dynaunique.migrations._units import Unit, run_unit, state_of
 
 
 def _distributed() -> Any:
@@ -90,13 +90,8 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
                           "applied": [], "unapplied": [], "waiting": []}
             if on_report is not None:
                 on_report(report)
-            if report["state"] == DUPLICATES:
-                raise DuplicatesFound(report["migration"], [
-                    Duplicate(d["model"], d["constraint"], d["value"], d["hashed"], d["lock"],
-                              d["holder"], d["holder_model"], tuple(d["others"]))
-                    for d in report["duplicates"]], incomplete=report["incomplete"])
+            state = state_of(report)  # raises DuplicatesFound
             _merge(result, report)
-            state = RunState(report["state"])
             if state == RunState.DONE:
                 result.state = RunState.DONE
             elif result.state != RunState.DONE and (state == RunState.MORE

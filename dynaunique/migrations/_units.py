@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from dynaunique.migrations._kinds import RunState
-from dynaunique.migrations._report import DuplicatesFound, Reporter
+from dynaunique.migrations._report import Duplicate, DuplicatesFound, Reporter
 from dynaunique.migrations.project import Project, load_settings
 
 #: What :func:`run_unit` reports when duplicates stopped the migration (not a :class:`RunState`:
@@ -84,7 +84,15 @@ def run_unit(unit: Unit, segment: int, *, reporter: Reporter | None = None) -> d
             "unapplied": result.unapplied, "waiting": result.waiting}
 
 
-def state_of(report: dict[str, Any]) -> RunState | None:
-    """The :class:`RunState` of a :func:`run_unit` report (None: duplicates stopped it)."""
-    state = report["state"]
-    return None if state == DUPLICATES else RunState(state)
+def state_of(report: dict[str, Any]) -> RunState:
+    """The :class:`RunState` of a :func:`run_unit` report.
+
+    :raises DuplicatesFound: the report says duplicates stopped the unit (the same error, with
+        the same report, as a run in this process would raise).
+    """
+    if report["state"] == DUPLICATES:
+        raise DuplicatesFound(report["migration"], [
+            Duplicate(d["model"], d["constraint"], d["value"], d["hashed"], d["lock"],
+                      d["holder"], d["holder_model"], tuple(d["others"]))
+            for d in report["duplicates"]], incomplete=report["incomplete"])
+    return RunState(report["state"])
