@@ -177,3 +177,42 @@ def test_the_terraform_migrate_module_parses_and_is_consistent() -> None:
     text = "".join(path.read_text() for path in MIGRATE_TERRAFORM.glob("*.tf"))
     assert set(re.findall(r"\bvar\.(\w+)", text)) == declared
     assert files["versions.tf"] == _hcl("versions.tf")
+
+
+# --- the worker templates: Kubernetes Indexed Job, AWS Batch array job ---------------------------
+
+
+def _option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_the_indexed_job_runs_one_worker_per_index_and_reruns_more_to_do() -> None:
+    import yaml
+
+    manifest = yaml.safe_load((DEPLOY / "kubernetes" / "migrate-indexed-job.yaml").read_text())
+    spec = manifest["spec"]
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    args = [str(a) for a in container["args"]]
+    assert (spec["completionMode"], pod["restartPolicy"]) == ("Indexed", "Never")
+    assert int(_option(args, "--total-segments")) == spec["completions"]
+    assert _option(args, "--segment") == "$(SEGMENT)"
+    [segment] = container["env"]
+    assert segment["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    rules = {r["action"]: r["onExitCodes"]["values"] for r in spec["podFailurePolicy"]["rules"]}
+    assert rules == {"Ignore": [75], "FailJob": [1, 2]}
+    assert float(_option(args, "--wait-seconds")) >= 60  # a retried index outwaits a lease
+
+
+def test_the_batch_job_definition_starts_at_the_array_index_and_retries_more_to_do() -> None:
+    definition = json.loads((DEPLOY / "batch" / "migrate-job-definition.json").read_text())
+    command = definition["containerProperties"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    assert '--segment "${AWS_BATCH_JOB_ARRAY_INDEX:-0}"' in command[2]
+    retry = definition["retryStrategy"]
+    actions = [(e.get("onExitCode"), e["action"]) for e in retry["evaluateOnExit"]]
+    assert actions[0] == ("75", "RETRY") and actions[-1] == ("*", "EXIT")
+    assert ("137", "RETRY") in actions  # a killed child is retried
+    max_seconds = float(command[2].split("--max-seconds ")[1].split()[0])
+    assert definition["timeout"]["attemptDurationSeconds"] > max_seconds + 300
