@@ -94,21 +94,27 @@ class Lease:
         )
 
     def _put_exclusive(self, key: Mapping[str, Any]) -> None:
-        epoch = time.time()
         try:
-            call(self.client, "put_item", TableName=self.keys.table,
-                 Item={**key, LEDGER_ATTR: {"M": {
-                     "kind": {"S": LedgerKind.LEASE.value},
-                     "mode": {"S": LeaseMode.EXCLUSIVE.value},
-                     "holder": {"S": self.holder}, "expires": {"N": repr(self._expiry())},
-                     "acquired": {"S": now()}}}},
-                 ConditionExpression="attribute_not_exists(#h) OR #l.#e < :now OR #l.#o = :me",
-                 ExpressionAttributeNames=self._names(),
-                 ExpressionAttributeValues={":now": {"N": repr(epoch)},
-                                            ":me": {"S": self.holder}},
-                 ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            self._put_held(key)
         except ConditionFailed as exc:
             raise self._refuse(exc.item) from None
+
+    def _put_held(self, key: Mapping[str, Any]) -> None:
+        """Take lease item ``key`` if it is absent, expired or already ours.
+
+        :raises ConditionFailed: another holder's lease is still running.
+        """
+        call(self.client, "put_item", TableName=self.keys.table,
+             Item={**key, LEDGER_ATTR: {"M": {
+                 "kind": {"S": LedgerKind.LEASE.value},
+                 "mode": {"S": LeaseMode.EXCLUSIVE.value},
+                 "holder": {"S": self.holder}, "expires": {"N": repr(self._expiry())},
+                 "acquired": {"S": now()}}}},
+             ConditionExpression="attribute_not_exists(#h) OR #l.#e < :now OR #l.#o = :me",
+             ExpressionAttributeNames=self._names(),
+             ExpressionAttributeValues={":now": {"N": repr(time.time())},
+                                        ":me": {"S": self.holder}},
+             ReturnValuesOnConditionCheckFailure="ALL_OLD")
 
     def _join_workers(self) -> None:
         """Create the workers' lease, or add this worker to it. The last worker to leave
@@ -221,9 +227,9 @@ class Lease:
         ident = f"{job}#{total}#{segment}"
         key = ledger_key(self.keys, self.app, LEASE_PREFIX, job, total, segment)
         try:
-            self._put_exclusive(key)
-        except MigrationError:
-            return None
+            self._put_held(key)
+        except ConditionFailed:
+            return None  # any other refusal (access denied, retries run out) is raised
         with self._guard:
             self._held[ident] = key
             self._lost.discard(ident)

@@ -92,7 +92,9 @@ def work_phase(recorder: MigrationRecorder, lease: Lease, job: str, total: int, 
             open_ = [s for s in open_ if s == start]
         if not open_:
             return Pass(None)
-        if deadline.expired():
+        if deadline.expired() and attempted:
+            # Not before one segment was run: a run always makes progress, however short its
+            # bound (each segment run does a page at least).
             return Pass(RunState.MORE, open_)
         if _take_one(recorder, lease, job, total, _rotated(open_, start), attempted,
                      run_segment):

@@ -26,7 +26,6 @@ from dynaunique.migrations import DuplicatesFound, RunState, run_on_dask
 distributed = pytest.importorskip("distributed")
 
 TABLE = "mig_dask_accounts"
-UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 
 
 @pytest.fixture
@@ -45,16 +44,8 @@ def client() -> Iterator[Any]:
         yield dask_client
 
 
-def _prepare(ws: Workspace, records: int) -> Any:
-    for i in range(records):
-        ws.put_raw(f"ACCT#{i:03d}", email=f"user{i}@x.io")
-    models = ws.deploy(email=UNIQUE_EMAIL)
-    assert ws.project().make_migrations().changed
-    return models
-
-
 def test_migrate_dask_runs_the_workers_as_tasks(ws: Workspace, client: Any) -> None:
-    models = _prepare(ws, 30)
+    models = ws.seed_unique_email(30)
     result = CliRunner().invoke(cli, [
         "migrate", ws.module, "--endpoint", ws.endpoint, "--dask", client.scheduler.address,
         "--total-segments", "3", "--json"])
@@ -72,7 +63,7 @@ def test_migrate_dask_runs_the_workers_as_tasks(ws: Workspace, client: Any) -> N
 def test_duplicates_found_by_dask_tasks_are_reported(ws: Workspace, client: Any) -> None:
     ws.put_raw("ACCT#001", email="a@x.io")
     ws.put_raw("ACCT#002", email="A@x.io")
-    _prepare(ws, 0)
+    ws.seed_unique_email(0)
     with pytest.raises(DuplicatesFound) as info:
         run_on_dask(ws.module, client, total_segments=2, endpoint=ws.endpoint,
                     directory=ws.root, timeout=60)
@@ -85,7 +76,7 @@ def test_duplicates_found_by_dask_tasks_are_reported(ws: Workspace, client: Any)
 def test_a_migration_on_dask_survives_a_killed_worker_under_live_writers(
         ws: Workspace, client: Any) -> None:
     records = 160
-    models = _prepare(ws, records)
+    models = ws.seed_unique_email(records)
     pids = client.run(os.getpid)  # Dask worker address -> process id
     assert len(set(pids.values())) == 2
     killed: list[int] = []

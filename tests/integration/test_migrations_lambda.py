@@ -17,7 +17,7 @@ import pytest
 from support.asl import Machine
 from support.deploy_policies import DEPLOY
 from support.invariants import assert_clean
-from support.migrations_workspace import Workspace, open_workspace
+from support.migrations_workspace import UNIQUE_EMAIL, Workspace, open_workspace
 
 from dynaunique.migrations import DuplicatesFound, MigrationExecutor
 from dynaunique.migrations._hooks import InjectedCrash
@@ -25,7 +25,6 @@ from dynaunique.migrations._lease import Lease
 from dynaunique.migrations.aws_lambda import handler
 
 TABLE = "mig_lambda_accounts"
-UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 SEGMENTS = 3
 ASL = DEPLOY / "stepfunctions" / "migrate.asl.json"
 
@@ -49,14 +48,6 @@ class Context:
 
     def get_remaining_time_in_millis(self) -> int:
         return int(max(0.0, self.ends - time.monotonic()) * 1000)
-
-
-def _prepare(ws: Workspace, records: int) -> Any:
-    for i in range(records):
-        ws.put_raw(f"ACCT#{i:03d}", email=f"user{i}@x.io")
-    models = ws.deploy(email=UNIQUE_EMAIL)
-    assert ws.project().make_migrations().changed
-    return models
 
 
 class Function:
@@ -116,7 +107,7 @@ def _machine(function: Any) -> Machine:
 
 def test_the_state_machine_completes_the_migration_with_bounded_and_retried_invocations(
         ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    models = _prepare(ws, 60)
+    models = ws.seed_unique_email(60)
     function = Function(monkeypatch)
     machine = _machine(function)
     machine.run({})
@@ -157,7 +148,7 @@ def test_duplicates_fail_the_execution_with_the_report(
         ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     ws.put_raw("ACCT#001", email="a@x.io")
     ws.put_raw("ACCT#002", email="A@x.io")
-    _prepare(ws, 0)
+    ws.seed_unique_email(0)
     function = Function(monkeypatch)
     function.died = True
     with pytest.raises(DuplicatesFound) as info:

@@ -11,26 +11,19 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from support.deploy_policies import DEPLOY
 from support.invariants import assert_clean
-from support.migrations_workspace import Workspace, open_workspace
-
-import dynaunique
+from support.migrations_workspace import DYNAUNIQUE, Workspace, open_workspace
 
 TABLE = "mig_runner_accounts"
-UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 JOB = "0001_initial#0#F#0"
-#: ``dynaunique`` in a process of its own.
-DYNAUNIQUE = [sys.executable, "-c", "from dynaunique.cli import cli; cli(prog_name='dynaunique')"]
 MANIFEST = yaml.safe_load((DEPLOY / "kubernetes" / "migrate-indexed-job.yaml").read_text())
 BATCH = json.loads((DEPLOY / "batch" / "migrate-job-definition.json").read_text())
 
@@ -38,21 +31,6 @@ BATCH = json.loads((DEPLOY / "batch" / "migrate-job-definition.json").read_text(
 @pytest.fixture
 def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
     yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
-
-
-def _prepare(ws: Workspace, records: int) -> Any:
-    for i in range(records):
-        ws.put_raw(f"ACCT#{i:03d}", email=f"user{i}@x.io")
-    models = ws.deploy(email=UNIQUE_EMAIL)
-    assert ws.project().make_migrations().changed
-    return models
-
-
-def _env(ws: Workspace, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, AWS_ENDPOINT_URL_DYNAMODB=ws.endpoint, **extra)
-    root = str(Path(dynaunique.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
-    return env
 
 
 def _k8s_command(ws: Workspace, index: int, total: int, *extra: str) -> list[str]:
@@ -78,7 +56,7 @@ def _k8s_index(ws: Workspace, index: int, total: int, *extra: str) -> list[int]:
     codes: list[int] = []
     for _ in range(30):
         code = subprocess.run(_k8s_command(ws, index, total, *extra), cwd=ws.root,
-                              env=_env(ws), capture_output=True, timeout=120).returncode
+                              env=ws.process_env(), capture_output=True, timeout=120).returncode
         codes.append(code)
         if code == 0 or code in fail_job:
             return codes
@@ -92,7 +70,7 @@ def test_an_indexed_job_with_parallelism_1_runs_one_index_after_another(
         ws: Workspace) -> None:
     """The first pod does the whole migration (rerun on 75 as the policy says); the pods of the
     later indexes find nothing to apply. No pod waits for a pod that never comes."""
-    models = _prepare(ws, 60)
+    models = ws.seed_unique_email(60)
     assert MANIFEST["spec"]["completionMode"] == "Indexed"
     codes = [_k8s_index(ws, i, 3, "--endpoint", ws.endpoint, "--max-seconds", "0.3",
                         "--max-wcu", "60") for i in range(3)]
@@ -105,9 +83,9 @@ def test_an_indexed_job_with_parallelism_1_runs_one_index_after_another(
 
 def test_an_index_killed_with_sigkill_is_retried_and_takes_its_segment_back(
         ws: Workspace) -> None:
-    models = _prepare(ws, 150)
+    models = ws.seed_unique_email(150)
     extra = ("--endpoint", ws.endpoint, "--lease-seconds", "2", "--max-wcu", "30")
-    pod = subprocess.Popen(_k8s_command(ws, 1, 2, *extra), cwd=ws.root, env=_env(ws),
+    pod = subprocess.Popen(_k8s_command(ws, 1, 2, *extra), cwd=ws.root, env=ws.process_env(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         recorder = ws.project().recorder()
@@ -141,7 +119,7 @@ def _batch_child(ws: Workspace, index: int, total: int) -> list[int]:
     assert command[:2] == ["sh", "-c"] and command[2].startswith("exec dynaunique ")
     script = command[2].replace("exec dynaunique ", f"exec {shlex.join(DYNAUNIQUE)} ", 1)
     script += f" --endpoint {shlex.quote(ws.endpoint)} --lease-seconds 2"
-    env = _env(ws, AWS_BATCH_JOB_ARRAY_INDEX=str(index), DYNAUNIQUE_MODULE=ws.module,
+    env = ws.process_env(AWS_BATCH_JOB_ARRAY_INDEX=str(index), DYNAUNIQUE_MODULE=ws.module,
                DYNAUNIQUE_TOTAL_SEGMENTS=str(total))
     retry = {e["onExitCode"] for e in BATCH["retryStrategy"]["evaluateOnExit"]
              if "onExitCode" in e and e["action"] == "RETRY"}
@@ -156,7 +134,7 @@ def _batch_child(ws: Workspace, index: int, total: int) -> list[int]:
 
 
 def test_an_array_job_of_8_children_2_at_a_time_finishes(ws: Workspace) -> None:
-    models = _prepare(ws, 80)
+    models = ws.seed_unique_email(80)
     with ThreadPoolExecutor(max_workers=2) as pool:  # the compute environment runs two
         codes = list(pool.map(lambda i: _batch_child(ws, i, 8), range(8)))
     assert all(c[-1] == 0 for c in codes), codes

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,9 +16,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from support.migrations_workspace import LiveWriters, Workspace, open_workspace
+from support.migrations_workspace import (
+    DYNAUNIQUE,
+    LiveWriters,
+    Workspace,
+    open_workspace,
+)
 
-import dynaunique
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError
 from dynaunique.migrations import Counters, RunState
@@ -27,23 +30,12 @@ from dynaunique.migrations._lease import SegmentLost
 from dynaunique.migrations._ledger import Progress
 
 TABLE = "mig_workers_accounts"
-UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 JOB = "0001_initial#0#F#0"
-#: ``dynaunique`` in a process of its own.
-DYNAUNIQUE = [sys.executable, "-c", "from dynaunique.cli import cli; cli(prog_name='dynaunique')"]
 
 
 @pytest.fixture
 def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
     yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
-
-
-def _prepare(ws: Workspace, records: int) -> Any:
-    for i in range(records):
-        ws.put_raw(f"ACCT#{i:03d}", email=f"user{i}@x.io")
-    module = ws.deploy(email=UNIQUE_EMAIL)
-    assert ws.project().make_migrations().changed
-    return module
 
 
 def _applied_only(ws: Workspace) -> set[str]:
@@ -52,12 +44,9 @@ def _applied_only(ws: Workspace) -> set[str]:
 
 def _cli(ws: Workspace, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``dynaunique migrate`` in its own process (a worker the test can kill or time out)."""
-    env = dict(os.environ)
-    root = str(Path(dynaunique.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
     return subprocess.run(
         [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, *args], cwd=ws.root,
-        env=env, capture_output=True, text=True, timeout=timeout)
+        env=ws.process_env(), capture_output=True, text=True, timeout=timeout)
 
 
 class Counting:
@@ -87,7 +76,7 @@ def test_workers_started_one_after_the_other_finish(ws: Workspace) -> None:
     """The hang of issue 23: worker 0 of 2 alone used to print "waiting for segment(s) [1]"
     and never return. Now it runs segment 1 too and applies the migration; worker 1, started
     after it, finds nothing to apply."""
-    _prepare(ws, 30)
+    ws.seed_unique_email(30)
     first = _cli(ws, "--segment", "0", "--total-segments", "2", timeout=60)
     assert first.returncode == 0, first.stderr
     assert "Applied 0001_initial" in first.stdout
@@ -99,7 +88,7 @@ def test_workers_started_one_after_the_other_finish(ws: Workspace) -> None:
 
 
 def test_workers_side_by_side_split_the_backfill(ws: Workspace) -> None:
-    _prepare(ws, 40)
+    ws.seed_unique_email(40)
     errors: list[BaseException] = []
     reporters = [Counting(), Counting()]
 
@@ -122,7 +111,7 @@ def test_workers_side_by_side_split_the_backfill(ws: Workspace) -> None:
 
 
 def test_a_worker_uses_the_recorded_split(ws: Workspace) -> None:
-    _prepare(ws, 10)
+    ws.seed_unique_email(10)
     recorder = ws.project().recorder()
     recorder.start_job(JOB, 2, "fill Account.EMAIL")
     with pytest.raises(MigrationError, match="started split in 2 segments"):
@@ -137,7 +126,7 @@ def test_a_worker_uses_the_recorded_split(ws: Workspace) -> None:
 
 def test_a_worker_with_nothing_left_exits_at_once_or_waits_up_to_its_bound(
         ws: Workspace) -> None:
-    _prepare(ws, 20)
+    ws.seed_unique_email(20)
     recorder = ws.project().recorder()
     recorder.start_job(JOB, 2, "fill Account.EMAIL")
     other = recorder.acquire(seconds=30, worker=(1, 2))  # a live worker: it renews its lease
@@ -173,7 +162,7 @@ def test_a_worker_with_nothing_left_exits_at_once_or_waits_up_to_its_bound(
 
 
 def test_a_waiting_worker_takes_the_segment_a_worker_gives_back(ws: Workspace) -> None:
-    _prepare(ws, 20)
+    ws.seed_unique_email(20)
     recorder = ws.project().recorder()
     recorder.start_job(JOB, 2, "fill Account.EMAIL")
     other = recorder.acquire(seconds=30, worker=(1, 2))
@@ -198,16 +187,13 @@ def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
     """kill -9 of a worker mid-segment: its lease is neither renewed nor given back. Another
     worker runs its own segment, waits, takes the dead one's segment once its lease expired and
     resumes it from the checkpoint; the ledger is clean afterwards."""
-    models = _prepare(ws, 240)
+    models = ws.seed_unique_email(240)
     recorder = ws.project().recorder()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(dynaunique.__file__).resolve().parents[1]),
-                                         env.get("PYTHONPATH", "")])
     # A slow worker (20 write units a second) on segment 0 of 2, with a 2-second lease.
     victim = subprocess.Popen(
         [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
          "--total-segments", "2", "--lease-seconds", "2", "--max-wcu", "20"], cwd=ws.root,
-        env=env, stdout=subprocess.DEVNULL,
+        env=ws.process_env(), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -237,7 +223,7 @@ def test_a_checkpoint_of_a_worker_whose_segment_was_taken_over_is_refused(
         ws: Workspace) -> None:
     """The fence: a worker that stalled past its lease cannot overwrite the checkpoint of the
     worker that took its segment over (it would drop that worker's intents)."""
-    _prepare(ws, 1)
+    ws.seed_unique_email(1)
     recorder = ws.project().recorder()
     recorder.save_progress(Progress(JOB, 2, 0), holder="stalled")
     (stalled,) = recorder.progress(JOB, 2, [0])
@@ -256,7 +242,7 @@ def test_a_checkpoint_of_a_worker_whose_segment_was_taken_over_is_refused(
 
 def test_max_seconds_stops_at_a_checkpoint_and_reruns_finish_under_live_writers(
         ws: Workspace) -> None:
-    models = _prepare(ws, 120)
+    models = ws.seed_unique_email(120)
     states = []
     with LiveWriters(models.Account, 120) as writers:
         writers.wait_for(3)
@@ -275,7 +261,7 @@ def test_max_seconds_stops_at_a_checkpoint_and_reruns_finish_under_live_writers(
 
 
 def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace) -> None:
-    _prepare(ws, 250)  # three pages of 100
+    ws.seed_unique_email(250)  # three pages of 100
     args = ["migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
             "--total-segments", "1", "--max-wcu", "100"]
     stopped = CliRunner().invoke(cli, [*args, "--max-seconds", "0.2"])
@@ -295,7 +281,7 @@ def test_a_worker_joining_as_the_last_one_leaves_gets_in(ws: Workspace) -> None:
     its create refused (the lease was there), the lease gone before it added itself — used to be
     refused as "another `dynaunique migrate` is running" (seen with Dask tasks coming and
     going); it now creates the lease anew."""
-    _prepare(ws, 1)
+    ws.seed_unique_email(1)
     recorder = ws.project().recorder()
     first = recorder.acquire(seconds=30, worker=(0, 2))
     client = recorder.client.client
@@ -314,3 +300,21 @@ def test_a_worker_joining_as_the_last_one_leaves_gets_in(ws: Workspace) -> None:
     finally:
         second.release()
     assert ws.ledger() == set()
+
+
+def test_a_run_whose_bound_is_over_before_it_starts_still_makes_progress(
+        ws: Workspace) -> None:
+    """A bound shorter than the run's start-up (a busy machine, a Lambda with little time
+    left) still gets one page done, so reruns on exit 75 always converge."""
+    ws.seed_unique_email(30)
+    states, checkpoints = [], [None]
+    for _ in range(20):
+        result = ws.project().executor(worker=(0, 1), page_size=10).migrate(max_seconds=1e-9)
+        states.append(result.state)
+        if result.state == RunState.DONE:
+            break
+        (progress,) = ws.project().recorder().progress(JOB, 1)
+        assert progress.last_key not in checkpoints  # one page further each run
+        checkpoints.append(progress.last_key)
+    assert states[0] == RunState.MORE and states[-1] == RunState.DONE
+    assert ws.locks() == ws.expected_locks()

@@ -8,6 +8,7 @@ raw boto3 calls rather than through dynaunique.
 from __future__ import annotations
 
 import importlib
+import os
 import random
 import sys
 import textwrap
@@ -54,6 +55,13 @@ class Account(Model):
 '''
 
 
+#: ``dynaunique`` in a process of its own (a worker a test can kill, or time out).
+DYNAUNIQUE = [sys.executable, "-c", "from dynaunique.cli import cli; cli(prog_name='dynaunique')"]
+
+#: The ``email`` options of a casefolded unique constraint (for :meth:`Workspace.deploy`).
+UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
+
+
 class Workspace:
     """A models package in ``root`` (on ``sys.path``) whose ``models.py`` can be redeployed."""
 
@@ -84,6 +92,26 @@ class Workspace:
                 meta_class.host = self.endpoint
                 value._connection = None
         return module
+
+    def seed_unique_email(self, records: int) -> Any:
+        """``records`` accounts ``ACCT#000``.. with distinct emails, written raw (data from
+        before the constraint); then the constraint deployed and its migration written. Returns
+        the models module."""
+        for i in range(records):
+            self.put_raw(f"ACCT#{i:03d}", email=f"user{i}@x.io")
+        module = self.deploy(email=UNIQUE_EMAIL)
+        assert self.project().make_migrations().changed
+        return module
+
+    def process_env(self, **extra: str) -> dict[str, str]:
+        """The environment of a ``dynaunique`` process run on this workspace: this checkout's
+        package first on ``PYTHONPATH``, the endpoint in ``AWS_ENDPOINT_URL_DYNAMODB``."""
+        import dynaunique
+
+        env = dict(os.environ, AWS_ENDPOINT_URL_DYNAMODB=self.endpoint, **extra)
+        root = str(Path(dynaunique.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+        return env
 
     def project(self, **settings: Any) -> Any:
         """A migrations Project over this workspace's models module."""
