@@ -61,7 +61,9 @@ class RetryPolicy:
     """
 
     max_conflict_retries: int = 8
-    max_network_retries: int = 4
+    #: PynamoDB's default ``max_retry_attempts``: a request sent without a model's setting
+    #: (the audit's reads) makes the same 1 + 3 attempts as a save.
+    max_network_retries: int = 3
     base_delay: float = 0.01
     max_delay: float = 1.0
 

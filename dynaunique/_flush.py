@@ -1,8 +1,9 @@
 """Flush a unit of work: plan every object, send ONE request, settle, then update object state.
 
-Every write of a model with constraints goes through :func:`flush`: a ``save()``, ``delete()`` or
-``update()`` outside ``atomic()`` is a unit of one; ``atomic()`` collects a unit and flushes it
-when its block ends. The steps, as SQLAlchemy's ``Session.flush``:
+Every write of a model with constraints, or on a table that holds locks, goes through
+:func:`flush`: a ``save()``, ``delete()`` or ``update()`` outside ``atomic()`` is a unit of one;
+``atomic()`` collects a unit and flushes it when its block ends. The steps, as SQLAlchemy's
+``Session.flush``:
 
 1. know each object's stored state — its snapshot (:class:`InstanceState`), or for an object
    never loaded whose plan needs it (a delete, an update of a lock input) one consistent read;
@@ -39,7 +40,15 @@ from dynaunique._items import LockRef
 from dynaunique._kinds import Kind
 from dynaunique._plan import Plan, merge
 from dynaunique._transaction import execute_steps, same_item
-from dynaunique._writes import ConditionCheck, RecordDelete, RecordPut, Write
+from dynaunique._writes import (
+    RECORD_WRITES,
+    Absent,
+    ConditionCheck,
+    OthersGuard,
+    RecordDelete,
+    RecordPut,
+    Write,
+)
 from dynaunique.errors import (
     ConcurrentModificationError,
     DynauniqueError,
@@ -104,6 +113,13 @@ class Flushable(Protocol):
                          response: Mapping[str, Any]) -> Steps[None]: ...
 
     def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool: ...
+
+    def _du_others_guard(self, op: Op,
+                         judged: Mapping[str, Any] | None) -> OthersGuard | None: ...
+
+    def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None: ...
+
+    def _du_others_hold(self, guard: OthersGuard, item: Mapping[str, Any] | None) -> bool: ...
 
 
 @attrs.define(eq=False)
@@ -260,14 +276,37 @@ def _versioned(op: Op) -> bool:
     return info is not None and info.version_attr is not None
 
 
+def _guard_others(op: Op, plan: Plan, judged: Mapping[str, Any] | None) -> Plan:
+    """``plan`` with its record write guarded off other models' locks (``_model.mixed``); a
+    create needs no such guard (the item must not exist), nor a table only its model uses."""
+    write = plan.writes[0] if plan.writes else None
+    if not isinstance(write, RECORD_WRITES) or isinstance(write.guard, Absent):
+        return plan
+    others = op.obj._du_others_guard(op, judged)
+    if others is None:
+        return plan
+    # The item is judged from what DynamoDB returns with a failed guard: ALL_OLD is asked for.
+    return attrs.evolve(plan, writes=(attrs.evolve(write, others=others), *plan.writes[1:]),
+                        pynamodb=False)
+
+
 def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModificationError,
             stored: dict[int, dict[str, Any] | None], fresh: set[int],
-            done: set[int]) -> Steps[bool]:
+            done: set[int], judged: dict[int, dict[str, Any] | None]) -> Steps[bool]:
     """A record guard failed: prepare the replan (True), or say the caller must see it (False)."""
     ident = next((i for i, w in records.items() if w is not None and w is exc.write), None)
     if ident is None:
         return False
     op = unit.ops[ident]
+    others = getattr(exc.write, "others", None)
+    if others is not None and not op.obj._du_others_hold(others, exc.current):
+        # The item is not the one this write was guarded to meet: judge it (refused when it
+        # holds another model's locks), then send again guarded on exactly it.
+        op.obj._du_judge(op, exc.current)
+        judged[ident] = dict(exc.current) if exc.current is not None else None
+        if op.kind is OpKind.UPDATE and ident in fresh:
+            stored[ident] = judged[ident]   # the update is predicted from what is there now
+        return True
     if _already_gone(op, exc):
         done.add(ident)
         return True
@@ -280,7 +319,8 @@ def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModi
         # Nothing moved since this flush read it: what failed is the caller's own condition
         # (or version), which a replan would only fail again.
         return False
-    stored[ident] = dict(current) if current is not None else None
+    op.obj._du_judge(op, current)   # adopt only an item holding no lock this write leaves
+    stored[ident] = judged[ident] = dict(current) if current is not None else None
     fresh.add(ident)
     return True
 
@@ -301,11 +341,17 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
     stored: dict[int, dict[str, Any] | None] = {}
     fresh: set[int] = set()
     done: set[int] = set()
+    # The item each op met and judged to hold no lock of another model (_model.mixed).
+    judged: dict[int, dict[str, Any] | None] = {}
     for ident, op in unit.ops.items():
         loaded = op.obj._du_loaded_for_key()
         if loaded is None and op.obj._du_needs_stored(op):
             loaded = yield from op.obj._du_read_steps()
             fresh.add(ident)
+        # Judged before anything is sent: refused if it holds another model's locks, else the
+        # write is guarded on exactly it (no request fails only to return what is known).
+        op.obj._du_judge(op, loaded)
+        judged[ident] = loaded
         stored[ident] = loaded
     foreign: set[str] = set()
     for _ in range(MAX_ATTEMPTS):
@@ -316,7 +362,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
                                  and ident in fresh):
                 records[ident] = None   # deleting what does not exist: nothing to do
                 continue
-            plan = op.obj._du_plan(op, stored[ident])
+            plan = _guard_others(op, op.obj._du_plan(op, stored[ident]), judged.get(ident))
             records[ident] = plan.writes[0] if plan.writes else None
             plans.append(plan)
         plan = merge(plans, unit.checks).without_deletes(foreign)
@@ -342,7 +388,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
                          "writing again without deleting it", model=exc.model, lock_key=key)
                 continue
             except ConcurrentModificationError as exc:
-                if not (yield from _settle(unit, records, exc, stored, fresh, done)):
+                if not (yield from _settle(unit, records, exc, stored, fresh, done, judged)):
                     _log_stale(exc)
                     raise
                 continue

@@ -15,9 +15,15 @@ from typing import Any
 
 import attrs
 
-from dynaunique._locks import RESERVED_PREFIX, is_reserved_key, lock_key, untyped
+from dynaunique._locks import (
+    MAX_HASH_KEY_BYTES,
+    RESERVED_PREFIX,
+    is_reserved_key,
+    lock_key,
+    untyped,
+)
 from dynaunique.constraints import UniqueConstraint
-from dynaunique.errors import ConfigurationError, InvalidValueError
+from dynaunique.errors import ConfigurationError, InvalidValueError, format_value
 
 Typed = dict[str, Any]
 #: A record's primary key as DynamoDB values: ``{"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}}``.
@@ -81,6 +87,12 @@ class ModelInfo:
         return self.hash_attr, self.range_attr
 
     @property
+    def hashed_fields(self) -> frozenset[str]:
+        """The fields of hashed constraints: no message, log or span may show their values."""
+        return frozenset(f for b in self.constraints if b.constraint.hashed
+                         for f in b.constraint.fields)
+
+    @property
     def has_conditions(self) -> bool:
         """Whether any constraint is conditional (its lock depends on arbitrary fields)."""
         return any(b.constraint.condition is not None for b in self.constraints)
@@ -108,9 +120,19 @@ class LockRef:
     constraint: str
     fields: tuple[str, ...]
     key: str
-    #: The normalized value (a tuple for composite constraints) — shown in errors and locks.
+    #: The normalized value (a tuple for composite constraints) — shown in errors and locks
+    #: through :attr:`shown` only, which hides a hashed constraint's.
     value: Any
     hashed: bool = False
+
+    @property
+    def shown(self) -> str:
+        """The value as messages and events show it (``<hashed>`` for a hashed constraint)."""
+        return format_value(self.value, hashed=self.hashed)
+
+    def __repr__(self) -> str:
+        return (f"LockRef(constraint={self.constraint!r}, fields={self.fields!r}, "
+                f"key={self.key!r}, value={self.shown}, hashed={self.hashed!r})")
 
 
 class _RecordingValues(dict[str, Any]):
@@ -222,14 +244,40 @@ def key_of(key_attributes: tuple[str, str | None], item: Mapping[str, Any]) -> T
     return key
 
 
-def owner_key(key_attributes: tuple[str, str | None], owner: Any) -> TypedKey | None:
-    """A lock's ``owner`` map as a primary key of its table (None when absent or malformed)."""
+def owner_key(key_attributes: tuple[str, str | None], owner: Any,
+              types: tuple[str, str | None] | None = None) -> TypedKey | None:
+    """A lock's ``owner`` map as a primary key of its table (None when absent or malformed).
+
+    Malformed: not a map of exactly the key attributes, or a key value DynamoDB could not read
+    — not one non-empty string, number or binary (of ``types``, the hash and range key types
+    such as ``ModelInfo.hash_type``, when given), or longer than a key may be.
+    """
     if not isinstance(owner, Mapping):
         return None
     names = [name for name in key_attributes if name is not None]
     if set(owner) != set(names):
         return None
-    return {name: owner[name] for name in names}
+    kinds = types if types is not None else (None, None)
+    key: TypedKey = {}
+    for name, kind, limit in zip(key_attributes, kinds, _KEY_LIMITS, strict=True):
+        if name is None:
+            continue
+        value = owner[name]
+        if not isinstance(value, Mapping) or len(value) != 1:
+            return None
+        (found, raw), = value.items()
+        if found not in ((kind,) if kind is not None else ("S", "N", "B")):
+            return None
+        size = (len(raw.encode("utf-8", "surrogatepass")) if isinstance(raw, str) else
+                len(raw) if isinstance(raw, (bytes, bytearray)) else -1)
+        if not 0 < size <= limit:
+            return None
+        key[name] = value
+    return key
+
+
+#: DynamoDB's limits on a hash and a range key value, in bytes.
+_KEY_LIMITS = (MAX_HASH_KEY_BYTES, 1024)
 
 
 def key_id(key: Mapping[str, Any]) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:

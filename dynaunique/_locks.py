@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
-from dynaunique.errors import InvalidValueError
+from dynaunique.errors import InvalidValueError, format_value
 
 #: Every item whose hash key starts with this belongs to dynaunique, never to a model.
 RESERVED_PREFIX = "UNIQ#"
@@ -43,8 +43,11 @@ OWNER_ATTR = "owner"
 MODEL_ATTR = "model"
 CONSTRAINT_ATTR = "constraint"
 VALUE_ATTR = "value"
+#: A hashed lock's fingerprint of the secret that made its key (:func:`secret_id`).
+SECRET_ID_ATTR = "secret_id"
 CREATED_ATTR = "created"
-LOCK_ATTRIBUTES = (OWNER_ATTR, MODEL_ATTR, CONSTRAINT_ATTR, VALUE_ATTR, CREATED_ATTR)
+LOCK_ATTRIBUTES = (OWNER_ATTR, MODEL_ATTR, CONSTRAINT_ATTR, VALUE_ATTR, SECRET_ID_ATTR,
+                   CREATED_ATTR)
 
 # DynamoDB keeps 38 significant digits and exponents from -130 to +125; the default decimal
 # context (28 digits) would round distinct numbers onto one lock.
@@ -52,6 +55,12 @@ _EXACT = Context(prec=200, Emax=999_999, Emin=-999_999)
 _LOCK_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 LENGTH_HASH_TAG = "\\h"
 SECRET_HASH_TAG = "\\k"
+# What a secret's fingerprint is the HMAC of. It starts with a backslash and a letter no
+# encoding uses as a tag (``\\s``), so it is no encoded value: a fingerprint never equals (a
+# prefix of) the digest in any lock key.
+_SECRET_ID_MESSAGE = b"\\sdynaunique-secret-id"
+#: Bytes of the HMAC a fingerprint keeps (written as twice as many hex digits).
+SECRET_ID_BYTES = 8
 
 
 def validate_lock_name(name: str) -> str:
@@ -64,57 +73,73 @@ def validate_lock_name(name: str) -> str:
     return name
 
 
-def canonical_number(value: Any) -> str:
-    """The one decimal spelling of a number: ``1``, ``1.0`` and ``Decimal('1.00')`` → ``'1'``."""
+def canonical_number(value: Any, *, hashed: bool = False) -> str:
+    """The one decimal spelling of a number: ``1``, ``1.0`` and ``Decimal('1.00')`` → ``'1'``.
+
+    ``hashed``: the value is a hashed constraint's, which an error must not show.
+    """
     if isinstance(value, bool):
         raise InvalidValueError("a boolean is not a number here")
+    shown = format_value(value, hashed=hashed)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidValueError(f"{value!r} cannot be stored in DynamoDB")
+            raise InvalidValueError(f"{shown} cannot be stored in DynamoDB")
         number = Decimal(repr(value))
     else:
         try:
             number = Decimal(value)
         except (InvalidOperation, TypeError, ValueError) as exc:
-            raise InvalidValueError(f"{value!r} is not a number") from exc
+            raise InvalidValueError(f"{shown} is not a number") from exc
     if not number.is_finite():
-        raise InvalidValueError(f"{value!r} cannot be stored in DynamoDB")
+        raise InvalidValueError(f"{shown} cannot be stored in DynamoDB")
     if number == 0:
         return "0"
     return format(number.normalize(_EXACT), "f")
 
 
-def _escape(text: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidValueError(
-            f"{text!r} is not valid UTF-8 (it holds a lone surrogate); DynamoDB cannot store it"
-        ) from exc
+def _escape(text: str, hashed: bool) -> str:
+    if not is_utf8(text):
+        raise InvalidValueError(f"{format_value(text, hashed=hashed)} is not valid UTF-8 (it "
+                                "holds a lone surrogate); DynamoDB cannot store it")
     return text.replace("\\", "\\\\").replace("#", "\\#")
 
 
-def encode_component(value: Any) -> str:
-    """Encode one (already normalized) value; see the module docstring for the scheme."""
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` can be encoded as UTF-8 (holds no lone surrogate), as DynamoDB requires
+    of every string. Costs one ``isascii`` for ASCII text."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def encode_component(value: Any, *, hashed: bool = False) -> str:
+    """Encode one (already normalized) value; see the module docstring for the scheme.
+
+    ``hashed``: the value is a hashed constraint's, which an error must not show.
+    """
     if isinstance(value, str):
-        return _escape(value)
+        return _escape(value, hashed)
     if isinstance(value, bool):
         return "\\t" if value else "\\f"
     if isinstance(value, (int, float, Decimal)):
-        return "\\n" + canonical_number(value)
+        return "\\n" + canonical_number(value, hashed=hashed)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return "\\b" + base64.b64encode(bytes(value)).decode("ascii")
     raise InvalidValueError(
-        f"cannot take a unique lock on a {type(value).__name__} ({value!r}): use strings, "
-        "numbers, binary or booleans"
+        f"cannot take a unique lock on a {type(value).__name__} "
+        f"({format_value(value, hashed=hashed)}): use strings, numbers, binary or booleans"
     )
 
 
-def encode_value(values: Sequence[Any]) -> str:
+def encode_value(values: Sequence[Any], *, hashed: bool = False) -> str:
     """Encode a constraint's (normalized) field values, one per field, joined by ``#``."""
     if not values:
         raise ValueError("a lock needs at least one value")
-    return "#".join(encode_component(v) for v in values)
+    return "#".join(encode_component(v, hashed=hashed) for v in values)
 
 
 def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -> str:
@@ -123,7 +148,7 @@ def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -
     With ``secret`` the key holds HMAC-SHA256 of the encoded value (a ``hashed`` constraint);
     otherwise the encoded value itself, or its SHA-256 when the key would exceed 2048 bytes.
     """
-    encoded = encode_value(values)
+    encoded = encode_value(values, hashed=secret is not None)
     prefix = f"{RESERVED_PREFIX}{name}#"
     if secret is not None:
         digest = hmac.new(secret, encoded.encode("utf-8"), hashlib.sha256).hexdigest()
@@ -132,6 +157,16 @@ def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -
     if len(key.encode("utf-8")) > MAX_HASH_KEY_BYTES:
         return prefix + LENGTH_HASH_TAG + hashlib.sha256(encoded.encode("utf-8")).hexdigest()
     return key
+
+
+def secret_id(secret: bytes) -> str:
+    """The fingerprint of a lock secret that hashed locks carry: 16 hex digits.
+
+    The first 8 bytes of HMAC-SHA256 keyed with the secret over a fixed message no encoded value
+    can be. It names the secret without revealing it: telling two secrets apart takes the
+    secret, and checking a guess costs what checking it against any hashed lock key costs.
+    """
+    return hmac.new(secret, _SECRET_ID_MESSAGE, hashlib.sha256).digest()[:SECRET_ID_BYTES].hex()
 
 
 def decode_value(encoded: str) -> tuple[Any, ...] | None:
@@ -250,13 +285,15 @@ def lock_item(
     hashed: bool,
     created: str,
     ttl: tuple[str, int] | None = None,
+    secret: str | None = None,
 ) -> dict[str, Any]:
     """The full DynamoDB item of one lock.
 
     ``key_attributes`` are the table's hash and range key attribute names; ``owner`` the owning
     record's typed primary key; ``value`` the normalized value (a tuple for composites), left out
     when ``hashed`` so no attribute carries the plaintext; ``ttl`` the record's TTL attribute name
-    and epoch seconds, copied so the lock expires with the record.
+    and epoch seconds, copied so the lock expires with the record; ``secret`` the fingerprint
+    (:func:`secret_id`) of the secret a hashed lock's key was made with, in place of the value.
     """
     hash_attr, range_attr = key_attributes
     item: dict[str, Any] = {hash_attr: {"S": lock_key_value}}
@@ -267,6 +304,8 @@ def lock_item(
     item[CONSTRAINT_ATTR] = {"S": constraint}
     if not hashed:
         item[VALUE_ATTR] = typed(value)
+    elif secret is not None:
+        item[SECRET_ID_ATTR] = {"S": secret}
     item[CREATED_ATTR] = {"S": created}
     if ttl is not None:
         item[ttl[0]] = {"N": str(int(ttl[1]))}

@@ -109,11 +109,14 @@ def plan_save(
     condition: _writes.Expression | None = None,
     use_version: bool = True,
     condition_reads: Iterable[str] = (),
+    reown: bool = False,
 ) -> Plan:
     """Plan a save of a record whose serialized new state is ``item``.
 
     ``loaded_item`` is the record as it was loaded (None: never loaded — planned as a create)
     and ``old_locks`` the locks that state holds. ``item`` already carries the bumped version.
+    ``reown``: the loaded item is a record of another model (sharing these locks) that this
+    save turns into one of ``info``'s: the locks it keeps are put again, naming this model.
     """
     key = record_key(info, item)
     if loaded_item is None:
@@ -127,15 +130,15 @@ def plan_save(
                             condition_reads=condition_reads)
     record = _writes.RecordPut(info.table, info.name, key, item, guard, condition)
     changes = diff_locks(old_locks, new_locks)
-    lock_writes = _lock_writes(info, changes, key, loaded_item, item, now)
+    lock_writes = _lock_writes(info, changes, key, loaded_item, item, now, reown=reown)
     return Plan((record, *lock_writes), changes)
 
 
 def _lock_writes(info: ModelInfo, changes: Sequence[LockChange], key: TypedKey,
                  before: Mapping[str, Typed], after: Mapping[str, Typed],
-                 now: str) -> list[_writes.Write]:
+                 now: str, *, reown: bool = False) -> list[_writes.Write]:
     """The lock puts and deletes that take a record from ``before`` to ``after``."""
-    ttl_changed = _writes.ttl_epoch(info, after) != _writes.ttl_epoch(info, before)
+    ttl_changed = reown or _writes.ttl_epoch(info, after) != _writes.ttl_epoch(info, before)
     writes: list[_writes.Write] = []
     for change in changes:
         if change.kind is ChangeKind.UNCHANGED:
@@ -184,6 +187,7 @@ def plan_update(
     use_version: bool = True,
     condition_reads: Iterable[str] = (),
     predicted_complete: bool = True,
+    reown: bool = False,
 ) -> Plan:
     """Plan ``Model.update(actions)``: an UpdateItem, plus lock writes when a lock moves.
 
@@ -205,7 +209,8 @@ def plan_update(
         return Plan((record,), ())
     assert predicted_item is not None
     changes = diff_locks(old_locks, new_locks)
-    lock_writes = _lock_writes(info, changes, key, loaded_item, predicted_item, now)
+    lock_writes = _lock_writes(info, changes, key, loaded_item, predicted_item, now,
+                               reown=reown)
     return Plan((record, *lock_writes), changes)
 
 

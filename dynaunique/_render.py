@@ -19,24 +19,27 @@ from typing import Any
 from dynaunique._items import Typed
 from dynaunique._locks import OWNER_ATTR
 from dynaunique._plan import Plan
+from dynaunique._sizes import MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES, transaction_size
 from dynaunique._writes import (
     Absent,
     ConditionCheck,
     Expression,
     Guard,
     HeldBy,
+    Lacking,
     LockDelete,
     LockPut,
     RecordDelete,
     RecordPut,
     RecordUpdate,
+    Shaped,
     Unchanged,
     Write,
 )
 from dynaunique.errors import TransactionTooLargeError
 
-MAX_ITEMS = 100
-MAX_BYTES = 4 * 1024 * 1024
+MAX_ITEMS = MAX_TRANSACTION_ACTIONS
+MAX_BYTES = MAX_TRANSACTION_BYTES
 
 
 # --- rendering (pure) ----------------------------------------------------------------------------
@@ -66,6 +69,17 @@ class _Placeholders:
 def _guard_text(guard: Guard, hash_attr: str, ph: _Placeholders) -> str:
     if isinstance(guard, Absent):
         return f"attribute_not_exists({ph.name(hash_attr)})"
+    if isinstance(guard, Lacking):
+        terms = [" OR ".join(f"attribute_not_exists({ph.name(a)})" for a in group)
+                 if group else f"attribute_not_exists({ph.name(hash_attr)})"
+                 for group in guard.groups]
+        return " AND ".join(f"({t})" if " OR " in t and len(terms) > 1 else t for t in terms)
+    if isinstance(guard, Shaped):
+        parts = [f"attribute_exists({ph.name(hash_attr)})"]
+        parts += [f"{ph.name(a)} = {ph.value(v)}" for a, v in guard.equal]
+        parts += [f"attribute_exists({ph.name(a)})" for a in guard.present]
+        parts += [f"attribute_not_exists({ph.name(a)})" for a in guard.absent]
+        return " AND ".join(parts)
     if isinstance(guard, Unchanged):
         parts = [f"attribute_exists({ph.name(hash_attr)})"]
         for attr, expected in guard.expected:
@@ -141,7 +155,9 @@ def _guarded(write: RecordPut | RecordUpdate | RecordDelete | ConditionCheck,
     # The write's guard and the caller's own condition, both required.
     user = write.condition.text if write.condition is not None else ""
     guard = _guard_text(write.guard, _hash_attr(write.key), ph) if write.guard else ""
-    return _condition([guard, user])
+    others = getattr(write, "others", None)
+    other = _guard_text(others, _hash_attr(write.key), ph) if others is not None else ""
+    return _condition([guard, other, user])
 
 
 def render_write(write: Write) -> tuple[str, dict[str, Any]]:
@@ -224,23 +240,35 @@ def to_json(request: Mapping[str, Any]) -> str:
 
 
 def encode(request: Mapping[str, Any]) -> bytes:
-    """The request as bytes its size and its digest are taken from (``marshal``).
+    """The request as bytes its digest is taken from, and a bound on its size (``marshal``).
 
-    The strings and binary values are there as UTF-8 and raw bytes, plus a few bytes per value:
-    close to DynamoDB's own accounting of a transaction's size (JSON would count ``\\uXXXX``
-    escapes and base64). It is deterministic within a process, all a token digest needs, and
-    costs a fifth of ``repr`` and a seventh of JSON on every save's path.
+    Every name and value of every item is there, strings as UTF-8 and binary values as raw
+    bytes, each with a header of its own: never fewer bytes than DynamoDB counts for the items
+    (:func:`check_size` relies on it). It is deterministic within a process, all a token digest
+    needs, and costs a fifth of ``repr`` and a seventh of JSON on every save's path.
     """
-    # Version 2: no back-references, so a value repeated in several items counts each time.
+    # Version 2: no back-references, so a value repeated in several items counts each time, and
+    # no short forms of strings: each carries a 5-byte header.
     return marshal.dumps(dict(request), 2)
 
 
 def check_size(request: Mapping[str, Any], encoded: bytes | None = None) -> None:
-    """Refuse a transaction over DynamoDB's limits before anything is sent."""
+    """Refuse a transaction over DynamoDB's limits before anything is sent: more than 100
+    actions, or more than 4 MB of items counted as DynamoDB counts them
+    (:func:`dynaunique._sizes.transaction_size`).
+
+    ``encoded`` (the request's :func:`encode`) bounds that count from above — it holds every
+    name and value of every item, each with at least as many bytes as DynamoDB counts for it,
+    and more besides — so a transaction whose encoding fits in 4 MB is not counted at all.
+    """
     items = request.get("TransactItems")
     if items is None:
         return
-    size = len(encoded if encoded is not None else encode(request))
+    if len(items) <= MAX_ITEMS:
+        bound = len(encoded if encoded is not None else encode(request))
+        if bound <= MAX_BYTES:
+            return
+    size = transaction_size(items)
     if len(items) > MAX_ITEMS or size > MAX_BYTES:
         raise TransactionTooLargeError(len(items), size, MAX_ITEMS, MAX_BYTES)
 

@@ -3,9 +3,11 @@
 :class:`DynamoRules` is a WSGI middleware the local server (:mod:`dynaunique.testing`) puts between
 its request lock and moto. For the operations that need it, it reads the JSON request and:
 
-- refuses what DynamoDB refuses: more than 100 actions or 4 MB in a ``TransactWriteItems``, more
-  than 25 requests in a ``BatchWriteItem``, an item over 400 KB counted as DynamoDB counts it
-  (:func:`item_size`), each with a ``ValidationException``;
+- refuses what DynamoDB refuses: more than 100 actions or 4 MB of items in a
+  ``TransactWriteItems``, more than 25 requests in a ``BatchWriteItem``, an item over 400 KB
+  (sizes counted as DynamoDB counts them, by :mod:`dynaunique._sizes`), and in any request a
+  string that is not valid UTF-8 (a lone surrogate, which botocore sends as a ``\\udXXX``
+  escape), each with a ``ValidationException``;
 - honours ``ClientRequestToken`` on ``TransactWriteItems``: a token that succeeded is remembered
   for a window (10 minutes, as DynamoDB); the same token with the same ``TransactItems`` gets the
   first answer again without applying anything, with other ``TransactItems`` an
@@ -17,21 +19,30 @@ its request lock and moto. For the operations that need it, it reads the JSON re
 Control endpoint (JSON in, JSON state out): ``POST /dynaunique-api/conflicts``
 ``{"fraction": 0.3, "seed": 7}``, ``POST /dynaunique-api/token-window`` ``{"seconds": 600}``,
 ``GET /dynaunique-api/state``. ``POST /moto-api/reset`` also resets all of it. Imports only the
-standard library; it runs inside the server process, behind the server's one request lock, so
-its state needs no lock of its own.
+standard library and :mod:`dynaunique._sizes` (pure, nothing of the library's write path); it
+runs inside the server process, behind the server's one request lock, so its state needs no
+lock of its own.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import io
 import json
 import random
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+
+from dynaunique._sizes import (
+    MAX_ITEM_BYTES,
+    MAX_TRANSACTION_ACTIONS,
+    MAX_TRANSACTION_BYTES,
+    attribute_value_size,
+    item_size,
+    transaction_size,
+)
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -49,10 +60,7 @@ __all__ = [
     "item_size",
 ]
 
-MAX_TRANSACTION_ACTIONS = 100
-MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
 MAX_BATCH_WRITE_REQUESTS = 25
-MAX_ITEM_BYTES = 400 * 1024
 TOKEN_WINDOW_SECONDS = 600.0
 CONTROL_PREFIX = "/dynaunique-api/"
 
@@ -64,64 +72,6 @@ _JSON = "application/x-amz-json-1.0"
 _NOT_COMPARED = frozenset(
     {"ClientRequestToken", "ReturnConsumedCapacity", "ReturnItemCollectionMetrics"}
 )
-
-
-# --- sizes, as DynamoDB counts them --------------------------------------------------------------
-
-
-def _number_size(text: str) -> int:
-    """1 byte per two significant digits, plus 1 (leading and trailing zeroes do not count)."""
-    mantissa = text.strip().lstrip("+-").lower().split("e")[0].replace(".", "")
-    digits = mantissa.strip("0") or "0"
-    return (len(digits) + 1) // 2 + 1
-
-
-def _binary_size(encoded: str | bytes) -> int:
-    if isinstance(encoded, bytes):  # already decoded (moto's own items)
-        return len(encoded)
-    try:
-        return len(base64.b64decode(encoded, validate=True))
-    except (binascii.Error, ValueError):
-        return len(encoded.encode("utf-8"))
-
-
-def attribute_value_size(value: dict[str, Any]) -> int:
-    """The size DynamoDB counts for one attribute value in wire format, e.g. ``{"S": "abc"}``.
-
-    Strings count their UTF-8 bytes, binaries their raw bytes, numbers 1 byte per two significant
-    digits plus 1, booleans and nulls 1 byte, sets the sum of their elements, and lists and maps
-    3 bytes plus 1 byte per element plus the elements (a map's keys count as names).
-    """
-    (kind, content), = value.items()
-    if kind == "S":
-        return len(content.encode("utf-8"))
-    if kind == "N":
-        return _number_size(content)
-    if kind == "B":
-        return _binary_size(content)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(element.encode("utf-8")) for element in content)
-    if kind == "NS":
-        return sum(_number_size(element) for element in content)
-    if kind == "BS":
-        return sum(_binary_size(element) for element in content)
-    if kind == "L":
-        return 3 + sum(1 + attribute_value_size(element) for element in content)
-    if kind == "M":
-        return 3 + sum(1 + item_size_entry(name, element) for name, element in content.items())
-    raise ValueError(f"unknown attribute value type {kind!r}")
-
-
-def item_size_entry(name: str, value: dict[str, Any]) -> int:
-    """One attribute's share of an item's size: its name's UTF-8 bytes plus its value's size."""
-    return len(name.encode("utf-8")) + attribute_value_size(value)
-
-
-def item_size(item: dict[str, dict[str, Any]]) -> int:
-    """An item's size as DynamoDB counts it against the 400 KB limit (wire format in)."""
-    return sum(item_size_entry(name, value) for name, value in item.items())
 
 
 # --- the checks ----------------------------------------------------------------------------------
@@ -155,14 +105,11 @@ def _check_transaction(request: dict[str, Any]) -> None:
             f"1 validation error detected: Value at 'transactItems' failed to satisfy "
             f"constraint: Member must have length less than or equal to {MAX_TRANSACTION_ACTIONS}"
         )
-    total = 0
     for action in actions:
-        for kind, operation in action.items():
-            if kind == "Put":
-                total += _check_item(operation.get("Item") or {})
-            else:
-                total += item_size(operation.get("Key") or {})
-    if total > MAX_TRANSACTION_BYTES:
+        put = action.get("Put")
+        if put is not None:
+            _check_item(put.get("Item") or {})
+    if transaction_size(actions) > MAX_TRANSACTION_BYTES:
         raise _validation("Transaction request cannot be larger than 4 MB")
 
 
@@ -187,6 +134,28 @@ def _check_batch_write(request: dict[str, Any]) -> None:
 
 def _check_put(request: dict[str, Any]) -> None:
     _check_item(request.get("Item") or {})
+
+
+# A JSON escape of a UTF-16 surrogate (\\ud800 to \\udfff): how botocore sends one (its JSON is
+# ASCII); a pair is one character once decoded, a lone one is not UTF-8.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def _check_utf8(body: bytes) -> None:
+    """Refuse a request holding a string that is not valid UTF-8 (a lone surrogate), in any
+    attribute value, name, key or expression, as DynamoDB does. Costs one regular-expression
+    scan of the body; only a body holding a surrogate escape is decoded."""
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return
+    try:
+        request = json.loads(body)
+    except ValueError:  # moto answers malformed JSON its own way
+        return
+    try:
+        json.dumps(request, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _validation("One or more parameter values were invalid: a string is not valid "
+                          "UTF-8 (it holds a lone surrogate)") from None
 
 
 _CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -284,11 +253,17 @@ class DynamoRules:
             self.reset()
             return self._app(environ, start_response)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        operation = target[len(_TARGET_PREFIX):] if target.startswith(_TARGET_PREFIX) else ""
+        if not target.startswith(_TARGET_PREFIX):
+            return self._app(environ, start_response)
+        operation = target[len(_TARGET_PREFIX):]
+        body = _read_body(environ)
+        try:
+            _check_utf8(body)
+        except _Refusal as refusal:
+            return _Answer.refusal(refusal).send(start_response)
         check = _CHECKS.get(operation)
         if check is None:
             return self._app(environ, start_response)
-        body = _read_body(environ)
         try:
             request = json.loads(body or b"{}")
         except ValueError:  # moto answers malformed JSON its own way

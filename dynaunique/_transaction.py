@@ -40,6 +40,7 @@ from dynaunique.errors import (
     DynauniqueError,
     ForeignLockError,
     UniqueViolation,
+    format_value,
 )
 from dynaunique.observe import HASHED, emit
 from dynaunique.observe import write_logger as _log
@@ -113,11 +114,6 @@ def _plain(key: Mapping[str, Any]) -> dict[str, Any]:
     return {k: untyped(v) for k, v in key.items()}
 
 
-def _shown(value: Any, hashed: bool) -> str:
-    """A lock's value as messages and events show it: never a ``hashed`` constraint's."""
-    return HASHED if hashed else repr(value)
-
-
 def _owner_of(current: Mapping[str, Any] | None) -> dict[str, Any] | None:
     owner = (current or {}).get(OWNER_ATTR)
     plain = untyped(owner) if isinstance(owner, Mapping) and owner else None
@@ -130,7 +126,7 @@ def _log_violation(violation: UniqueViolation, lock_key: str) -> None:
     value = HASHED if violation.hashed else violation.value
     emit(_log, logging.INFO, "unique_violation",
          f"unique violation: {violation.model} {', '.join(violation.fields)} "
-         f"{_shown(violation.value, violation.hashed)} is held by "
+         f"{format_value(violation.value, hashed=violation.hashed)} is held by "
          f"{violation.owner if violation.owner is not None else 'another record'}",
          model=violation.model, constraint=violation.constraint,
          fields=list(violation.fields), hashed=violation.hashed,
@@ -138,11 +134,20 @@ def _log_violation(violation: UniqueViolation, lock_key: str) -> None:
          lock_key=lock_key, holder=violation.owner)
 
 
+def condition_failed(model: str, key: Mapping[str, Any]) -> str:
+    """The message of a write that carries no guard of dynaunique's own whose condition failed:
+    only the caller's ``condition=`` (or the version) can have."""
+    return (f"{model} {dict(key)}: the condition of this write did not hold (a condition you "
+            "gave, or the version)")
+
+
 def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> DynauniqueError:
     """Turn the failed slots of one attempt into the one error the caller sees."""
     for write, current in failures:
         if isinstance(write, (RecordPut, RecordUpdate, RecordDelete)):
-            if isinstance(write, RecordPut) and write.create and current is not None:
+            if write.guard is None:
+                message = condition_failed(write.model, _plain(write.key))
+            elif isinstance(write, RecordPut) and write.create and current is not None:
                 message = (f"{write.model} {_plain(write.key)} already exists; load it (get) "
                            "and save the loaded copy")
             elif current is None:
@@ -184,7 +189,7 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
                  holder=_owner_of(c))
         return ForeignLockError(
             "; ".join(
-                f"the lock on {', '.join(w.lock.fields)} {_shown(w.lock.value, w.lock.hashed)} "
+                f"the lock on {', '.join(w.lock.fields)} {w.lock.shown} "
                 f"is held by {_holder(c)}, not by this {w.model}" for w, c in foreign
             ) + " (a duplicate: `dynaunique check` reports these)",
             model=foreign[0][0].model,
@@ -215,8 +220,8 @@ def _failures(plan: Plan, response: Mapping[str, Any]
     return failures or None
 
 
-def _refusal(refused: Refused) -> DynauniqueError:
-    """Any refusal that is not a failed condition."""
+def refusal(refused: Refused) -> DynauniqueError:
+    """Any refusal that is not a failed condition (of a write, or of a lookup's read)."""
     code, message = refused.code, refused.message
     if code == "IdempotentParameterMismatchException":
         return DynauniqueError(
@@ -252,7 +257,7 @@ def execute_steps(plan: Plan, connection: Connection, *,
     except Refused as refused:
         failures = _failures(plan, refused.response)
         if failures is None:
-            raise _refusal(refused) from refused.error
+            raise refusal(refused) from refused.error
         if refused.ambiguous and _earlier_attempt_applied(failures, lambda write: True):
             return {}
         if repeats and _earlier_attempt_applied(failures, lambda write: write in repeats):

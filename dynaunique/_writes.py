@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from dynaunique._items import LockRef, ModelInfo, Typed, TypedKey
-from dynaunique._locks import lock_item, lock_primary_key
+from dynaunique._locks import lock_item, lock_primary_key, secret_id
 
 # --- guards --------------------------------------------------------------------------------------
 
@@ -40,7 +40,29 @@ class HeldBy:
     owners: tuple[TypedKey, ...]
 
 
-Guard = Absent | Unchanged | HeldBy
+@attrs.frozen
+class Lacking:
+    """The item, if it exists, lacks one attribute of each group (each group: the stored fields
+    of one constraint, so the item can hold no lock of it). An empty group: no such item."""
+
+    groups: tuple[tuple[str, ...], ...]
+
+
+@attrs.frozen
+class Shaped:
+    """The item exists, with these values, these attributes present (whatever their values)
+    and these absent: all that decides which model it is a record of and which locks it holds."""
+
+    equal: tuple[tuple[str, Typed], ...]
+    present: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+
+
+Guard = Absent | Unchanged | HeldBy | Lacking | Shaped
+#: What a record write guards on besides its own state, on a table other models share: that the
+#: item it replaces holds no lock of theirs (``Lacking``), or is the item judged to hold none
+#: (``Shaped``). See ``dynaunique._model.mixed``.
+OthersGuard = Lacking | Shaped
 
 
 @attrs.frozen
@@ -75,6 +97,7 @@ class RecordPut:
     condition: Expression | None = None
     #: True when this is a create of an object that was never loaded.
     create: bool = False
+    others: OthersGuard | None = None
 
 
 @attrs.frozen
@@ -89,6 +112,7 @@ class RecordUpdate:
     condition: Expression | None = None
     #: The record as it will be after the update, when every action's result is known.
     predicted: dict[str, Typed] | None = None
+    others: OthersGuard | None = None
 
 
 @attrs.frozen
@@ -100,6 +124,7 @@ class RecordDelete:
     key: TypedKey
     guard: Unchanged | None
     condition: Expression | None = None
+    others: OthersGuard | None = None
 
 
 @attrs.frozen
@@ -191,7 +216,7 @@ def lock_put(info: ModelInfo, lock: LockRef, owner: TypedKey, item: Mapping[str,
 
     Guarded "missing, or held by one of ``allowed``" (default: ``owner`` itself — a retry, or a
     save that rewrote it meanwhile); a hand-over allows the previous holder instead. Never
-    anyone else.
+    anyone else. A hashed lock carries the fingerprint of the model's secret, which made its key.
     """
     ttl = ttl_epoch(info, item)
     return LockPut(
@@ -209,6 +234,7 @@ def lock_put(info: ModelInfo, lock: LockRef, owner: TypedKey, item: Mapping[str,
             hashed=lock.hashed,
             created=created if created is not None else now(),
             ttl=(info.ttl_attr, ttl) if info.ttl_attr is not None and ttl is not None else None,
+            secret=secret_id(info.secret()) if lock.hashed else None,
         ),
         guard=HeldBy(tuple(allowed) if allowed is not None else (owner,)),
         key=lock_primary_key(info.key_attributes, lock.key),

@@ -14,6 +14,8 @@ The tree::
     │   ├── ConcurrentModificationError
     │   │   │                       the record changed (or vanished) since it was loaded
     │   │   └── ForeignLockError    a lock its values imply is another record's (drift)
+    │   ├── OtherModelRecordError   the item is a record of another model holding locks this
+    │   │                           write does not carry (a table several models share)
     │   └── ConditionCheckFailedError
     │                               a ``condition_check`` of an ``atomic()`` block failed
     ├── OutcomeUnknownError         the network failed on every resend: the write may or may not
@@ -84,7 +86,7 @@ class TransactionTooLargeError(DynauniqueError):
         self.max_items = max_items
         self.max_bytes = max_bytes
         super().__init__(
-            f"the transaction would have {items} items and about {size_bytes} bytes; DynamoDB "
+            f"the transaction would have {items} items and {size_bytes} bytes of items; DynamoDB "
             f"allows at most {max_items} items and {max_bytes} bytes. Nothing was sent: split the "
             "work into smaller atomic() blocks yourself if they need not be all-or-nothing."
         )
@@ -92,6 +94,20 @@ class TransactionTooLargeError(DynauniqueError):
 
 class WriteConflict(DynauniqueError):
     """DynamoDB refused the write because a condition did not hold; nothing was applied."""
+
+
+#: What a value of a ``hashed=True`` constraint is shown as, wherever a value would be shown.
+HASHED = "<hashed>"
+
+
+def format_value(value: Any, *, hashed: bool) -> str:
+    """A protected value as people see it — in messages, log events and spans: its ``repr``,
+    or :data:`HASHED` for a value of a ``hashed=True`` constraint (as given or normalized).
+
+    The one renderer of a value: every message that shows a value builds it here, so a hashed
+    constraint's value cannot appear in one.
+    """
+    return HASHED if hashed else repr(value)
 
 
 def format_key(key: Mapping[str, Any] | None) -> str:
@@ -108,7 +124,8 @@ class UniqueViolation(WriteConflict):
     """A unique value is already held by another record.
 
     ``fields`` are the constrained fields, ``constraint`` the lock name, ``value`` the value
-    (a tuple for composite constraints, after normalization), ``owner`` the holder's primary key
+    (a tuple for composite constraints, after normalization; None for a ``hashed``
+    constraint, whose value the error does not keep), ``owner`` the holder's primary key
     (``{"PK": "ACCT#a1f9c3", ...}``) when DynamoDB returned it, ``model`` the model class name.
     ``violations`` lists every violation of the same write (itself included) when several
     constraints failed together.
@@ -128,7 +145,9 @@ class UniqueViolation(WriteConflict):
         self.model = model
         self.fields = tuple(fields)
         self.constraint = constraint
-        self.value = value
+        # A hashed constraint's value is kept nowhere: not in the message, not in a field that
+        # a pickle, an error tracker or a ``vars()`` would carry.
+        self.value = None if hashed else value
         self.owner = dict(owner) if owner is not None else None
         self.hashed = hashed
         self.violations: tuple[UniqueViolation, ...] = tuple(violations) or (self,)
@@ -136,7 +155,7 @@ class UniqueViolation(WriteConflict):
 
     def _message(self) -> str:
         what = ", ".join(self.fields)
-        shown = "" if self.hashed else f" {self.value!r}"
+        shown = "" if self.hashed else f" {format_value(self.value, hashed=False)}"
         held = f" (held by {format_key(self.owner)})" if self.owner else ""
         head = f"{what}{shown} is already taken{held}"
         others = [v for v in self.violations
@@ -146,7 +165,7 @@ class UniqueViolation(WriteConflict):
         return head
 
     def _message_single(self) -> str:
-        shown = "" if self.hashed else f" {self.value!r}"
+        shown = "" if self.hashed else f" {format_value(self.value, hashed=False)}"
         held = f" (held by {format_key(self.owner)})" if self.owner else ""
         return f"{', '.join(self.fields)}{shown} is already taken{held}"
 
@@ -192,6 +211,24 @@ class ForeignLockError(ConcurrentModificationError):
         #: Hash keys of the locks another record holds.
         self.lock_keys = tuple(lock_keys)
         super().__init__(message, model=model)
+
+
+class OtherModelRecordError(WriteConflict):
+    """The item a write would replace or delete is a record of another model that holds locks
+    this write does not carry: writing it would leave those locks orphaned.
+
+    ``model`` is the model writing, ``other_model`` the model the stored item is a record of
+    (the audit's rule, ``dynaunique._items.claim``), ``locks`` the lock names it holds. Delete
+    the record as ``other_model`` first (or both in one ``atomic()`` block).
+    """
+
+    def __init__(self, message: str, *, model: str, other_model: str,
+                 key: Mapping[str, Any] | None, locks: Sequence[str] = ()) -> None:
+        self.model = model
+        self.other_model = other_model
+        self.key = dict(key) if key is not None else None
+        self.locks = tuple(locks)
+        super().__init__(message)
 
 
 class ConditionCheckFailedError(WriteConflict):

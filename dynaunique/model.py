@@ -25,6 +25,7 @@ from dynaunique._flush import Op, OpKind
 from dynaunique._model.binding import ModelMeta
 from dynaunique._model.calls import CallsMixin
 from dynaunique._model.lookup import LookupMixin
+from dynaunique._model.mixed import GuardedBatchWrite
 from dynaunique._model.reads import ReadMixin, mark_partial
 from dynaunique._render import render_checked
 from dynaunique.errors import UnsupportedOperationError
@@ -57,15 +58,19 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
         whose record changed since is refused (``ConcurrentModificationError``), never written
         over. Inside ``atomic()`` the save is collected and sent when the block ends.
         ``dry_run=True`` sends nothing and returns the request that would be sent. A model that
-        declares no constraint saves exactly as PynamoDB does.
+        declares no constraint saves exactly as PynamoDB does; on a table that holds lock items
+        its save is still one put, guarded off the other models' locks.
 
         :raises UniqueViolation: a value is held by another record.
         :raises ConcurrentModificationError: the record changed since this copy was loaded.
+        :raises OtherModelRecordError: the item is another model's record holding locks this
+            save does not carry.
         """
         if not dry_run and self._du_collect(OpKind.SAVE, condition, add_version_condition):
             return {}
-        if not dry_run and not self._du_constrained():
-            response = super().save(condition, add_version_condition=add_version_condition)
+        if not dry_run and self._du_pynamodb_writes():
+            with self._du_pynamodb_call(OpKind.SAVE):
+                response = super().save(condition, add_version_condition=add_version_condition)
             self._du_loaded = self.serialize(null_check=False)
             return response
         flushed = self._du_flush(Op(self, OpKind.SAVE, condition, add_version_condition),
@@ -95,8 +100,9 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
         """
         if not dry_run and self._du_collect(OpKind.DELETE, condition, add_version_condition):
             return {}
-        if not dry_run and not self._du_constrained():
-            response = super().delete(condition, add_version_condition=add_version_condition)
+        if not dry_run and self._du_pynamodb_writes():
+            with self._du_pynamodb_call(OpKind.DELETE):
+                response = super().delete(condition, add_version_condition=add_version_condition)
             self._du_loaded = None
             return response
         flushed = self._du_flush(Op(self, OpKind.DELETE, condition, add_version_condition),
@@ -125,8 +131,10 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
         lock depends on raises :class:`UnsupportedOperationError`: assign and ``save()`` instead.
         """
         self._du_check_update(actions)
-        if not dry_run and not self._du_constrained():
-            return super().update(actions, condition, add_version_condition=add_version_condition)
+        if not dry_run and self._du_pynamodb_writes():
+            with self._du_pynamodb_call(OpKind.UPDATE):
+                return super().update(actions, condition,
+                                      add_version_condition=add_version_condition)
         flushed = self._du_flush(self._du_update_op(actions, condition, add_version_condition),
                                  dry_run)
         return render_checked(flushed.plan) if dry_run else flushed.response
@@ -225,16 +233,25 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
     def batch_get(cls: type[_M], items: Iterable[Any],
                   consistent_read: bool | None = None,
                   attributes_to_get: Sequence[str] | None = None) -> Iterator[_M]:
-        """PynamoDB's batch_get; partial projections are not taken as loaded state."""
+        """PynamoDB's batch_get; a key in dynaunique's reserved namespace is refused, and
+        partial projections are not taken as loaded state."""
+        items = cls._du_check_keys(items)
         for instance in super().batch_get(items, consistent_read=consistent_read,
                                           attributes_to_get=attributes_to_get):
             if attributes_to_get is not None:
                 instance._du_loaded = None
             yield instance
 
+    def refresh(self, consistent_read: bool = False) -> None:
+        """PynamoDB's refresh; a key in dynaunique's reserved namespace is refused."""
+        self._du_check_key(self._get_hash_range_key_serialized_values()[0])
+        super().refresh(consistent_read)
+
     @classmethod
     def batch_write(cls, auto_commit: bool = True) -> Any:
-        """Refused for models with unique constraints: a batch cannot keep locks atomic."""
+        """Refused for models with unique constraints: a batch cannot keep locks atomic. On a
+        table that holds lock items, a model without constraints writes each item guarded
+        (:class:`~dynaunique._model.mixed.GuardedBatchWrite`)."""
         info = cls._du_info
         if info is not None and info.constraints:
             raise UnsupportedOperationError(
@@ -242,22 +259,32 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
                 "`with dynaunique.atomic(): ...` and save()/delete() (up to 100 items per "
                 "transaction)"
             )
+        if info is not None and cls._du_table_holds_locks():
+            return GuardedBatchWrite(cls, auto_commit=auto_commit)
         return super().batch_write(auto_commit)
 
-    def get_save_kwargs_from_instance(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Refused for constrained models: PynamoDB's TransactWrite would bypass the locks."""
+    def get_save_kwargs_from_instance(self, condition: Condition | None = None, *args: Any,
+                                      **kwargs: Any) -> dict[str, Any]:
+        """Refused for constrained models: PynamoDB's TransactWrite would bypass the locks;
+        for others, guarded off the locks of a table that holds them."""
         self._du_refuse_pynamo_transaction()
-        return super().get_save_kwargs_from_instance(*args, **kwargs)
+        return super().get_save_kwargs_from_instance(self._du_transact_condition(condition),
+                                                     *args, **kwargs)
 
-    def get_delete_kwargs_from_instance(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Refused for constrained models: PynamoDB's TransactWrite would bypass the locks."""
+    def get_delete_kwargs_from_instance(self, condition: Condition | None = None, *args: Any,
+                                        **kwargs: Any) -> dict[str, Any]:
+        """As :meth:`get_save_kwargs_from_instance`, for PynamoDB's ``TransactWrite.delete``."""
         self._du_refuse_pynamo_transaction()
-        return super().get_delete_kwargs_from_instance(*args, **kwargs)
+        return super().get_delete_kwargs_from_instance(self._du_transact_condition(condition),
+                                                       *args, **kwargs)
 
-    def get_update_kwargs_from_instance(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Refused for constrained models: PynamoDB's TransactWrite would bypass the locks."""
+    def get_update_kwargs_from_instance(self, actions: list[Action],
+                                        condition: Condition | None = None, *args: Any,
+                                        **kwargs: Any) -> dict[str, Any]:
+        """As :meth:`get_save_kwargs_from_instance`, for PynamoDB's ``TransactWrite.update``."""
         self._du_refuse_pynamo_transaction()
-        return super().get_update_kwargs_from_instance(*args, **kwargs)
+        return super().get_update_kwargs_from_instance(
+            actions, self._du_transact_condition(condition), *args, **kwargs)
 
     def _du_refuse_pynamo_transaction(self) -> None:
         info = self._du_info

@@ -30,6 +30,8 @@ from typing import Any
 
 import attrs
 
+from dynaunique.errors import HASHED as _HASHED
+
 _trace: Any
 try:  # optional: the `otel` extra
     from opentelemetry import trace as _trace
@@ -47,8 +49,9 @@ connection_logger = logging.getLogger("dynaunique.connection")
 #: Migration progress.
 migrations_logger = logging.getLogger("dynaunique.migrations")
 
-#: What a value of a ``hashed=True`` constraint is shown as in events.
-HASHED = "<hashed>"
+#: What a value of a ``hashed=True`` constraint is shown as in events (the one marker, from
+#: :func:`dynaunique.errors.format_value`, which renders every value a message shows).
+HASHED = _HASHED
 
 
 def emit(log: logging.Logger, level: int, event: str, message: str, **fields: Any) -> None:

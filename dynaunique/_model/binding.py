@@ -5,7 +5,8 @@ binds them (:func:`model_info`): each field to its stored attribute name and to 
 that turns its python value into the value a lock encodes (:func:`bind_constraint`, which
 migrations use too, to bind a recorded constraint to the live class). Mistakes are refused
 here, with ``ConfigurationError``, not at the first write. The registry of lock names per table
-(:func:`table_holds_locks`) keeps two models from silently sharing a lock namespace and tells
+(:func:`table_holds_locks`) keeps two models from silently sharing a lock namespace, makes
+models that share one agree on what its locks mean (:mod:`dynaunique._model.sharing`), and tells
 the reads which tables hold lock items.
 """
 
@@ -15,11 +16,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import attrs
 from pynamodb import attributes as pa
 from pynamodb.models import MetaModel
 
 from dynaunique._items import BoundConstraint, ModelInfo
 from dynaunique._locks import LOCK_ATTRIBUTES
+from dynaunique._model.sharing import Meaning, differences, meaning_of
 from dynaunique.attributes import UniqueOptions
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import ConfigurationError
@@ -29,9 +32,22 @@ _SCALAR_TYPES = (pa.UnicodeAttribute, pa.NumberAttribute, pa.BinaryAttribute,
 _NOT_LOCKABLE = (pa.VersionAttribute, pa.TTLAttribute, pa.DiscriminatorAttribute)
 _UNIQUE_OPTIONS = {"unique", "normalize", "lock_name", "hashed"}
 
-# table name → lock name → (model class, declared explicitly). Guards against two models on one
-# table silently sharing a lock namespace.
-_lock_names: dict[str, dict[str, tuple[type, bool]]] = {}
+
+@attrs.frozen
+class _Claim:
+    """One model's use of a lock name: who declared it, whether by name, what it means."""
+
+    model: type
+    #: The class whose body (or ``Meta``) declares the constraint: ``model`` or a parent it
+    #: inherits the declaration from (a polymorphic family shares it).
+    origin: type
+    explicit: bool
+    meaning: Meaning
+
+
+# table name → lock name → the claims of the models using it. Guards against two models on one
+# table silently sharing a lock namespace, or sharing one they declare differently.
+_lock_names: dict[str, dict[str, list[_Claim]]] = {}
 _lock_names_guard = threading.Lock()
 # Tables a model marks with ``Meta.holds_locks = True``: they hold lock or ledger items that no
 # model declared in this process accounts for (a constraint dropped but not yet migrated, the
@@ -89,25 +105,31 @@ def bind_constraint(
 # --- a model class -------------------------------------------------------------------------------
 
 
+def _origin(cls: type, name: str, value: Any) -> type:
+    """The class of ``cls``'s MRO whose body holds ``value`` as ``name`` (else ``cls``)."""
+    return next((k for k in cls.__mro__ if vars(k).get(name) is value), cls)
+
+
 def _declared(cls: type, attributes: Mapping[str, pa.Attribute[Any]],
-              meta: Any) -> list[UniqueConstraint]:
-    """The constraints ``cls`` declares: its ``unique=True`` fields, then ``Meta.constraints``."""
-    declared: list[UniqueConstraint] = []
+              meta: Any) -> list[tuple[UniqueConstraint, type]]:
+    """The constraints ``cls`` declares — its ``unique=True`` fields, then ``Meta.constraints``
+    — each with the class that declares it (``cls`` or the parent it inherits it from)."""
+    declared: list[tuple[UniqueConstraint, type]] = []
     for field, attribute in attributes.items():
         if isinstance(attribute, UniqueOptions) and attribute.unique:
-            declared.append(UniqueConstraint(
+            declared.append((UniqueConstraint(
                 (field,),
                 name=attribute.lock_name or "",
                 normalize=attribute.normalize,
                 hashed=attribute.hashed,
-            ))
+            ), _origin(cls, field, attribute)))
     for constraint in getattr(meta, "constraints", ()) or ():
         if not isinstance(constraint, UniqueConstraint):
             raise ConfigurationError(
                 f"{cls.__name__}.Meta.constraints holds {constraint!r}; only UniqueConstraint "
                 "values belong there"
             )
-        declared.append(constraint)
+        declared.append((constraint, _origin(cls, "Meta", meta)))
     return declared
 
 
@@ -199,7 +221,7 @@ def model_info(cls: Any) -> ModelInfo | None:
     if getattr(meta, "holds_locks", False):
         with _lock_names_guard:
             _tables_holding_locks.add(table)
-    bound = _bound(cls, attributes, declared)
+    bound = _bound(cls, attributes, [constraint for constraint, _ in declared])
 
     hash_field = cls._hash_keyname
     if hash_field is None:
@@ -239,34 +261,64 @@ def model_info(cls: Any) -> ModelInfo | None:
         hash_type=hash_attribute.attr_type,
         range_type=range_attribute.attr_type if range_attribute is not None else None,
     )
-    _register_lock_names(cls, table, declared)
+    _register_lock_names(cls, info, attributes, declared)
+    _register_model(cls, table)
     return info
 
 
 # --- lock names per table ------------------------------------------------------------------------
 
 
-def _same_model(a: type, b: type) -> bool:
-    # A subclass shares its parent's locks (polymorphic models on one table); a class of the same
-    # name is a redefinition (a reloaded module, a test) and writes the same lock items.
-    return a.__name__ == b.__name__ or issubclass(a, b) or issubclass(b, a)
+def _one_namespace(claim: _Claim, other: _Claim) -> bool:
+    """Whether two models' claims of one lock name may be one namespace: a subclass shares its
+    parent's locks, siblings share what they inherit from one parent (a polymorphic family),
+    and unrelated models share a name only when both declare it explicitly. Classes are told
+    apart by name, as redefinitions are."""
+
+    def lineage(model: type) -> set[str]:
+        return {k.__name__ for k in model.__mro__}
+
+    return (claim.model.__name__ in lineage(other.model)
+            or other.model.__name__ in lineage(claim.model)
+            or claim.origin.__name__ == other.origin.__name__
+            or (claim.explicit and other.explicit))
 
 
-def _register_lock_names(cls: type, table: str, declared: Sequence[UniqueConstraint]) -> None:
+def _replaced(other: _Claim, cls: type) -> bool:
+    # A class defined again under its name (a reloaded module, a test) writes the same lock
+    # items: it replaces its earlier claims, and those its subclasses inherited from it.
+    return cls.__name__ in (other.model.__name__, other.origin.__name__)
+
+
+def _register_lock_names(cls: type, info: ModelInfo, attributes: Mapping[str, pa.Attribute[Any]],
+                         declared: Sequence[tuple[UniqueConstraint, type]]) -> None:
+    claims = [_Claim(cls, origin, constraint.explicit_name, meaning_of(info, bound, attributes))
+              for (constraint, origin), bound in zip(declared, info.constraints, strict=True)]
+    table = info.table
     with _lock_names_guard:
         taken = _lock_names.setdefault(table, {})
-        for constraint in declared:
-            previous = taken.get(constraint.name)
-            if (previous is not None and not _same_model(previous[0], cls)
-                    and not (previous[1] and constraint.explicit_name)):
-                raise ConfigurationError(
-                    f"{cls.__name__} and {previous[0].__name__} both use lock name "
-                    f"{constraint.name!r} on table {table!r}; two models may share a lock "
-                    "namespace only when both name it explicitly (lock_name= / name=)"
-                )
+        for (constraint, _), claim in zip(declared, claims, strict=True):
+            for other in taken.get(constraint.name, ()):
+                if _replaced(other, cls):
+                    continue
+                if not _one_namespace(claim, other):
+                    raise ConfigurationError(
+                        f"{cls.__name__} and {other.model.__name__} both use lock name "
+                        f"{constraint.name!r} on table {table!r}; two models may share a lock "
+                        "namespace only when both name it explicitly (lock_name= / name=)"
+                    )
+                differ = differences(claim.meaning, other.meaning)
+                if differ:
+                    raise ConfigurationError(
+                        f"{cls.__name__} and {other.model.__name__} both use lock name "
+                        f"{constraint.name!r} on table {table!r} but declare it differently: "
+                        f"{'; '.join(differ)}; models sharing a lock name must agree on its "
+                        "fields' stored types and normalizers, on hashing and on the secret"
+                    )
         # Only a class that passed every check claims its names.
-        for constraint in declared:
-            taken[constraint.name] = (cls, constraint.explicit_name)
+        for (constraint, _), claim in zip(declared, claims, strict=True):
+            kept = [c for c in taken.get(constraint.name, ()) if not _replaced(c, cls)]
+            taken[constraint.name] = [*kept, claim]
 
 
 def table_holds_locks(table: str) -> bool:
@@ -274,6 +326,34 @@ def table_holds_locks(table: str) -> bool:
     constraint on it, or marks it with ``Meta.holds_locks = True``."""
     with _lock_names_guard:
         return bool(_lock_names.get(table)) or table in _tables_holding_locks
+
+
+# --- the models of a table -----------------------------------------------------------------------
+
+# table name → model name → the class (a class of the same name redefines it: a reloaded module,
+# a test). Every model with a table and keys, constrained or not: which model an item is a record
+# of, and which locks it holds, is judged against all of them (dynaunique._model.mixed).
+_table_models: dict[str, dict[str, type]] = {}
+_table_models_guard = threading.Lock()
+#: Bumped whenever a model is registered, so what is derived from the registry can be cached.
+_table_models_generation = [0]
+
+
+def _register_model(cls: type, table: str) -> None:
+    with _table_models_guard:
+        _table_models.setdefault(table, {})[cls.__name__] = cls
+        _table_models_generation[0] += 1
+
+
+def table_models_generation() -> int:
+    """A number that changes whenever a model is bound to a table (for caches)."""
+    return _table_models_generation[0]
+
+
+def table_models(table: str) -> tuple[Any, ...]:
+    """Every model class bound to ``table`` in this process, in definition order."""
+    with _table_models_guard:
+        return tuple(_table_models.get(table, {}).values())
 
 
 # --- the metaclass -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
@@ -23,8 +24,11 @@ from dynaunique._flush import (
     flush,
     flush_steps,
 )
+from dynaunique._items import plain_key
+from dynaunique._model.binding import table_holds_locks
 from dynaunique._model.planning import PlanningMixin
-from dynaunique.errors import UnsupportedOperationError
+from dynaunique._transaction import condition_failed
+from dynaunique.errors import ConcurrentModificationError, UnsupportedOperationError
 from dynaunique.observe import traced
 
 
@@ -59,9 +63,29 @@ class CallsMixin(PlanningMixin):
             condition = version_condition if condition is None else condition & version_condition
         return Op(self, OpKind.UPDATE, condition, add_version_condition, actions)
 
-    def _du_constrained(self) -> bool:
+    def _du_pynamodb_writes(self) -> bool:
+        """Whether this object's writes are PynamoDB's own: a model without constraints on a
+        table that holds no lock items. On a table that does, every model's writes go through
+        the flush, sync as async: one write path, guarded off the locks (``_model.mixed``)."""
         info = self._du_info
-        return info is not None and bool(info.constraints)
+        return info is None or not (info.constraints or table_holds_locks(info.table))
+
+    @contextmanager
+    def _du_pynamodb_call(self, kind: OpKind) -> Iterator[None]:
+        """Around PynamoDB's own write: a failed condition is the error the flush raises for it
+        (a ``ConcurrentModificationError`` that is also PynamoDB's ``PutError``/``DeleteError``/
+        ``UpdateError``, its ``cause`` the ConditionalCheckFailed), so ``save()`` and
+        ``asave()`` fail alike; any other failure is PynamoDB's, as it raised it."""
+        try:
+            yield
+        except PynamoDBException as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            key = plain_key(self._du_key())
+            conflict = ConcurrentModificationError(
+                condition_failed(type(self).__name__, key), model=type(self).__name__, key=key)
+            with as_operation(kind.value):
+                raise conflict from exc.cause
 
     @contextmanager
     def _du_alone(self, op: Op) -> Iterator[Unit]:

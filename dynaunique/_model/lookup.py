@@ -10,14 +10,44 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from dynaunique._connection import Steps, connection_for, policy_for, send_steps
-from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, plain_key
+from pynamodb.connection import Connection
+
+from dynaunique._connection import (
+    Refused,
+    RetryPolicy,
+    Steps,
+    connection_for,
+    policy_for,
+    send_steps,
+)
+from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, owner_key, plain_key
 from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique._model.instance import InstanceMixin
 from dynaunique._model.stored import as_stored
-from dynaunique.errors import ConfigurationError
+from dynaunique._transaction import refusal
+from dynaunique.errors import ConfigurationError, format_value
 
 _L = TypeVar("_L", bound="LookupMixin")
+
+
+def _read(connection: Connection, policy: RetryPolicy, table: str, key: Mapping[str, Any], *,
+          invalid_key: Exception | None = None) -> Steps[dict[str, Any] | None]:
+    """One strongly consistent GetItem: the item, or None when there is none.
+
+    A refusal is a :class:`~dynaunique.errors.DynauniqueError` saying what DynamoDB said; with
+    ``invalid_key``, a ``ValidationException`` raises that instead (the table answered the
+    lock's read, so only the key can be invalid: one a lock names that DynamoDB cannot read).
+    """
+    try:
+        answer = yield from send_steps(
+            connection, "GetItem", {"TableName": table, "Key": dict(key), "ConsistentRead": True},
+            policy=policy)
+    except Refused as refused:
+        if invalid_key is not None and refused.code == "ValidationException":
+            raise invalid_key from None
+        raise refusal(refused) from refused.error
+    item = answer.get("Item")
+    return dict(item) if item is not None else None
 
 
 class LookupMixin(InstanceMixin):
@@ -36,30 +66,39 @@ class LookupMixin(InstanceMixin):
         if wanted is None:
             raise cls.DoesNotExist(f"None is never locked ({', '.join(constraint.fields)})")
         connection, policy = connection_for(cls.Meta), policy_for(cls.Meta)
-        lock = (yield from send_steps(
-            connection, "GetItem",
-            {"TableName": info.table, "Key": lock_primary_key(info.key_attributes, wanted.key),
-             "ConsistentRead": True}, policy=policy)).get("Item")
-        shown = constraint.display_value(tuple(raw))
-        if lock is None or OWNER_ATTR not in lock or not cls._du_family_holds(lock):
+        lock = (yield from _read(connection, policy, info.table,
+                                 lock_primary_key(info.key_attributes, wanted.key)))
+        # The value as the caller gave it, or <hashed>: the one renderer decides.
+        what = (f"{', '.join(constraint.fields)} "
+                f"{format_value(constraint.display_value(tuple(raw)), hashed=constraint.hashed)}")
+        if lock is None or not cls._du_family_holds(lock):
             # A lock name two models share explicitly: the other model's record is not a cls.
-            raise cls.DoesNotExist(f"no {cls.__name__} holds {', '.join(constraint.fields)} "
-                                   f"{shown!r}")
-        owner = lock[OWNER_ATTR]["M"]
-        item = (yield from send_steps(
-            connection, "GetItem", {"TableName": info.table, "Key": owner, "ConsistentRead": True},
-            policy=policy)).get("Item")
+            raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
+        malformed = cls.DoesNotExist(
+            f"the lock on {what} names no record of {cls.__name__} (its owner is not a key of "
+            "the table; an orphan lock: `dynaunique check` finds and `dynaunique repair` removes "
+            "these)")
+        owner_attr = lock.get(OWNER_ATTR)
+        owner = owner_key(info.key_attributes,
+                          owner_attr.get("M") if isinstance(owner_attr, Mapping) else None,
+                          (info.hash_type, info.range_type))
+        if owner is None:
+            raise malformed
+        item = yield from _read(connection, policy, info.table, owner, invalid_key=malformed)
         if item is None:
             raise cls.DoesNotExist(
-                f"the lock on {shown!r} names {plain_key(owner)}, which does not exist (an "
+                f"the lock on {what} names {plain_key(owner)}, which does not exist (an "
                 "orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)"
             )
+        if not cls._du_is_mine(item):
+            # A parent's own record (its lock's model, a parent, is family): not a cls.
+            raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
         # The record read second is returned only if it holds the value now (it may have moved
         # between the two reads).
         held = locks_of(info, cls._du_lock_inputs(item)).get(constraint.name)
         if held is None or held.key != wanted.key:
             raise cls.DoesNotExist(
-                f"the lock on {shown!r} names {plain_key(owner)}, which no longer holds that "
+                f"the lock on {what} names {plain_key(owner)}, which no longer holds that "
                 "value (an orphan lock)"
             )
         return cls.from_raw_data(item)
@@ -77,6 +116,16 @@ class LookupMixin(InstanceMixin):
             family.add(sub.__name__)
             pending.extend(sub.__subclasses__())
         return writer in family
+
+    @classmethod
+    def _du_is_mine(cls, item: Mapping[str, Any]) -> bool:
+        """Whether a record item is a ``cls`` by its stored discriminator (a polymorphic model's
+        record of a parent or a sibling class is not); without one, any item is."""
+        try:
+            stored = cls._get_discriminator_class(dict(item))
+        except ValueError:  # a discriminator value no class of the family declares
+            return False
+        return stored is None or issubclass(stored, cls)
 
     @classmethod
     def _du_resolve(cls, info: ModelInfo, field_or_name: str | None, value: Any,

@@ -19,7 +19,7 @@ from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
 import dynaunique._writes as _writes
 from dynaunique._flush import Op, OpKind
 from dynaunique._items import LockRef, ModelInfo, locks_of, record_key
-from dynaunique._model.instance import InstanceMixin
+from dynaunique._model.mixed import MixedMixin, of_another_model, others_fields
 from dynaunique._model.stored import serialize_checked
 from dynaunique._plan import Plan, plan_delete, plan_save, plan_update
 from dynaunique._writes import Expression, RecordDelete, RecordPut
@@ -71,8 +71,11 @@ def _predict(info: ModelInfo, loaded: Mapping[str, Any], actions: Sequence[Actio
             predicted[target] = {"N": str(base + 1)}
             continue
         if target in relevant:
+            # The action's repr holds its operands: not shown for a hashed constraint's.
+            hidden = any(target in b.attr_names for b in info.constraints if b.constraint.hashed)
+            shown = "an update action" if hidden else f"update action {action!r}"
             raise UnsupportedOperationError(
-                f"update action {action!r} changes {target!r}, which a unique lock depends "
+                f"{shown} changes {target!r}, which a unique lock depends "
                 "on, in a way that cannot be known before sending; assign the new value and "
                 "call save() instead"
             )
@@ -80,7 +83,7 @@ def _predict(info: ModelInfo, loaded: Mapping[str, Any], actions: Sequence[Actio
     return predicted, complete
 
 
-class PlanningMixin(InstanceMixin):
+class PlanningMixin(MixedMixin):
     """A model's writes as plans (pure), and the unit of work's planning hooks."""
 
     def _du_item(self, loaded: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -124,7 +127,8 @@ class PlanningMixin(InstanceMixin):
         old_locks = self._du_old_locks(loaded, reads)
         plan = plan_save(info, item=item, new_locks=new_locks, loaded_item=loaded,
                          old_locks=old_locks, now=_writes.now(), condition=cond,
-                         use_version=add_version_condition, condition_reads=reads)
+                         use_version=add_version_condition, condition_reads=reads,
+                         reown=of_another_model(type(self), loaded))
         self._du_state.new_locks = (plan, new_locks, frozenset(new_reads))
         return plan
 
@@ -189,12 +193,21 @@ class PlanningMixin(InstanceMixin):
             # What a condition reads on the NEW state must match the stored record too: the new
             # state is the stored one plus these actions, not the loaded one.
             new_locks = locks_of(info, self._du_lock_inputs(predicted), reads)
+        reown = False
+        if loaded is not None and predicted is not None:
+            left = new_locks if lock_relevant else old_locks
+            moves = lock_relevant and {r.key for r in new_locks.values()} != {
+                r.key for r in old_locks.values()}
+            self._du_judge_result(loaded, predicted, {r.key for r in left.values()}, moves)
+            # Another model's record that this update makes one of this model's.
+            reown = of_another_model(type(self), loaded) and not of_another_model(type(self),
+                                                                                  predicted)
         return plan_update(
             info, update=update_expr, predicted_item=predicted, predicted_complete=complete,
             loaded_item=loaded if loaded is not None else self.serialize(null_check=False),
             old_locks=old_locks, new_locks=new_locks, lock_relevant=lock_relevant,
             now=_writes.now(), condition=condition_only, use_version=op.add_version_condition,
-            condition_reads=reads)
+            condition_reads=reads, reown=reown)
 
     # --- the unit of work's planning hooks (dynaunique._flush) ------------------------------------
 
@@ -206,7 +219,7 @@ class PlanningMixin(InstanceMixin):
             return False  # planned as a create; an existing record is adopted on refusal
         if op.kind is OpKind.DELETE:
             return bool(info.constraints)  # its locks are those of the stored values
-        relevant = _lock_relevant(info)
+        relevant = _lock_relevant(info) | others_fields(type(self))
         touched = {_action_target(a) for a in op.actions or ()}
         return info.has_conditions or bool(touched & relevant)
 

@@ -73,6 +73,15 @@ class ReadMixin(InstanceMixin):
             )
 
     @classmethod
+    def _du_check_keys(cls, items: Any) -> list[Any]:
+        """``batch_get``'s keys as a list, each hash key checked (:meth:`_du_check_key`)."""
+        keys = list(items)
+        for item in keys:
+            ranged = cls._range_keyname and isinstance(item, (tuple, list)) and item
+            cls._du_check_key(item[0] if ranged else item)
+        return keys
+
+    @classmethod
     def _du_check_query_key(cls, hash_key: Any, index_name: str | None) -> None:
         """Refuse a query that could only return lock items.
 

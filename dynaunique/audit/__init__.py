@@ -14,11 +14,16 @@ them):
   owner and the records that require it), so writes racing with the scan are never reported.
 
 :func:`plan_repair` turns an :class:`AuditReport` into guarded writes (pure), and
-:func:`apply_repair` sends them. Repair never modifies a record: it deletes orphan locks, writes
-missing ones and hands a lock over from a record that no longer needs it to the one that does —
-each as one TransactWriteItems that also carries ConditionChecks on the records involved, so a
-record that changed since it was read cancels the write instead of leaving a missing lock or an
-orphan behind. docs/operating-locks.md explains why each guard is there.
+:func:`apply_repair` sends them. Hashed locks carry a fingerprint of the secret that made their
+key: one another secret made is never deleted as an orphan (``foreign_secret``), and a report
+warns (:class:`SecretWarning`) when no lock of a hashed constraint was made with the current
+secret; repair refuses to touch those unless told ``accept_other_secret``.
+
+Repair never modifies a record: it deletes orphan locks, writes missing ones and hands a lock
+over from a record that no longer needs it to the one that does — each as one TransactWriteItems
+that also carries ConditionChecks on the records involved, so a record that changed since it was
+read cancels the write instead of leaving a missing lock or an orphan behind.
+docs/operating-locks.md explains why each guard is there.
 
 How items are told apart: an item whose hash key starts with ``UNIQ#`` is a lock (``UNIQ#~``
 items are dynaunique's system items and are skipped); every other item is a record of one of the
@@ -40,7 +45,7 @@ from __future__ import annotations
 from dynaunique.errors import AuditError as AuditError
 
 from . import _kinds, _pages
-from ._check import AuditReport, TableSummary, check
+from ._check import AuditReport, SecretWarning, TableSummary, check
 from ._judge import Evidence, Finding
 from ._kinds import (
     ActionKind,
@@ -85,6 +90,9 @@ MISSING = FindingKind.MISSING
 FOREIGN_OWNER = FindingKind.FOREIGN_OWNER
 #: Several records hold the same normalized value under one constraint.
 DUPLICATE = FindingKind.DUPLICATE
+#: A hashed lock no record requires, made under another secret than the current one (or
+#: before locks carried their secret's fingerprint): reported, never deleted unless asked.
+FOREIGN_SECRET = FindingKind.FOREIGN_SECRET
 #: A lock of a constraint name no loaded model declares on that table.
 UNKNOWN_CONSTRAINT = FindingKind.UNKNOWN_CONSTRAINT
 #: A record whose locks cannot be computed (ambiguous model, invalid value).
@@ -108,6 +116,7 @@ __all__ = [
     "FAILED",
     "FIXED",
     "FOREIGN_OWNER",
+    "FOREIGN_SECRET",
     "HIDDEN",
     "KINDS",
     "KIND_LABELS",
@@ -137,6 +146,7 @@ __all__ = [
     "RepairPlan",
     "RepairResult",
     "RepairStatus",
+    "SecretWarning",
     "StoredRecord",
     "TableSummary",
     "apply_repair",

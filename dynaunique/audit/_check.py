@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,6 +22,36 @@ from ._stored import _interpret, _is_lock_item, _lock_info, _Record
 from ._tables import Cost, _call, _Meter, _Table, _tables
 
 Progress = Callable[[int, "int | None"], None]
+
+
+@attrs.frozen
+class SecretWarning:
+    """No hashed lock of a constraint on a table was made with the current secret: the secret
+    the check runs with is almost certainly not the one the application writes with."""
+
+    table: str
+    #: The lock name.
+    constraint: str
+    #: The fingerprint of the secret the check ran with.
+    current: str
+    #: ``(fingerprint, locks)`` of the locks seen, most common first; None: no fingerprint.
+    seen: tuple[tuple[str | None, int], ...]
+
+    @property
+    def message(self) -> str:
+        """One line saying it, for the top of a report."""
+        total = sum(n for _, n in self.seen)
+        carried = ", ".join(f"{n} {fp if fp is not None else 'no fingerprint'}"
+                            for fp, n in self.seen)
+        return (f"the lock secret is probably wrong for {self.constraint} on {self.table!r}: "
+                f"none of its {total} hashed lock(s) was made with the current secret "
+                f"({self.current}; they carry {carried}); repair will not touch them")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"table": self.table, "constraint": self.constraint, "current": self.current,
+                "seen": [{"secret_id": fp, "locks": n} for fp, n in self.seen],
+                "message": self.message}
 
 
 @attrs.frozen
@@ -50,6 +81,8 @@ class AuditReport:
     cost: Cost
     #: The models the check ran with (repair needs them).
     models: tuple[type[Model], ...] = attrs.field(eq=False, repr=False, default=())
+    #: Constraints none of whose hashed locks the current secret made (see SecretWarning).
+    secret_warnings: tuple[SecretWarning, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -70,6 +103,7 @@ class AuditReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"clean": self.clean, "counts": self.counts(),
+                "secret_warnings": [w.to_dict() for w in self.secret_warnings],
                 "tables": [t.to_dict() for t in self.tables],
                 "findings": [f.to_dict() for f in self.findings], "cost": self.cost.to_dict()}
 
@@ -138,6 +172,29 @@ def _suspects(table: _Table, snapshot: _Snapshot) -> dict[str, list[TypedKey]]:
     return suspects
 
 
+def _secret_warnings(table: _Table, snapshot: _Snapshot) -> list[SecretWarning]:
+    """The hashed constraints of ``table`` whose locks the scan saw, none made with the current
+    secret: carrying its fingerprint, or (a lock without one) required by a record's values."""
+    hashed = table.hashed
+    required = {key for record in snapshot.records for key in record.requires or {}}
+    seen: dict[str, Counter[str | None]] = {}
+    current: dict[str, str | None] = {}
+    confirmed: set[str] = set()
+    for key, item in snapshot.locks.items():
+        lock = _lock_info(table, item)
+        if not lock.hashed or lock.constraint not in hashed:
+            continue
+        seen.setdefault(lock.constraint, Counter())[lock.secret_id] += 1
+        if lock.constraint not in current:
+            current[lock.constraint] = table.secret_id(lock.constraint)
+        if (lock.secret_id == current[lock.constraint]
+                or (lock.secret_id is None and key in required)):
+            confirmed.add(lock.constraint)
+    return [SecretWarning(table.name, name, str(current[name]),
+                          tuple(sorted(counts.items(), key=lambda c: (-c[1], c[0] or ""))))
+            for name, counts in sorted(seen.items()) if name not in confirmed]
+
+
 def check(models: Sequence[type[Model]], *, segments: int = 1,
           progress: Progress | None = None, page_size: int | None = None) -> AuditReport:
     """Audit every lock and record of the models' tables.
@@ -170,6 +227,7 @@ def check(models: Sequence[type[Model]], *, segments: int = 1,
 
     summaries: list[TableSummary] = []
     findings: list[Finding] = []
+    warnings: list[SecretWarning] = []
     with ThreadPoolExecutor(max_workers=segments) as pool:
         for table in tables:
             snapshot = _Snapshot()
@@ -181,6 +239,7 @@ def check(models: Sequence[type[Model]], *, segments: int = 1,
                                           len(snapshot.locks), snapshot.system, snapshot.other))
             findings.extend(_unreadable(table, record) for record in snapshot.records
                             if record.requires is None)
+            warnings.extend(_secret_warnings(table, snapshot))
             suspects = _suspects(table, snapshot)
             confirm = functools.partial(_recheck, table, meter=meter)
             confirmed = pool.map(confirm, suspects, suspects.values())
@@ -188,4 +247,5 @@ def check(models: Sequence[type[Model]], *, segments: int = 1,
     order = {kind: i for i, kind in enumerate(KINDS)}
     findings.sort(key=lambda f: (order[f.kind], f.table, f.lock_key,
                                  [h.label for h in f.holders]))
-    return AuditReport(tuple(summaries), tuple(findings), meter.cost(), tuple(models))
+    return AuditReport(tuple(summaries), tuple(findings), meter.cost(), tuple(models),
+                       tuple(warnings))

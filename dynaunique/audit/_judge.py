@@ -46,9 +46,9 @@ class Finding:
     lock: LockInfo | None
     #: The records whose current values require ``lock_key`` (for ``unreadable``: the record).
     holders: tuple[RecordRef, ...]
-    #: For ``orphan``/``foreign_owner``: ``gone`` (the owner record does not exist), ``changed``
-    #: (it no longer holds the value), ``unknown`` (no loaded model reads it) or ``none`` (the
-    #: lock names no owner).
+    #: For ``orphan``/``foreign_owner``/``foreign_secret``: ``gone`` (the owner record does not
+    #: exist), ``changed`` (it no longer holds the value), ``unknown`` (no loaded model reads
+    #: it) or ``none`` (the lock names no owner).
     owner_state: OwnerState | None
     #: A few words for a table column: ``its owner does not exist``.
     detail: str
@@ -158,6 +158,17 @@ def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
                        f"{state}", owner_state)
     if lock is None:
         return None
+    current = table.secret_id(name) if lock.hashed else None
+    if current is not None and lock.secret_id != current:
+        # No record requires it under the current secret; only a lock this secret made can be
+        # known to be nobody's (the owner may hold the value its key was made from).
+        made = (f"made under secret {lock.secret_id}" if lock.secret_id is not None
+                else "made before locks carried their secret's fingerprint")
+        return finding(FindingKind.FOREIGN_SECRET,
+                       f"{made}, not the current secret {current}; {state}",
+                       f"lock {shown} (owner {owner_label}) was {made}, not with the current "
+                       f"secret ({current}): it is not deleted as an orphan ({state})",
+                       owner_state)
     return finding(FindingKind.ORPHAN, state,
                    f"lock {shown} (owner {owner_label}) is an orphan: {state}", owner_state)
 

@@ -21,6 +21,9 @@ class FindingKind(Kind):
     FOREIGN_OWNER = "foreign_owner"
     #: A lock whose owner record is gone, or no longer holds the value the lock protects.
     ORPHAN = "orphan"
+    #: A hashed lock no record requires, made under another secret than the current one (or
+    #: before locks carried the fingerprint of theirs): never deleted as an orphan unless asked.
+    FOREIGN_SECRET = "foreign_secret"
     #: A lock of a constraint name no loaded model declares on that table.
     UNKNOWN_CONSTRAINT = "unknown_constraint"
     #: A record whose locks cannot be computed (ambiguous model, invalid value).
@@ -88,6 +91,7 @@ KIND_LABELS: dict[str, str] = {
     FindingKind.MISSING: "missing lock",
     FindingKind.FOREIGN_OWNER: "foreign owner",
     FindingKind.ORPHAN: "orphan lock",
+    FindingKind.FOREIGN_SECRET: "other secret",
     FindingKind.UNKNOWN_CONSTRAINT: "unknown constraint",
     FindingKind.UNREADABLE: "unreadable record",
 }

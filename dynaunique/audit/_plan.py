@@ -29,7 +29,7 @@ from dynaunique._writes import (
 )
 from dynaunique.model import Model
 
-from ._check import AuditReport
+from ._check import AuditReport, SecretWarning
 from ._judge import Finding
 from ._kinds import ActionKind, FindingKind, OwnerState
 from ._stored import _absent, _Record
@@ -81,15 +81,56 @@ class RepairPlan:
     #: Findings no repair fixes (duplicates, unknown constraints, unreadable records, ...).
     unfixable: tuple[Finding, ...]
     models: tuple[type[Model], ...] = attrs.field(eq=False, repr=False, default=())
+    #: The unfixable findings left because they concern locks another secret made (or a
+    #: constraint none of whose locks the current secret made): while there is one,
+    #: :func:`apply_repair` refuses to run.
+    other_secret: tuple[Finding, ...] = ()
+    #: The report's warnings that the secret is probably wrong.
+    secret_warnings: tuple[SecretWarning, ...] = ()
+    #: Planned with ``accept_other_secret=True``: such locks are judged as the current secret's.
+    accept_other_secret: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"actions": [a.to_dict() for a in self.actions],
-                "unfixable": [dict(f.to_dict(), remedy=remedy(f)) for f in self.unfixable]}
+                "unfixable": [dict(f.to_dict(), remedy=remedy(f, other_secret=f in
+                                                              self.other_secret))
+                              for f in self.unfixable],
+                "secret_warnings": [w.to_dict() for w in self.secret_warnings],
+                "accept_other_secret": self.accept_other_secret}
 
 
-def remedy(finding: Finding) -> str:
-    """What a person should do about a finding repair cannot fix."""
+@attrs.frozen
+class _Secrets:
+    """What repair may do about locks the current secret did not make."""
+
+    #: ``(table, lock name)`` of the constraints a SecretWarning names.
+    warned: frozenset[tuple[str, str]] = frozenset()
+    accept: bool = False
+
+    @classmethod
+    def of(cls, warnings: Collection[SecretWarning], accept: bool) -> _Secrets:
+        return cls(frozenset((w.table, w.constraint) for w in warnings), accept)
+
+    def holds(self, finding: Finding) -> bool:
+        """Whether ``finding`` rests on another secret's locks, so it waits for an explicit
+        ``accept``: a lock another secret made, or a missing lock of a constraint none of whose
+        locks the current secret made (it is the wrong secret's digest)."""
+        return (finding.kind == FindingKind.FOREIGN_SECRET
+                or (finding.kind == FindingKind.MISSING
+                    and (finding.table, finding.constraint) in self.warned))
+
+
+_OTHER_SECRET_REMEDY = (
+    "check the lock secret (Meta.lock_secret or DYNAUNIQUE_LOCK_SECRET): these locks were not "
+    "made with it; if their secret was retired on purpose, run repair --accept-other-secret")
+
+
+def remedy(finding: Finding, *, other_secret: bool = False) -> str:
+    """What a person should do about a finding repair cannot fix (``other_secret``: it was
+    left because it rests on locks another secret made, :attr:`RepairPlan.other_secret`)."""
+    if other_secret or finding.kind == FindingKind.FOREIGN_SECRET:
+        return _OTHER_SECRET_REMEDY
     if finding.kind == FindingKind.DUPLICATE:
         return ("decide which record keeps the value, change the others (through the "
                 "library), then run repair to write the keeper's lock if it is missing")
@@ -148,21 +189,27 @@ def _put_lock(table: _Table, holder: _Record, lock_key: str, allowed: TypedKey) 
                     allowed=[allowed])
 
 
-def _action(table: _Table, finding: Finding, drop_unknown: Collection[str]) -> RepairAction | None:
+def _action(table: _Table, finding: Finding, drop_unknown: Collection[str],
+            secrets: _Secrets = _Secrets()) -> RepairAction | None:
     """The guarded writes that fix ``finding`` as read, or None when no repair may fix it."""
     lock = finding.lock
     owner_key_ = owner_key(table.key_attributes, lock.owner if lock is not None else None)
+    if secrets.holds(finding) and not secrets.accept:
+        return None
     if finding.kind == FindingKind.UNKNOWN_CONSTRAINT:
         if finding.constraint not in drop_unknown or owner_key_ is None:
             return None
         return RepairAction(ActionKind.DROP_UNKNOWN, finding,
                             Plan((_delete_lock(table, finding, owner_key_),)))
-    if not finding.repairable:
+    # Accepted, a lock another secret made is judged as an orphan of the current one.
+    orphan = finding.kind in (FindingKind.ORPHAN, FindingKind.FOREIGN_SECRET)
+    if not (finding.repairable or (orphan and finding.owner_state in (OwnerState.GONE,
+                                                                       OwnerState.CHANGED))):
         return None
     owner = None
     if owner_key_ is not None:
         owner = _record(finding, owner_key_) or _absent(table, owner_key_)
-    if finding.kind == FindingKind.ORPHAN:
+    if orphan:
         assert owner_key_ is not None and owner is not None
         return RepairAction(ActionKind.DELETE_ORPHAN, finding, Plan((
             _delete_lock(table, finding, owner_key_),
@@ -185,21 +232,32 @@ def _action(table: _Table, finding: Finding, drop_unknown: Collection[str]) -> R
     )))
 
 
-def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = ()) -> RepairPlan:
+def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
+                accept_other_secret: bool = False) -> RepairPlan:
     """The guarded writes that fix a report's findings. Pure: nothing is read or sent.
 
     Orphans are deleted, missing locks written, locks handed from a record that no longer holds
     the value to the one that does. Duplicates, unreadable records and orphans whose owner no
     loaded model reads are left for a person (``unfixable``). Locks of constraints no model
     declares are deleted only for the lock names listed in ``drop_unknown``.
+
+    Hashed locks another secret made (``foreign_secret``), and the missing locks of a constraint
+    none of whose locks the current secret made (a :class:`SecretWarning`), are left too, in
+    :attr:`RepairPlan.other_secret` — and :func:`apply_repair` refuses such a plan — unless
+    ``accept_other_secret``: then those locks are judged as the current secret's (a retired
+    secret's locks are deleted as orphans, and the current secret's written).
     """
     tables = _tables(report.models)
+    secrets = _Secrets.of(report.secret_warnings, accept_other_secret)
     actions = []
     unfixable = []
     for finding in report.findings:
-        action = _action(_table_for(tables, finding.table), finding, drop_unknown)
+        action = _action(_table_for(tables, finding.table), finding, drop_unknown, secrets)
         if action is None:
             unfixable.append(finding)
         else:
             actions.append(action)
-    return RepairPlan(tuple(actions), tuple(unfixable), report.models)
+    held = tuple(f for f in unfixable if secrets.holds(f)) if not accept_other_secret else ()
+    return RepairPlan(tuple(actions), tuple(unfixable), report.models, other_secret=held,
+                      secret_warnings=report.secret_warnings,
+                      accept_other_secret=accept_other_secret)

@@ -12,11 +12,11 @@ from typing import Any
 import attrs
 
 from dynaunique._transaction import execute
-from dynaunique.errors import DynauniqueError, WriteConflict
+from dynaunique.errors import AuditError, DynauniqueError, WriteConflict
 
 from ._judge import Finding, _involved, _recheck
 from ._kinds import ActionKind, RepairStatus
-from ._plan import RepairAction, RepairPlan, _action, remedy
+from ._plan import RepairAction, RepairPlan, _action, _Secrets, remedy
 from ._tables import Cost, _Meter, _Table, _table_for, _tables
 
 # How often apply_repair re-reads and retries an action whose guard failed.
@@ -70,7 +70,7 @@ class RepairResult:
 
 
 def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str],
-               meter: _Meter) -> RepairOutcome:
+               secrets: _Secrets, meter: _Meter) -> RepairOutcome:
     current: RepairAction | None = action
     sent = 0
     for attempt in range(_REPAIR_ATTEMPTS):
@@ -80,7 +80,7 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
             if finding is None:
                 return RepairOutcome(action, RepairStatus.ALREADY_FIXED,
                                      "already consistent when re-read (fixed meanwhile)", sent)
-            current = _action(table, finding, drop_unknown)
+            current = _action(table, finding, drop_unknown, secrets)
             if current is None:
                 return RepairOutcome(action, RepairStatus.NOT_FIXED,
                                      f"now {finding.kind}: {finding.message}", sent)
@@ -99,6 +99,17 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
                          sent)
 
 
+def _refusal(plan: RepairPlan) -> str:
+    """One line: why a plan that rests on another secret's locks is not applied."""
+    names = sorted({f"{f.constraint} on {f.table!r}" for f in plan.other_secret})
+    why = (plan.secret_warnings[0].message if plan.secret_warnings else
+           f"{len(plan.other_secret)} hashed lock(s) of {', '.join(names)} were not made with "
+           "the current secret")
+    return (f"refusing to repair: {why}. Check the lock secret (Meta.lock_secret or "
+            "DYNAUNIQUE_LOCK_SECRET); if those locks' secret was retired on purpose, repair "
+            "with --accept-other-secret (accept_other_secret=True)")
+
+
 def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
                  progress: Callable[[RepairOutcome], None] | None = None) -> RepairResult:
     """Send a repair plan, one guarded TransactWriteItems per action; never touches a record.
@@ -108,14 +119,23 @@ def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
     ``already_fixed`` when the state became consistent meanwhile, ``not_fixed`` when it became
     something repair must not fix (e.g. a duplicate: a missing lock's value taken by another
     record). ``drop_unknown`` must repeat the names given to :func:`plan_repair` for retries.
+
+    :raises AuditError: the plan left findings that rest on locks another secret made
+        (:attr:`RepairPlan.other_secret`): nothing is sent. A wrong secret would otherwise
+        delete every real hashed lock as an orphan; plan with ``accept_other_secret=True`` to
+        repair them as the current secret's.
     """
+    if plan.other_secret:
+        raise AuditError(_refusal(plan))
     tables = _tables(plan.models)
+    secrets = _Secrets.of(plan.secret_warnings, plan.accept_other_secret)
     meter = _Meter()
     drops = set(drop_unknown) | {a.finding.constraint for a in plan.actions
                                  if a.kind == ActionKind.DROP_UNKNOWN}
     outcomes = []
     for action in plan.actions:
-        outcome = _apply_one(_table_for(tables, action.finding.table), action, drops, meter)
+        outcome = _apply_one(_table_for(tables, action.finding.table), action, drops, secrets,
+                             meter)
         outcomes.append(outcome)
         if progress is not None:
             progress(outcome)

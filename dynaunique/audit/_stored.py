@@ -20,6 +20,7 @@ from dynaunique._locks import (
     MODEL_ATTR,
     OWNER_ATTR,
     SECRET_HASH_TAG,
+    SECRET_ID_ATTR,
     VALUE_ATTR,
     decode_value,
     split_lock_key,
@@ -30,11 +31,25 @@ from dynaunique.errors import ConfigurationError
 from ._tables import _info, _Table
 
 
+def _printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (a lone surrogate a raw write stored) escaped
+    (``\\ud800``), so that a report can always be printed."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _label(key: Mapping[str, Any] | None) -> str:
     """``ACCT#1 / PROFILE``: a key's values, hash first (``-`` for no key)."""
     if key is None:
         return "-"
-    return " / ".join(str(untyped(v)) for v in key.values())
+    return _printable(" / ".join(str(untyped(v)) for v in key.values()))
+
+
+def _typed_scalar(value: Any) -> bool:
+    """Whether ``value`` is a typed key value (``{"S": "ACCT#1"}``): what an owner map holds."""
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return False
+    (kind, raw), = value.items()
+    return kind in ("S", "N", "B") and isinstance(raw, (str, bytes))
 
 
 def _json_value(value: Any) -> Any:
@@ -51,8 +66,8 @@ def _json_value(value: Any) -> Any:
 def _shown(value: Any) -> str:
     """A value as a table shows it: a composite's parts joined by `` / ``."""
     if isinstance(value, tuple):
-        return " / ".join(str(v) for v in value)
-    return str(value)
+        return _printable(" / ".join(str(v) for v in value))
+    return _printable(str(value))
 
 
 @attrs.frozen
@@ -95,6 +110,9 @@ class LockInfo:
     created: str | None
     #: The TTL copied from the record (epoch seconds), when its model has one.
     expires: int | None
+    #: A hashed lock's fingerprint of the secret that made its key (None: written before locks
+    #: carried one, or not hashed).
+    secret_id: str | None = None
 
     @property
     def owner_label(self) -> str:
@@ -112,7 +130,7 @@ class LockInfo:
             "table": self.table, "key": self.key, "constraint": self.constraint,
             "value": _json_value(self.value), "hashed": self.hashed, "model": self.model,
             "owner": _json_value(plain_key(self.owner) if self.owner is not None else None),
-            "created": self.created, "expires": self.expires,
+            "created": self.created, "expires": self.expires, "secret_id": self.secret_id,
         }
 
 
@@ -143,8 +161,15 @@ def _interpret(table: _Table, key: TypedKey, item: dict[str, Any] | None,
     """The record ``item`` (read under ``key``) is, and the locks its values require."""
     if item is None:
         return _absent(table, key)
-    model, problem = claim(table.models, item)
     kept = item if keep_item else None
+    try:
+        model, problem = claim(table.models, item)
+    except ConfigurationError:
+        raise
+    except Exception as exc:  # e.g. a Meta.is_record hook that cannot read this item
+        return _Record(RecordRef(table.name, key, None), True, kept, None,
+                       _printable(f"no model can tell whether it is its record: "
+                                  f"{type(exc).__name__}: {exc}"))
     if model is None and problem is None:
         # Not a record of any loaded model (Meta.is_record said so): nothing of it to check.
         return _absent(table, key)
@@ -158,7 +183,8 @@ def _interpret(table: _Table, key: TypedKey, item: dict[str, Any] | None,
     except ConfigurationError:
         raise  # e.g. no secret for a hashed constraint: nothing can be checked
     except Exception as exc:  # a value written around the library that it cannot read
-        return _Record(ref, True, kept, None, f"{model.__name__} cannot compute its locks: {exc}")
+        return _Record(ref, True, kept, None,
+                       _printable(f"{model.__name__} cannot compute its locks: {exc}"))
     return _Record(ref, True, kept, {lock.key: lock for lock in locks.values()},
                    condition_reads=frozenset(reads))
 
@@ -189,9 +215,12 @@ def _lock_info(table: _Table, item: Mapping[str, Any]) -> LockInfo:
         # still spells the value in its key).
         hashed=encoded.startswith(SECRET_HASH_TAG),
         model=item.get(MODEL_ATTR, {}).get("S"),
-        owner=dict(owner) if isinstance(owner, dict) else None,
+        # An owner map that is no key (a value not a string, number or binary) names no owner.
+        owner=(dict(owner) if isinstance(owner, dict) and all(map(_typed_scalar, owner.values()))
+               else None),
         created=item.get(CREATED_ATTR, {}).get("S"),
         expires=expires,
+        secret_id=item.get(SECRET_ID_ATTR, {}).get("S"),
     )
 
 

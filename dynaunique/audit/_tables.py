@@ -15,7 +15,7 @@ import attrs
 
 from dynaunique._connection import Refused, RetryPolicy, connection_for, send
 from dynaunique._items import ModelInfo, TypedKey
-from dynaunique._locks import lock_primary_key
+from dynaunique._locks import lock_primary_key, secret_id
 from dynaunique.errors import AuditError, DynauniqueError
 from dynaunique.model import Model
 
@@ -119,6 +119,21 @@ class _Table:
     def model_named(self, name: str | None) -> type[Model] | None:
         """The loaded model of this table with that class name."""
         return next((m for m in self.models if m.__name__ == name), None)
+
+    @property
+    def hashed(self) -> frozenset[str]:
+        """Lock names a loaded model of this table declares hashed."""
+        return frozenset(b.name for m in self.models for b in _info(m).constraints
+                         if b.constraint.hashed)
+
+    def secret_id(self, name: str) -> str | None:
+        """The fingerprint of the current secret of hashed lock name ``name`` (None: no loaded
+        model declares it hashed). Raises ConfigurationError when that model has no secret."""
+        for model in self.models:
+            info = _info(model)
+            if any(b.name == name and b.constraint.hashed for b in info.constraints):
+                return secret_id(info.secret())
+        return None
 
     def lock_pk(self, key: str) -> TypedKey:
         """The primary key of the lock item with hash key ``key``."""

@@ -11,10 +11,11 @@ import sys
 
 import click
 
+from dynaunique.cli._common import Commands, exit_code_of
 from dynaunique.errors import DynauniqueError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dynaunique")
 def cli() -> None:
     """dynaunique: unique constraints for DynamoDB, kept by lock items."""
@@ -49,5 +50,5 @@ def main() -> None:
         sys.exit(1)
     except DynauniqueError as exc:
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        sys.exit(exit_code_of(exc))
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,16 +1,26 @@
-"""What commands share: loading the user's models, pointing them at an endpoint, exit status 2."""
+"""What commands share: the settings, loading the user's models, pointing them at an endpoint,
+one line and exit status 2 for every failure that stops a command before it could do its job.
+
+Exit codes of every command: 0 done (and clean); 1 a finding (``check``: drift; ``repair``:
+something left for a person; ``migrate``: duplicates, or a run stopped mid-way;
+``makemigrations --check``: a missing migration; ``demo``: a broken promise); 2 the command could
+not run (usage, configuration, endpoint URL, region, credentials, module, table, port).
+"""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
+import botocore.exceptions
 import click
+from pynamodb.exceptions import PynamoDBException
 
-from dynaunique.errors import ConfigurationError
+from dynaunique._endpoint import point_models
+from dynaunique.errors import ConfigurationError, DynauniqueError, UnreachableError
+from dynaunique.migrations.project import Settings, load_settings
 from dynaunique.model import Model
 
 
@@ -59,12 +69,73 @@ def load_models(module_path: str) -> list[type[Model]]:
     return sorted(models, key=lambda m: m.__name__)
 
 
-def point_at(models: Sequence[type[Model]], endpoint: str | None) -> None:
-    """Send every request of ``models`` to ``endpoint`` (no-op for None)."""
-    if endpoint is None:
-        return
-    for model in models:
-        model.Meta.host = endpoint
-        if getattr(model.Meta, "region", None) is None:
-            model.Meta.region = "us-east-1"
-        model._connection = None
+def settings_for(module: str) -> Settings:
+    """``[tool.dynaunique]`` of the ``pyproject.toml`` in the current directory, for ``module``
+    (``""``: the top-level settings only), as every command reads them."""
+    return load_settings(module)
+
+
+def open_models(module: str, endpoint: str | None) -> tuple[list[type[Model]], Settings]:
+    """``module``'s models pointed at ``endpoint`` (else ``[tool.dynaunique] endpoint``, else
+    where their ``Meta`` says), and the settings: what every command that talks to DynamoDB
+    starts with. Settings are read first, so a mistake there is reported before the import.
+
+    :raises ConfigurationError: bad settings, a module that cannot be imported, a malformed URL,
+        no region or credentials for an endpoint that is not on this machine.
+    """
+    settings = settings_for(module)
+    models = load_models(module)
+    # The one decision of region and credentials (fake ones only for a server on this machine).
+    point_models(models, endpoint or settings.endpoint)
+    return models, settings
+
+
+def one_line(exc: BaseException) -> str | None:
+    """The line an expected failure prints (None: unexpected, a bug worth its traceback)."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", ""), error.get("Message", "")
+        operation = getattr(exc, "operation_name", "a request")
+        if code == "ResourceNotFoundException":
+            return (f"DynamoDB refused {operation}: {message or code} (does the table exist "
+                    "at this endpoint and region?)")
+        return f"DynamoDB refused {operation}: {code}: {message}"
+    if isinstance(exc, (botocore.exceptions.BotoCoreError, PynamoDBException)):
+        cause = exc.__cause__
+        if isinstance(exc, PynamoDBException) and isinstance(
+                cause, (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError)):
+            return one_line(cause)
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, DynauniqueError):
+        return str(exc)
+    return None
+
+
+def exit_code_of(exc: DynauniqueError) -> int:
+    """The status a dynaunique error ends a command with: its own (2 for a configuration
+    mistake), and 2 as well when DynamoDB could not be reached (nothing ran), also when that
+    is the cause of another error (the migrations' ``describe_table on …``)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, UnreachableError):
+            return CannotRun.exit_code
+        cause = cause.__cause__
+    return exc.exit_code
+
+
+class Commands(click.Group):
+    """The ``dynaunique`` group: an expected failure of any command is one line, exit 2."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the command; turn an expected failure into :class:`CannotRun`."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit,
+                click.exceptions.Abort):
+            raise
+        except (DynauniqueError, botocore.exceptions.BotoCoreError,
+                botocore.exceptions.ClientError, PynamoDBException) as exc:
+            line = one_line(exc) or str(exc)
+            if isinstance(exc, DynauniqueError) and exit_code_of(exc) != CannotRun.exit_code:
+                raise click.ClickException(line) from exc  # status 1: a run that stopped
+            raise CannotRun(line) from exc

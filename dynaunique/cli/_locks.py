@@ -2,7 +2,9 @@
 
 Exit codes: ``check`` 0 clean, 1 findings; ``repair`` 0 when everything planned was (or, in a
 dry run, can be) fixed, 1 when something is left for a person; ``locks`` 0. Any of them exits 2
-when it could not run at all (bad module, unreachable endpoint, missing table).
+when it could not run at all (bad module, endpoint, region or credentials, unreachable endpoint,
+missing table). Tables are drawn with rich on a terminal, and printed as plain tab-separated rows
+otherwise (``dynaunique._output``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from dynaunique import audit
 from dynaunique._render import to_json
-from dynaunique.cli._common import CannotRun, endpoint_option, load_models, point_at
+from dynaunique.cli._common import CannotRun, endpoint_option, open_models
+from dynaunique.cli._output import Output
 from dynaunique.errors import DynauniqueError
 from dynaunique.model import Model
 
@@ -37,15 +40,12 @@ def _reported() -> Iterator[None]:
         raise CannotRun(str(exc)) from exc
 
 
-def _models(module: str, endpoint: str | None) -> list[type[Model]]:
-    models = load_models(module)
-    point_at(models, endpoint)
-    return models
-
-
-def _console() -> Console:
-    # Created per call so click's CliRunner (which swaps sys.stdout) captures the output.
-    return Console(file=sys.stdout, highlight=False)
+def _models(module: str, endpoint: str | None,
+            segments: int | None = None) -> tuple[list[type[Model]], int]:
+    """The module's models, pointed at the endpoint, and the scan segments (the option, else
+    ``[tool.dynaunique] segments``, else 1)."""
+    models, settings = open_models(module, endpoint)
+    return models, segments or settings.segments or 1
 
 
 def _when(epoch: int | None) -> str:
@@ -60,12 +60,12 @@ def _created(text: str | None) -> str:
     return text.replace("T", " ")[:19] + "Z"
 
 
-def _table(*columns: str, title: str | None = None) -> Table:
-    table = Table(title=title, title_justify="left", show_lines=False)
-    for column in columns:
-        # fold: a value is never cut short with an ellipsis; an operator copies it.
-        table.add_column(column, overflow="fold")
-    return table
+_LOCK_COLUMNS = ("constraint", "value", "owner", "model", "created", "expiry")
+
+
+def _lock_row(lock: audit.LockInfo) -> tuple[str, ...]:
+    return (lock.constraint, lock.shown_value, lock.owner_label, lock.model or "-",
+            _created(lock.created), _when(lock.expires))
 
 
 # --- locks ---------------------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def locks_command(module: str, model_name: str | None, constraint: str | None,
     if owner_range is not None and owner is None:
         raise click.UsageError("--owner-range needs --owner")
     with _reported():
-        models = _models(module, endpoint)
+        models, _ = _models(module, endpoint)
         if exact:
             if constraint is None or not values:
                 raise click.UsageError("--exact needs --constraint and --value")
@@ -121,51 +121,68 @@ def locks_command(module: str, model_name: str | None, constraint: str | None,
             _print_listing(listing, as_json)
 
 
+def _hashed(model: type[Model], constraint: str) -> bool:
+    info = model._du_info
+    return info is not None and any(
+        b.constraint.hashed and constraint in (b.name, *b.constraint.fields)
+        for b in info.constraints)
+
+
+def _asked(model: type[Model], constraint: str, values: Sequence[str]) -> str:
+    """The looked-up value as output may show it: never a hashed constraint's."""
+    if _hashed(model, constraint):
+        return f"that {constraint} value (hashed, not shown)"
+    return f"{constraint} {' / '.join(values)!r}"
+
+
 def _print_holder(models: Sequence[type[Model]], model_name: str | None, constraint: str,
                   values: Sequence[str], as_json: bool) -> None:
     model = audit.pick_model(models, constraint, model=model_name)
-    value = audit.parse_value(model, constraint, values)
-    lock = audit.who_holds(model, constraint, value)
+    try:
+        value = audit.parse_value(model, constraint, values)
+        lock = audit.who_holds(model, constraint, value)
+    except DynauniqueError as exc:
+        if not _hashed(model, constraint):
+            raise
+        # The message may quote the value: say only what failed.
+        raise CannotRun(f"that value cannot be looked up as {constraint} "
+                        f"({type(exc).__name__}); {constraint} is hashed, so the value is not "
+                        "shown") from None
     cost = audit.Cost((("GetItem", 1),))
     if as_json:
         click.echo(to_json({"lock": lock.to_dict() if lock else None, "cost": cost.to_dict()}))
         return
-    console = _console()
-    shown = " / ".join(values)
+    output = Output()
     if lock is None:
-        console.print(f"No lock: {constraint} {shown!r} is free.")
+        output.note(f"No lock: {_asked(model, constraint, values)} is free.")
     else:
-        table = _table("constraint", "value", "owner", "model", "created", "expiry")
-        table.add_row(lock.constraint, lock.shown_value, lock.owner_label, lock.model or "-",
-                      _created(lock.created), _when(lock.expires))
-        console.print(table)
-    console.print(f"cost: {cost.describe()}", style="dim")
+        output.table(_LOCK_COLUMNS, [_lock_row(lock)])
+    output.note(f"cost: {cost.describe()}", "dim")
 
 
 def _print_owner(result: audit.OwnerLocks, owner: str, as_json: bool) -> None:
     if as_json:
         click.echo(to_json(result.to_dict()))
         return
-    console = _console()
+    output = Output()
     if result.record is None:
-        console.print(f"No record has key {owner!r}.")
+        output.note(f"No record has key {owner!r}.")
+    elif not result.locks:
+        output.note(f"{result.record.label} requires no lock.")
     else:
-        table = _table("constraint", "value", "status", "lock owner", "created", "expiry",
-                       title=f"Locks of {result.record.model} {result.record.label}")
+        rows = []
         for expected in result.locks:
             stored = expected.stored
-            status = {"held": "[green]held[/]", "missing": "[red]missing[/]",
-                      "foreign": "[red]held by another record[/]"}[expected.status]
+            status = {"held": Text("held", "green"), "missing": Text("missing", "red"),
+                      "foreign": Text("held by another record", "red")}[expected.status]
             value = "hashed" if expected.lock.hashed else _shown(expected.lock.value)
-            table.add_row(expected.lock.constraint, value, status,
-                          stored.owner_label if stored else "-",
-                          _created(stored.created) if stored else "-",
-                          _when(stored.expires) if stored else "-")
-        if not result.locks:
-            console.print(f"{result.record.label} requires no lock.")
-        else:
-            console.print(table)
-    console.print(f"cost: {result.cost.describe()}", style="dim")
+            rows.append((expected.lock.constraint, value, status,
+                         stored.owner_label if stored else "-",
+                         _created(stored.created) if stored else "-",
+                         _when(stored.expires) if stored else "-"))
+        output.table(("constraint", "value", "status", "lock owner", "created", "expiry"), rows,
+                     title=f"Locks of {result.record.model} {result.record.label}")
+    output.note(f"cost: {result.cost.describe()}", "dim")
 
 
 def _shown(value: Any) -> str:
@@ -178,15 +195,11 @@ def _print_listing(listing: audit.LockListing, as_json: bool) -> None:
     if as_json:
         click.echo(to_json(listing.to_dict()))
         return
-    console = _console()
-    table = _table("constraint", "value", "owner", "model", "created", "expiry")
-    for lock in listing.locks:
-        table.add_row(lock.constraint, lock.shown_value, lock.owner_label, lock.model or "-",
-                      _created(lock.created), _when(lock.expires))
-    if listing.locks:
-        console.print(table)
-    console.print(f"{len(listing.locks)} lock(s)")
-    console.print(f"cost: {listing.cost.describe()}", style="dim")
+    output = Output()
+    if listing.locks or not output.terminal:  # piped: the header line even with no row
+        output.table(_LOCK_COLUMNS, [_lock_row(lock) for lock in listing.locks])
+    output.note(f"{len(listing.locks)} lock(s)")
+    output.note(f"cost: {listing.cost.describe()}", "dim")
 
 
 # --- check ---------------------------------------------------------------------------------------
@@ -215,30 +228,43 @@ def _run_check(models: Sequence[type[Model]], segments: int,
         return audit.check(models, segments=segments, progress=progress)
 
 
-def _print_report(report: audit.AuditReport, console: Console) -> None:
+_FINDING_COLUMNS = ("kind", "constraint", "value", "lock owner", "records holding it", "why")
+
+
+def _print_secret_warnings(warnings: Sequence[audit.SecretWarning], output: Output) -> None:
+    for warning in warnings:
+        output.note(f"WARNING: {warning.message}", "bold red")
+
+
+def _print_report(report: audit.AuditReport, output: Output) -> None:
     for summary in report.tables:
-        console.print(f"Checked {summary.table}: {summary.items_scanned} items — "
-                      f"{summary.records} records, {summary.locks} locks")
+        output.note(f"Checked {summary.table}: {summary.items_scanned} items — "
+                    f"{summary.records} records, {summary.locks} locks")
+    _print_secret_warnings(report.secret_warnings, output)
     if report.clean:
-        console.print("[green]No findings: locks and records agree.[/]")
+        if not output.terminal:
+            output.table(_FINDING_COLUMNS, [])
+        output.note("No findings: locks and records agree.", "green")
         return
-    table = _table("kind", "constraint", "value", "lock owner", "records holding it", "why")
-    for finding in report.findings:
-        table.add_row(_KIND_LABELS[finding.kind], finding.constraint or "-", finding.shown_value,
-                      finding.lock.owner_label if finding.lock else "-",
-                      "\n".join(h.label for h in finding.holders) or "-", finding.detail)
-    console.print(table)
+    output.table(_FINDING_COLUMNS, [
+        (_KIND_LABELS[finding.kind], finding.constraint or "-", finding.shown_value,
+         finding.lock.owner_label if finding.lock else "-",
+         [h.label for h in finding.holders], finding.detail)
+        for finding in report.findings
+    ])
     counts = ", ".join(f"{n} {_KIND_LABELS[k]}" for k, n in report.counts().items() if n)
-    console.print(f"[red]{len(report.findings)} finding(s)[/]: {counts}")
+    output.note(f"{len(report.findings)} finding(s): {counts}", "red")
 
 
 @click.command("check")
 @click.argument("module")
-@click.option("--segments", default=1, show_default=True, type=click.IntRange(1, 1000000),
-              metavar="N", help="Scan each table as N parallel segments (one thread each).")
+@click.option("--segments", default=None, type=click.IntRange(1, 1000000), metavar="N",
+              help="Scan each table as N parallel segments (one thread each; default 1, or "
+                   "[tool.dynaunique] segments).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @endpoint_option
-def check_command(module: str, segments: int, as_json: bool, endpoint: str | None) -> None:
+def check_command(module: str, segments: int | None, as_json: bool,
+                  endpoint: str | None) -> None:
     """Check that MODULE's locks and records agree: exit 0 when clean, 1 with findings.
 
     Finds orphan locks (owner gone or no longer holding the value), missing locks, locks held
@@ -247,53 +273,52 @@ def check_command(module: str, segments: int, as_json: bool, endpoint: str | Non
     each table plus one TransactGetItems per suspicious lock key.
     """
     with _reported():
-        models = _models(module, endpoint)
-        report = _run_check(models, segments, as_json)
+        models, scan_segments = _models(module, endpoint, segments)
+        report = _run_check(models, scan_segments, as_json)
     if as_json:
         click.echo(to_json(report.to_dict()))
     else:
-        console = _console()
-        _print_report(report, console)
-        console.print(f"cost: {report.cost.describe()}", style="dim")
+        output = Output()
+        _print_report(report, output)
+        output.note(f"cost: {report.cost.describe()}", "dim")
     click.get_current_context().exit(0 if report.clean else 1)
 
 
 # --- repair --------------------------------------------------------------------------------------
 
 
-def _print_plan(plan: audit.RepairPlan, console: Console) -> None:
+def _print_plan(plan: audit.RepairPlan, output: Output) -> None:
     if plan.actions:
-        table = _table("fix", "constraint", "value", "guarded write",
-                       title=f"Planned fixes ({len(plan.actions)})")
-        for action in plan.actions:
-            table.add_row(action.kind.replace("_", " "), action.finding.constraint,
-                          action.finding.shown_value, action.description)
-        console.print(table)
-    _print_unfixable(plan.unfixable, console)
+        output.table(("fix", "constraint", "value", "guarded write"), [
+            (action.kind.replace("_", " "), action.finding.constraint,
+             action.finding.shown_value, action.description)
+            for action in plan.actions
+        ], title=f"Planned fixes ({len(plan.actions)})")
+    _print_unfixable(plan.unfixable, output, plan.other_secret)
 
 
-def _print_unfixable(findings: Sequence[audit.Finding], console: Console) -> None:
+def _print_unfixable(findings: Sequence[audit.Finding], output: Output,
+                     other_secret: Sequence[audit.Finding] = ()) -> None:
     if not findings:
         return
-    table = _table("kind", "constraint", "value", "records holding it", "what to do",
-                   title=f"Left for a person ({len(findings)})")
-    for finding in findings:
-        table.add_row(_KIND_LABELS[finding.kind], finding.constraint or "-", finding.shown_value,
-                      "\n".join(h.label for h in finding.holders) or "-", audit.remedy(finding))
-    console.print(table)
+    output.table(("kind", "constraint", "value", "records holding it", "what to do"), [
+        (_KIND_LABELS[finding.kind], finding.constraint or "-", finding.shown_value,
+         [h.label for h in finding.holders],
+         audit.remedy(finding, other_secret=finding in other_secret))
+        for finding in findings
+    ], title=f"Left for a person ({len(findings)})")
 
 
-def _print_result(result: audit.RepairResult, console: Console) -> None:
+def _print_result(result: audit.RepairResult, output: Output) -> None:
     if result.outcomes:
-        table = _table("status", "fix", "constraint", "value", "detail", title="Results")
-        for outcome in result.outcomes:
-            style = _STATUS_STYLES[outcome.status]
-            table.add_row(f"[{style}]{outcome.status.replace('_', ' ')}[/]",
-                          outcome.action.kind.replace("_", " "), outcome.action.finding.constraint,
-                          outcome.action.finding.shown_value, outcome.message)
-        console.print(table)
+        output.table(("status", "fix", "constraint", "value", "detail"), [
+            (Text(outcome.status.replace("_", " "), _STATUS_STYLES[outcome.status]),
+             outcome.action.kind.replace("_", " "), outcome.action.finding.constraint,
+             outcome.action.finding.shown_value, outcome.message)
+            for outcome in result.outcomes
+        ], title="Results")
     counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in result.counts().items() if n)
-    console.print(f"{counts or 'nothing to do'}; {len(result.unfixable)} left for a person")
+    output.note(f"{counts or 'nothing to do'}; {len(result.unfixable)} left for a person")
 
 
 @click.command("repair")
@@ -302,12 +327,16 @@ def _print_result(result: audit.RepairResult, console: Console) -> None:
 @click.option("--drop-unknown", multiple=True, metavar="NAME",
               help="Also delete the locks of constraint NAME, which no loaded model declares "
                    "(repeatable).")
-@click.option("--segments", default=1, show_default=True, type=click.IntRange(1, 1000000),
-              metavar="N", help="Scan each table as N parallel segments.")
+@click.option("--segments", default=None, type=click.IntRange(1, 1000000), metavar="N",
+              help="Scan each table as N parallel segments (default 1, or [tool.dynaunique] "
+                   "segments).")
+@click.option("--accept-other-secret", is_flag=True,
+              help="Repair hashed locks that the current lock secret did not make as if it "
+                   "had (after retiring a secret on purpose); without it, repair refuses.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and results as JSON.")
 @endpoint_option
-def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segments: int,
-                   as_json: bool, endpoint: str | None) -> None:
+def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segments: int | None,
+                   accept_other_secret: bool, as_json: bool, endpoint: str | None) -> None:
     """Fix lock drift in MODULE's tables; records are never modified.
 
     Runs a check, prints the fixes, and applies them only with --yes: orphan locks are deleted,
@@ -315,30 +344,36 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
     that does — each in one TransactWriteItems guarded on the lock's owner and on the records
     being exactly as read, so it is safe while the application keeps writing. Duplicates are
     reported, never resolved. Exit 0 when everything planned was fixed, 1 otherwise.
+
+    Hashed locks the current lock secret did not make (a wrong DYNAUNIQUE_LOCK_SECRET, or a
+    retired one) are never deleted: with them --yes refuses (exit 2) unless
+    --accept-other-secret is given.
     """
     with _reported():
-        models = _models(module, endpoint)
-        report = _run_check(models, segments, as_json)
-        plan = audit.plan_repair(report, drop_unknown=drop_unknown)
+        models, scan_segments = _models(module, endpoint, segments)
+        report = _run_check(models, scan_segments, as_json)
+        plan = audit.plan_repair(report, drop_unknown=drop_unknown,
+                                 accept_other_secret=accept_other_secret)
         result = audit.apply_repair(plan, drop_unknown=drop_unknown) if yes else None
     if as_json:
         click.echo(to_json({"applied": yes, "plan": plan.to_dict(),
                             "result": result.to_dict() if result is not None else None}))
     else:
-        console = _console()
+        output = Output()
         if report.clean:
-            console.print("[green]No findings: nothing to repair.[/]")
+            output.note("No findings: nothing to repair.", "green")
         else:
-            _print_plan(plan, console)
+            _print_secret_warnings(plan.secret_warnings, output)
+            _print_plan(plan, output)
         if result is not None:
-            _print_result(result, console)
+            _print_result(result, output)
         elif plan.actions:
-            console.print(f"Dry run: nothing was changed. Run again with --yes to apply "
-                          f"{len(plan.actions)} fix(es).")
+            output.note(f"Dry run: nothing was changed. Run again with --yes to apply "
+                        f"{len(plan.actions)} fix(es).")
         cost = report.cost.describe()
         if result is not None and result.cost.total:
             cost += f", then {result.cost.describe()}"
-        console.print(f"cost: {cost}", style="dim")
+        output.note(f"cost: {cost}", "dim")
     ok = result.ok if result is not None else not plan.unfixable
     click.get_current_context().exit(0 if ok else 1)
 

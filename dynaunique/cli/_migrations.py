@@ -26,10 +26,10 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
 from rich.text import Text
 
-from dynaunique.cli._common import endpoint_option, load_models, point_at
+from dynaunique.cli._common import endpoint_option, exit_code_of, load_models, open_models
+from dynaunique.cli._output import Output
 from dynaunique.cli._workers import print_result, worker_options
 from dynaunique.errors import DynauniqueError
 from dynaunique.migrations import (
@@ -61,7 +61,7 @@ def _error_line(exc: DynauniqueError) -> Text:
 
 def _fail(exc: DynauniqueError) -> None:
     _console(stderr=True).print(_error_line(exc))
-    raise SystemExit(exc.exit_code)
+    raise SystemExit(exit_code_of(exc))
 
 
 def _handle_errors(command: _F) -> _F:
@@ -79,10 +79,13 @@ def _handle_errors(command: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
-def _project(module: str, migrations_dir: Path | None, endpoint: str | None) -> Project:
-    settings = load_settings(module)
-    models = load_models(module)
-    point_at(models, endpoint or settings.endpoint)
+def _project(module: str, migrations_dir: Path | None, endpoint: str | None, *,
+             connect: bool = True) -> Project:
+    if connect:
+        models, settings = open_models(module, endpoint)
+    else:  # makemigrations reads files only: no endpoint, region or credentials needed
+        settings = load_settings(module)
+        models = load_models(module)
     return Project(module, models, migrations_dir=migrations_dir, settings=settings)
 
 
@@ -107,7 +110,7 @@ migrations_dir_option = click.option(
 def makemigrations(module: str, name: str | None, migrations_dir: Path | None, check: bool,
                    empty: bool) -> None:
     """Write the next migration of MODULE's unique constraints (a dotted module path)."""
-    project = _project(module, migrations_dir, None)
+    project = _project(module, migrations_dir, None, connect=False)
     result = project.make_migrations(name=name, check=check, empty=empty)
     console = _console()
     if not result.changed:
@@ -137,12 +140,18 @@ class PlainReporter:
         self._last = 0.0
         self._lock = threading.Lock()
 
-    def phase_started(self, label: str, *, estimate: int | None) -> None:
+    def phase_started(self, label: str, *, estimate: int | None,
+                      so_far: Counters | None = None) -> None:
         """Print the phase."""
-        with self._lock:
-            self._totals[label] = Counters()
+        self._begin(label, so_far)
         about = f" (table holds about {estimate} items)" if estimate else ""
         self.console.print(f"  {label}{about}")
+
+    def _begin(self, label: str, so_far: Counters | None) -> None:
+        # This run's counts, except duplicates: those standing (a resumed phase starts with the
+        # earlier runs' and a re-check lowers them), never a negative difference.
+        with self._lock:
+            self._totals[label] = Counters(duplicates=so_far.duplicates if so_far else 0)
 
     def advance(self, label: str, delta: Counters) -> None:
         """Sum up; print now and then."""
@@ -175,10 +184,10 @@ class RichReporter(PlainReporter):
         )
         self._tasks: dict[str, TaskID] = {}
 
-    def phase_started(self, label: str, *, estimate: int | None) -> None:
+    def phase_started(self, label: str, *, estimate: int | None,
+                      so_far: Counters | None = None) -> None:
         """Add a bar."""
-        with self._lock:
-            self._totals[label] = Counters()
+        self._begin(label, so_far)
         self.progress.start()
         self._tasks[label] = self.progress.add_task(label, total=estimate or None, counts="")
 
@@ -244,18 +253,18 @@ def _plan_json(steps: list[Step]) -> list[dict[str, Any]]:
     ]
 
 
-def _print_duplicates(console: Console, exc: DuplicatesFound) -> None:
-    table = Table(title=f"Duplicates found by {exc.migration}", show_lines=False)
-    for column in ("constraint", "value", "lock held by", "also holding the value"):
-        table.add_column(column, overflow="fold")
+def _print_duplicates(exc: DuplicatesFound) -> None:
+    rows = []
     for d in exc.duplicates:
         value = "(hashed)" if d.hashed else repr(d.value)
         holder = _key_text(d.holder) if d.holder is not None else "?"
         if d.holder_model and d.holder_model != d.model:
             holder += f" ({d.holder_model})"
-        table.add_row(f"{d.model}.{d.constraint}", value, holder,
-                      "\n".join(_key_text(o) for o in d.others))
-    console.print(table)
+        rows.append((f"{d.model}.{d.constraint}", value, holder,
+                     [_key_text(o) for o in d.others]))
+    # A rich table on a terminal; one tab-separated line per duplicate when piped.
+    Output().table(("constraint", "value", "lock held by", "also holding the value"), rows,
+                   title=f"Duplicates found by {exc.migration}")
 
 
 def _key_text(key: dict[str, Any]) -> str:
@@ -276,6 +285,10 @@ def _key_text(key: dict[str, Any]) -> str:
               help="How many segments the workers split each backfill into.")
 @click.option("--max-wcu", type=click.FloatRange(min=0.1), default=None,
               help="Cap on write capacity units per second (over all workers).")
+@click.option("--accept-other-secret", is_flag=True,
+              help="Treat hashed locks the current lock secret did not make as its own (after "
+                   "retiring a secret on purpose): sweep them, re-lock under the current one. "
+                   "Without it, a migration that meets them stops.")
 @worker_options
 @migrations_dir_option
 @endpoint_option
@@ -283,8 +296,9 @@ def _key_text(key: dict[str, Any]) -> str:
 @_handle_errors
 def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,
             segment: int | None, total_segments: int | None, max_wcu: float | None,
-            max_seconds: float | None, wait_seconds: float, lease_seconds: float | None,
-            dask: str | None, migrations_dir: Path | None, endpoint: str | None,
+            accept_other_secret: bool, max_seconds: float | None, wait_seconds: float,
+            lease_seconds: float | None, dask: str | None, migrations_dir: Path | None,
+            endpoint: str | None,
             as_json: bool) -> None:
     """Apply MODULE's migrations up to TARGET (default: the latest; `zero`: unapply all).
 
@@ -317,7 +331,8 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
     worker = (segment, total_segments) if segment is not None and total_segments else None
     executor: MigrationExecutor = project.executor(
         segments=segments, max_wcu=max_wcu, worker=worker, reporter=reporter,
-        wait_seconds=wait_seconds, lease_seconds=lease_seconds)
+        accept_other_secret=accept_other_secret, wait_seconds=wait_seconds,
+        lease_seconds=lease_seconds)
     if show_plan:
         steps = executor.plan(target)
         if as_json:
@@ -342,7 +357,7 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
                 "duplicates": [d.to_json() for d in exc.duplicates],
             }))
         else:
-            _print_duplicates(out, exc)
+            _print_duplicates(exc)
             err.print(_error_line(exc))
         raise SystemExit(exc.exit_code) from None
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dynaunique.cli._common import endpoint_option, load_models
+from dynaunique.cli._common import endpoint_option, load_models, settings_for
 
 
 @click.command("ui")
@@ -18,17 +18,19 @@ def ui_command(module: str, endpoint: str | None, port: int, allow_repair: bool)
     """Serve a local page to inspect MODULE's locks: who holds what, what drifted.
 
     The page answers on 127.0.0.1 only, and only to requests carrying the access token in the
-    URL it prints. Without --endpoint an embedded local server is started, with the models'
-    tables created empty. Needs the ui extra: pip install 'dynaunique[ui]'.
+    URL it prints. Without --endpoint (or [tool.dynaunique] endpoint) an embedded local server
+    is started, with the models' tables created empty. Needs the ui extra:
+    pip install 'dynaunique[ui]'.
     """
     try:
         from dynaunique import ui
     except ImportError as exc:
         raise click.ClickException(f"dynaunique ui needs the ui extra ({exc}): "
                                    "pip install 'dynaunique[ui]'") from exc
+    settings = settings_for(module)
     models = load_models(module)
-    ui.serve(models, module=module, endpoint=endpoint, port=port, allow_repair=allow_repair,
-             echo=click.echo)
+    ui.serve(models, module=module, endpoint=endpoint or settings.endpoint, port=port,
+             allow_repair=allow_repair, echo=click.echo)
 
 
 #: The click commands this module adds to ``dynaunique``.

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dynaunique.migrations._dask import run_on_dask
 from dynaunique.migrations._kinds import RunState
 from dynaunique.migrations._ledger import Counters
+from dynaunique.migrations._phase import LockSecretError
 from dynaunique.migrations._plan import MigrationStatus, Step
 from dynaunique.migrations._report import (
     Duplicate,
@@ -56,6 +57,7 @@ __all__ = [
     "Counters",
     "Duplicate",
     "DuplicatesFound",
+    "LockSecretError",
     "MakeResult",
     "MigrateResult",
     "Migration",

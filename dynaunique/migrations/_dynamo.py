@@ -16,7 +16,7 @@ import attrs
 from dynaunique._connection import Refused, RetryPolicy, in_batches, send
 from dynaunique._items import key_id
 from dynaunique._locks import LOCK_SORT_KEY
-from dynaunique.errors import DynauniqueError, MigrationError
+from dynaunique.errors import ConfigurationError, DynauniqueError, MigrationError
 
 #: The attribute holding all of a ledger item's data (no index may be keyed on it).
 LEDGER_ATTR = "ledger"
@@ -24,6 +24,13 @@ LEDGER_ATTR = "ledger"
 #: Bulk work tolerates longer waits than a user's save: throttling is expected under a cap.
 BULK_POLICY = RetryPolicy(max_conflict_retries=12, max_network_retries=6, base_delay=0.05,
                           max_delay=5.0)
+
+class MissingTableError(MigrationError, ConfigurationError):
+    """The table is not there (or the endpoint or region is wrong): a configuration mistake,
+    exit status 2."""
+
+    exit_code = 2
+
 
 class ConditionFailed(Exception):
     """A conditional write's condition did not hold; ``item`` is the item as it is (or None).
@@ -53,7 +60,7 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
         if refused.code == "ConditionalCheckFailedException":
             raise ConditionFailed(refused.response.get("Item")) from None
         if refused.code == "ResourceNotFoundException":
-            raise MigrationError(
+            raise MissingTableError(
                 f"table {params.get('TableName')!r} does not exist (or the endpoint is "
                 "wrong): create it before migrating"
             ) from refused.error

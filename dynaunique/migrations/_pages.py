@@ -4,6 +4,7 @@ deletes the locks their owners no longer require, remove deletes every lock of t
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from dynaunique._items import LockRef, TypedKey, key_id
@@ -13,7 +14,7 @@ from dynaunique.migrations._dynamo import batch_get
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending
 from dynaunique.migrations._lockwrites import read
-from dynaunique.migrations._phase import Segment
+from dynaunique.migrations._phase import Segment, made_with
 from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS, Keeper
 
 
@@ -60,14 +61,16 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
 
 def sweep_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
     """Delete the locks of this constraint that their owners do not require under the
-    phase's declaration (old-shape locks of an altered constraint)."""
+    phase's declaration (old-shape locks of an altered constraint).
+
+    A stale hashed lock the current secret did not make (:meth:`PhaseRun.other_secret`) is
+    never deleted: the page stops the phase before any of its writes, unless the run accepts
+    other secrets (then it is deleted as the current secret's, and the fill re-locks).
+    """
     run = seg.run
-    owners = [item[OWNER_ATTR]["M"] for item in items if OWNER_ATTR in item]
-    current = {
-        key_id(run.key(item)): item
-        for item in (batch_get(run.client, run.keys.table, owners) if owners else [])
-    }
+    current = run.owners_now(items)
     stale: list[tuple[TypedKey, str]] = []
+    other: Counter[str | None] = Counter()
     for item in items:
         owner = item.get(OWNER_ATTR, {}).get("M")
         if owner is None:
@@ -79,6 +82,10 @@ def sweep_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> Non
             seg.delta.present += 1
         else:
             stale.append((owner, key))
+            if run.other_secret(item, required=False):
+                other[made_with(item)] += 1
+    if other and not run.accept_other_secret:
+        raise run.secret_error(other)
     if stale:
         seg.intend([Pending(key, dict(owner)) for owner, key in stale])
     for owner, key in stale:

@@ -1,23 +1,57 @@
 """One phase at run time: its model bound, which items are the model's records and the lock
-each requires, and the segment of it being worked on, with its checkpoint in the ledger."""
+each requires, whether the lock secret made the hashed locks it meets (the audit's rule), and the
+segment of it being worked on, with its checkpoint in the ledger."""
 
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from dynaunique._items import LockRef, ModelInfo, TypedKey, claim, key_of, locks_of, plain_key
-from dynaunique.errors import DynauniqueError, InvalidValueError, MigrationError
-from dynaunique.migrations._dynamo import TableKeys
+from dynaunique._items import (
+    LockRef,
+    ModelInfo,
+    TypedKey,
+    claim,
+    key_id,
+    key_of,
+    locks_of,
+    plain_key,
+)
+from dynaunique._locks import (
+    CONSTRAINT_ATTR,
+    MODEL_ATTR,
+    OWNER_ATTR,
+    RESERVED_PREFIX,
+    SECRET_HASH_TAG,
+    SECRET_ID_ATTR,
+    secret_id,
+)
+from dynaunique.errors import (
+    ConfigurationError,
+    DynauniqueError,
+    InvalidValueError,
+    MigrationError,
+)
+from dynaunique.migrations._dynamo import TableKeys, batch_get, call
 from dynaunique.migrations._kinds import PhaseKind
 from dynaunique.migrations._ledger import Counters, Pending, Progress
 from dynaunique.migrations.operations import MigrationContext, Phase
 from dynaunique.migrations.ratelimit import TokenBucket
 from dynaunique.migrations.recorder import MigrationRecorder
 from dynaunique.migrations.state import bind
+
+
+class LockSecretError(MigrationError, ConfigurationError):
+    """A phase met hashed locks of its constraint that the current lock secret did not make:
+    the secret is probably wrong (a configuration mistake, so the CLI exits 2). Nothing was
+    written or deleted on their account; ``accept_other_secret`` re-locks under the current
+    secret."""
+
+    exit_code = 2
 
 
 @attrs.define
@@ -36,6 +70,11 @@ class PhaseRun:
     #: a phase that does not scan) — for the ``migration_progress`` events.
     label: str = ""
     estimate: int | None = None
+    #: The fingerprint of the secret the phase's hashed constraint is locked with (None: the
+    #: constraint is not hashed, or the phase writes no lock it computes).
+    fingerprint: str | None = None
+    #: Locks another secret made are judged as the current secret's ("rotate").
+    accept_other_secret: bool = False
 
     @property
     def name(self) -> str:
@@ -73,6 +112,57 @@ class PhaseRun:
                 f"{self.info.name} {plain_key(self.key(raw))}: its value cannot be locked: {exc}"
             ) from exc
 
+    def owners_now(self, locks: Sequence[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
+        """The records the ``locks`` name as owners, read now (strongly consistent), by
+        :func:`~dynaunique._items.key_id` of their key."""
+        owners = [lock[OWNER_ATTR]["M"] for lock in locks if OWNER_ATTR in lock]
+        return {key_id(self.key(item)): item
+                for item in (batch_get(self.client, self.keys.table, owners) if owners else [])}
+
+    def hashed_lock(self, lock: Mapping[str, Any]) -> bool:
+        """Whether ``lock`` (of the phase's constraint) keeps an HMAC under a lock secret."""
+        return bool(lock[self.keys.hash_attr]["S"].startswith(
+            f"{RESERVED_PREFIX}{self.name}#{SECRET_HASH_TAG}"))
+
+    def other_secret(self, lock: Mapping[str, Any], *, required: bool) -> bool:
+        """Whether ``lock`` (of the phase's constraint) is a hashed lock of a hashed phase that
+        is not known to be made with the current secret. The audit's rule: it carries another
+        fingerprint, or none and no record requires it (``required``: its owner requires its
+        key under the current secret). A hashed lock of a phase whose constraint is not hashed
+        any more is stale under any secret: False.
+        """
+        if self.fingerprint is None or not self.hashed_lock(lock):
+            return False
+        made = made_with(lock)
+        return made != self.fingerprint and not (made is None and required)
+
+    def secret_error(self, seen: Counter[str | None]) -> LockSecretError:
+        """The error that stops a phase meeting hashed locks another secret made (``seen``:
+        how many of them carry each fingerprint, None for none)."""
+        carried = ", ".join(f"{n} {fp if fp is not None else 'no fingerprint'}"
+                            for fp, n in sorted(seen.items(), key=lambda c: (-c[1], c[0] or "")))
+        return LockSecretError(
+            f"{self.phase.describe()} on table {self.keys.table!r}: the lock secret is probably "
+            f"wrong: {sum(seen.values())} hashed lock(s) of {self.name} were not made with the "
+            f"current secret ({self.fingerprint}; they carry {carried}), so the migration "
+            "stopped before writing or deleting any of its locks on their account; check "
+            "Meta.lock_secret or DYNAUNIQUE_LOCK_SECRET; if their secret was retired on "
+            "purpose, migrate with --accept-other-secret (accept_other_secret=True) to re-lock "
+            "under the current secret")
+
+    def lock_filter(self) -> dict[str, Any]:
+        """The scan filter that keeps the locks of the phase's constraint and model."""
+        return {
+            "FilterExpression": "begins_with(#h, :prefix) AND #m = :model AND #c = :constraint",
+            "ExpressionAttributeNames": {"#h": self.keys.hash_attr, "#m": MODEL_ATTR,
+                                         "#c": CONSTRAINT_ATTR},
+            "ExpressionAttributeValues": {
+                ":prefix": {"S": f"{RESERVED_PREFIX}{self.name}#"},
+                ":model": {"S": self.phase.model},
+                ":constraint": {"S": self.name},
+            },
+        }
+
     def key(self, item: Mapping[str, Any]) -> TypedKey:
         """The typed primary key of an item of the table (a record read, or one to lock)."""
         key = key_of(self.keys.key_attributes, item)
@@ -80,13 +170,18 @@ class PhaseRun:
         return key
 
 
-def phase_run(phase: Phase, keys: TableKeys, client: Any, models: Mapping[str, Any]) -> PhaseRun:
+def phase_run(phase: Phase, keys: TableKeys, client: Any, models: Mapping[str, Any], *,
+              accept_other_secret: bool = False) -> PhaseRun:
     """``phase`` ready to run on the table ``keys`` describes: for a fill or a sweep, its live
     model (of ``models``) bound to the phase's declaration, and the table's other models.
 
-    :raises MigrationError: the model's key attributes are not the table's.
+    A fill of a hashed constraint first makes sure the secret is right (:func:`check_secret`),
+    unless ``accept_other_secret``.
+
+    :raises MigrationError: the model's key attributes are not the table's;
+        :class:`LockSecretError`: the lock secret is probably wrong.
     """
-    run = PhaseRun(phase, keys, client)
+    run = PhaseRun(phase, keys, client, accept_other_secret=accept_other_secret)
     if phase.kind not in (PhaseKind.FILL, PhaseKind.SWEEP):
         return run
     assert phase.constraint is not None
@@ -101,7 +196,53 @@ def phase_run(phase: Phase, keys: TableKeys, client: Any, models: Mapping[str, A
             f"{phase.model}'s key attributes {run.info.key_attributes} differ from "
             f"table {keys.table!r}'s {keys.key_attributes}"
         )
+    if phase.constraint.hashed:
+        run.fingerprint = secret_id(run.info.secret())
+        if phase.kind == PhaseKind.FILL and not accept_other_secret:
+            check_secret(run)
     return run
+
+
+def made_with(lock: Mapping[str, Any]) -> str | None:
+    """The fingerprint of the secret a hashed lock carries (None: made before locks carried
+    one)."""
+    made = lock.get(SECRET_ID_ATTR, {}).get("S")
+    return str(made) if made is not None else None
+
+
+def check_secret(run: PhaseRun) -> None:
+    """Before a fill writes a hashed lock: stop if the table's hashed locks of the constraint
+    say the secret is wrong — the audit's rule: none of them was made with the current secret
+    (carrying its fingerprint, or none and required by its owner's values).
+
+    A fill scans the records, not the locks, so it cannot meet them on the way; a lock another
+    secret made would be doubled by one under the current secret. The scan of the constraint's
+    locks stops at the first one the current secret made, so with the right secret it costs a
+    page or so; it reads the whole table only when there is no such lock (no lock at all, or
+    the wrong secret).
+
+    :raises LockSecretError: hashed locks of the constraint exist and none was made with the
+        current secret.
+    """
+    seen: Counter[str | None] = Counter()
+    params: dict[str, Any] = {"TableName": run.keys.table, **run.lock_filter()}
+    while True:
+        page = call(run.client, "scan", **params)
+        locks = page.get("Items", [])
+        now = run.owners_now(locks) if locks else {}
+        for lock in locks:
+            owner = lock.get(OWNER_ATTR, {}).get("M")
+            required = run.required(now.get(key_id(owner))) if owner is not None else None
+            held = required is not None and required.key == lock[run.keys.hash_attr]["S"]
+            if run.other_secret(lock, required=held):
+                seen[made_with(lock)] += 1
+            elif run.hashed_lock(lock):
+                return  # one lock the current secret made: the secret is right
+        if "LastEvaluatedKey" not in page:
+            break
+        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    if seen:
+        raise run.secret_error(seen)
 
 
 def run_python(phase: Phase, context: MigrationContext, migration: str) -> None:

@@ -23,8 +23,11 @@ from dynaunique.observe import migrations_logger as _log
 class Reporter(Protocol):
     """Receives progress; the CLI draws a progress bar or prints log lines from it."""
 
-    def phase_started(self, label: str, *, estimate: int | None) -> None:
-        """A phase starts (or resumes); ``estimate`` is the table's approximate item count."""
+    def phase_started(self, label: str, *, estimate: int | None,
+                      so_far: Counters | None = None) -> None:
+        """A phase starts (or resumes); ``estimate`` is the table's approximate item count,
+        ``so_far`` what earlier runs of a resumed phase did (its duplicates are those standing
+        then: an ``advance`` may lower them, as a re-check finds some fixed)."""
 
     def advance(self, label: str, delta: Counters) -> None:
         """A page of the phase was processed (called from scan threads)."""
@@ -39,7 +42,8 @@ class Reporter(Protocol):
 class SilentReporter:
     """A reporter that reports nothing."""
 
-    def phase_started(self, label: str, *, estimate: int | None) -> None:
+    def phase_started(self, label: str, *, estimate: int | None,
+                      so_far: Counters | None = None) -> None:
         """Nothing."""
 
     def advance(self, label: str, delta: Counters) -> None:

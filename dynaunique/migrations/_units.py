@@ -48,14 +48,15 @@ class Unit:
 
     def project(self) -> Project:
         """The project, its models imported and pointed at ``endpoint``."""
-        from dynaunique.cli._common import load_models, point_at  # the CLI's one model loader
+        from dynaunique._endpoint import point_models
+        from dynaunique.cli._common import load_models  # the CLI's one model loader
 
         directory = Path(self.directory) if self.directory is not None else Path.cwd()
         if str(directory) not in sys.path:
             sys.path.insert(0, str(directory))
         settings = load_settings(self.module, directory)
         models = load_models(self.module)
-        point_at(models, self.endpoint or settings.endpoint)
+        point_models(models, self.endpoint or settings.endpoint)
         migrations_dir = Path(self.migrations_dir) if self.migrations_dir else None
         return Project(self.module, models, migrations_dir=migrations_dir, settings=settings)
 

@@ -72,7 +72,10 @@ class MigrationExecutor:
     * ``wait_seconds`` — how long a worker waits, polling every ``poll_seconds``, when every
       open segment is leased by a running worker, before it ends its run as ``idle``;
     * ``only`` — a worker runs its segment *I* alone (a Step Functions Map item);
-    * ``max_wcu`` — cap on write units per second (in worker mode, the total over N workers).
+    * ``max_wcu`` — cap on write units per second (in worker mode, the total over N workers);
+    * ``accept_other_secret`` — hashed locks the current lock secret did not make are judged
+      as its own: a sweep deletes them as stale, a backfill locks beside them (rotating the
+      secret). Without it a phase that meets them stops with a :class:`MigrationError`.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class MigrationExecutor:
         wait_seconds: float = 0.0,
         only: bool = False,
         conflict_cap: int = 500,
+        accept_other_secret: bool = False,
     ) -> None:
         if segments < 1 or segments > 1000:
             raise MigrationError("segments must be between 1 and 1000")
@@ -111,6 +115,7 @@ class MigrationExecutor:
         self.wait_seconds = wait_seconds
         self.only = only
         self.conflict_cap = conflict_cap
+        self.accept_other_secret = accept_other_secret
         rate = max_wcu / worker[1] if (max_wcu is not None and worker is not None) else max_wcu
         self.bucket = TokenBucket(rate) if rate is not None else None
         self._tables: dict[str, TableKeys] = {recorder.table: recorder.keys}
@@ -222,8 +227,9 @@ class MigrationExecutor:
         run = self._prepare(phase)
         estimate = run.keys.item_count if phase.scans else None
         run.label, run.estimate = label, estimate
-        self.reporter.phase_started(label, estimate=estimate)
-        progress_event(ProgressState.STARTED, label, sum_counters(progress), estimate)
+        so_far = sum_counters(progress)
+        self.reporter.phase_started(label, estimate=estimate, so_far=so_far)
+        progress_event(ProgressState.STARTED, label, so_far, estimate)
         runner = self._segment_runner(deadline)
         if self.worker is None:
             if phase.kind == PhaseKind.RUN:
@@ -285,7 +291,8 @@ class MigrationExecutor:
         if keys is None:
             keys = describe_table(client, table)
             self._tables[table] = keys
-        return phase_run(phase, keys, client, self.models)
+        return phase_run(phase, keys, client, self.models,
+                         accept_other_secret=self.accept_other_secret)
 
     def _segment_runner(self, deadline: Deadline) -> SegmentRunner:
         keeper = Keeper(self._put_lock, self._delete_lock, self._tick)

@@ -18,7 +18,7 @@ import attrs
 from dynaunique._items import ModelInfo
 from dynaunique._model.binding import bind_constraint
 from dynaunique.constraints import UniqueConstraint
-from dynaunique.errors import MigrationError
+from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.normalizers import Composed, compose
 
 #: One normalizer as stored: an import path, or the paths of a ``compose(...)`` chain.
@@ -66,6 +66,13 @@ def resolve(path: str) -> Any:
     raise MigrationError(f"cannot import {path!r}: no such module or attribute")
 
 
+class UnrecordableError(MigrationError, ConfigurationError):
+    """A declaration migrations cannot record (a lambda normalizer, a local function): a
+    configuration mistake, so the CLI exits 2."""
+
+    exit_code = 2
+
+
 def callable_path(function: Any, *, what: str) -> str:
     """The import path of a named module-level callable; a clear error for anything else.
 
@@ -81,11 +88,11 @@ def callable_path(function: Any, *, what: str) -> str:
         "(def normalize_email(value): ...) and pass that"
     )
     if not callable(function) or name is None or module is None:
-        raise MigrationError(f"{what} is {function!r}, which has no import path; {advice}")
+        raise UnrecordableError(f"{what} is {function!r}, which has no import path; {advice}")
     if name == "<lambda>" or "<lambda>" in name:
-        raise MigrationError(f"{what} is a lambda, which has no import path; {advice}")
+        raise UnrecordableError(f"{what} is a lambda, which has no import path; {advice}")
     if "<locals>" in name:
-        raise MigrationError(
+        raise UnrecordableError(
             f"{what} is {name}, a function defined inside another function; {advice}"
         )
     path = f"{module}.{name}"
@@ -94,7 +101,7 @@ def callable_path(function: Any, *, what: str) -> str:
     except MigrationError:
         found = None
     if found is not function and found != function:
-        raise MigrationError(f"{what} is {function!r}, which cannot be imported back from "
+        raise UnrecordableError(f"{what} is {function!r}, which cannot be imported back from "
                              f"{path!r}; {advice}")
     return path
 

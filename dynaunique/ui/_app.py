@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,8 +28,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from dynaunique import audit
+from dynaunique._endpoint import point_models
 from dynaunique._locks import split_lock_key, untyped
-from dynaunique.errors import DynauniqueError
+from dynaunique.errors import ConfigurationError, DynauniqueError
 from dynaunique.model import Model
 from dynaunique.ui import _templates as templates
 from dynaunique.ui import _views as views
@@ -320,8 +320,9 @@ class _Pages:
     async def repair(self, request: Request) -> Response:
         run, _, actions = self._actions(request)
         await self.form(request)
-        # The same guarded repair the `repair` command sends, for the chosen actions only.
-        plan = audit.RepairPlan(actions, (), run.plan.models)
+        # The same guarded repair the `repair` command sends, for the chosen actions only; it
+        # refuses, as the command does, while the check found locks another secret made.
+        plan = attrs.evolve(run.plan, actions=actions, unfixable=())
         result = await run_in_threadpool(audit.apply_repair, plan)
         rows = [{**self._action_row(o.action), "status": o.status.replace("_", " "),
                  "ok": o.status in (audit.FIXED, audit.ALREADY_FIXED),
@@ -372,26 +373,35 @@ def serve(models: Sequence[type[Model]], *, module: str = "", endpoint: str | No
 
     ``endpoint`` None starts an embedded local DynamoDB-compatible server (the ``local``
     extra) and creates the models' tables there, empty: nothing is seeded. Otherwise the models
-    are pointed at ``endpoint``. ``echo`` receives the lines to print, the first of which
-    carries the URL with the access token.
+    are pointed at ``endpoint``, signed as every command signs
+    (:func:`dynaunique._endpoint.point_models`: the environment's region and credentials, fake
+    ones only for a server on this machine). ``echo`` receives the lines to print, the first of
+    which carries the URL with the access token.
+
+    :raises ConfigurationError: ``port`` is in use; the endpoint, region or credentials are
+        wrong or missing.
     """
     import uvicorn  # imported here so that create_app works without a server installed
 
-    from dynaunique.testing import FAKE_AWS_ENV, create_tables, local_dynamodb, use_endpoint
+    from dynaunique.testing import create_tables, local_dynamodb
 
     with contextlib.ExitStack() as stack:
-        embedded = endpoint is None
-        if endpoint is None:
-            for name, value in FAKE_AWS_ENV.items():
-                os.environ.setdefault(name, value)
-            endpoint = stack.enter_context(local_dynamodb())
-            use_endpoint(endpoint, *models)
-            create_tables(*models)
-        else:
-            use_endpoint(endpoint, *models)
+        # The page's port first: if it is taken, no server is started for nothing.
         sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((HOST, port))
+        try:
+            sock.bind((HOST, port))
+        except OSError as exc:
+            raise ConfigurationError(f"cannot serve on {HOST}:{port}: {exc.strerror or exc} "
+                                     "(pass another --port, or --port 0 for a free one)"
+                                     ) from exc
+        embedded = endpoint is None
+        if endpoint is None:
+            endpoint = stack.enter_context(local_dynamodb())
+            point_models(models, endpoint)
+            create_tables(*models)
+        else:
+            point_models(models, endpoint)
         # Listening before the URL is printed: a client that reads it can connect at once.
         sock.listen(128)
         bound = sock.getsockname()[1]

@@ -234,6 +234,9 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 <p>Checked <code>{{ summary.table }}</code>: {{ summary.items_scanned }} items —
 {{ summary.records }} records, {{ summary.locks }} locks</p>
 {% endfor %}
+{% for warning in run.report.secret_warnings %}
+<div class="error secret-warning">Warning: {{ warning.message }}</div>
+{% endfor %}
 {% if run.report.clean %}
 <p class="ok" id="clean">No findings: locks and records agree.</p>
 {% else %}

@@ -207,7 +207,8 @@ def finding_rows(models: Sequence[type[Model]], report: audit.AuditReport,
         redactor = redactor_for(models, finding)
         index, action = actions.get(id(finding), (None, None))
         if action is None:
-            repair, request = audit.remedy(finding), None
+            repair = audit.remedy(finding, other_secret=finding in plan.other_secret)
+            request = None
         else:
             repair, request = action.description, request_json(action, redactor)
         rows.append(FindingRow(finding, audit.KIND_LABELS[finding.kind],

@@ -26,8 +26,9 @@ def raw(dynaunique_db: str) -> Any:
 
 
 def run(endpoint: str, *args: str) -> Result:
-    # A wide terminal so that rich never folds a value the assertions look for.
-    runner = CliRunner(env={"COLUMNS": "250"})
+    # CliRunner's stdout is not a terminal: the rows come as plain tab-separated lines on
+    # stdout, every other line (summaries, costs, advice) on stderr.
+    runner = CliRunner()
     return runner.invoke(cli, [*args[:1], MODULE, *args[1:], "--endpoint", endpoint])
 
 
@@ -44,12 +45,14 @@ def test_locks_lists_every_lock_and_says_it_scanned(raw: Any, dynaunique_db: str
     result = run(dynaunique_db, "locks")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert any("EMAIL" in line and "ada@x.io" in line and "ACCT#1 / PROFILE" in line
+    assert lines[0] == "constraint\tvalue\towner\tmodel\tcreated\texpiry"
+    assert len(lines) == 4  # the header, then one lock a line
+    assert any(line.startswith("EMAIL\tada@x.io\tACCT#1 / PROFILE\tAuditAccount\t")
                for line in lines)
     assert any("PHONE" in line and "hashed" in line for line in lines)
     assert any("TENANT_SLUG" in line and "acme / home" in line for line in lines)
-    assert "3 lock(s)" in result.stdout
-    assert "cost: scan of 4 items (1 Scan request, eventually consistent)" in result.stdout
+    assert "3 lock(s)" in result.stderr
+    assert "cost: scan of 4 items (1 Scan request, eventually consistent)" in result.stderr
 
 
 def test_locks_exact_is_one_consistent_get_item(raw: Any, dynaunique_db: str) -> None:
@@ -65,13 +68,13 @@ def test_locks_exact_is_one_consistent_get_item(raw: Any, dynaunique_db: str) ->
     assert result.exit_code == 0, result.output
     assert sent == ["DynamoDB_20120810.GetItem"]
     assert "ACCT#1 / PROFILE" in result.stdout
-    assert "cost: 1 GetItem (strongly consistent)" in result.stdout
+    assert "cost: 1 GetItem (strongly consistent)" in result.stderr
 
 
 def test_locks_exact_of_a_free_value_and_of_a_composite(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="a@x.io", tenant="acme", slug="home").save()
     free = run(dynaunique_db, "locks", "--constraint", "EMAIL", "--value", "b@x.io", "--exact")
-    assert (free.exit_code, free.stdout.splitlines()[0]) == (0, "No lock: EMAIL 'b@x.io' is free.")
+    assert (free.exit_code, free.stderr.splitlines()[0]) == (0, "No lock: EMAIL 'b@x.io' is free.")
     code, data = run_json(dynaunique_db, "locks", "--constraint", "TENANT_SLUG", "--value", "acme",
                           "--value", "home", "--exact")
     assert code == 0
@@ -100,7 +103,7 @@ def test_locks_owner_shows_held_and_missing_locks_without_a_scan(
     assert any("EMAIL" in line and "held" in line for line in lines)
     assert any("HANDLE" in line and "missing" in line for line in lines)
     assert ("cost: 1 GetItem (strongly consistent), 1 BatchGetItem (strongly consistent)"
-            in result.stdout)
+            in result.stderr)
     code, data = run_json(dynaunique_db, "locks", "--owner", "ACCT#1", "--owner-range", "PROFILE")
     assert code == 0
     assert [(e["constraint"], e["status"]) for e in data["locks"]] == [
@@ -127,8 +130,9 @@ def test_check_of_a_clean_table_exits_zero(raw: Any, dynaunique_db: str) -> None
     Account(pk="ACCT#1", email="a@x.io").save()
     result = run(dynaunique_db, "check")
     assert result.exit_code == 0, result.output
-    assert "No findings: locks and records agree." in result.stdout
-    assert "cost: scan of 2 items (1 Scan request, eventually consistent)" in result.stdout
+    assert "No findings: locks and records agree." in result.stderr
+    assert "cost: scan of 2 items (1 Scan request, eventually consistent)" in result.stderr
+    assert result.stdout == "kind\tconstraint\tvalue\tlock owner\trecords holding it\twhy\n"
 
 
 def test_check_reports_the_drift_and_exits_one(raw: Any, dynaunique_db: str) -> None:
@@ -136,12 +140,17 @@ def test_check_reports_the_drift_and_exits_one(raw: Any, dynaunique_db: str) -> 
     result = run(dynaunique_db, "check", "--segments", "3")
     assert result.exit_code == 1, result.output
     assert ("8 finding(s): 1 duplicate, 3 missing lock, 1 foreign owner, 2 orphan lock, "
-            "1 unknown constraint") in result.stdout
-    assert "3 Scan requests" in result.stdout and "8 TransactGetItems" in result.stdout
+            "1 unknown constraint") in result.stderr
+    assert "3 Scan requests" in result.stderr and "8 TransactGetItems" in result.stderr
+    rows = result.stdout.splitlines()
+    assert len(rows) == 1 + 8  # the header, then one finding a line
+    assert any(row.startswith("duplicate\tEMAIL\tdup@x.io\t") and
+               "ACCT#DUP1 / PROFILE; ACCT#DUP2 / PROFILE" in row for row in rows)
     code, data = run_json(dynaunique_db, "check")
     assert code == 1
     assert data["counts"] == {"duplicate": 1, "missing": 3, "foreign_owner": 1, "orphan": 2,
-                              "unknown_constraint": 1, "unreadable": 0}
+                              "foreign_secret": 0, "unknown_constraint": 1, "unreadable": 0}
+    assert data["secret_warnings"] == []
     duplicate = next(f for f in data["findings"] if f["kind"] == "duplicate")
     assert [h["key"]["PK"] for h in duplicate["holders"]] == ["ACCT#DUP1", "ACCT#DUP2"]
     assert duplicate["value"] == "dup@x.io"
@@ -169,10 +178,11 @@ def test_repair_without_yes_changes_nothing(raw: Any, dynaunique_db: str) -> Non
     before = sorted(json.dumps(i, sort_keys=True) for i in raw.scan(TableName=fm.TABLE)["Items"])
     result = run(dynaunique_db, "repair")
     assert result.exit_code == 1, result.output  # the duplicate cannot be fixed
-    assert "Planned fixes (6)" in result.stdout
-    assert "Left for a person (2)" in result.stdout
+    assert "Planned fixes (6)" in result.stderr
+    assert "Left for a person (2)" in result.stderr
     assert "Dry run: nothing was changed. Run again with --yes to apply 6 fix(es)." in (
-        result.stdout)
+        result.stderr)
+    assert result.stdout.splitlines()[0] == "fix\tconstraint\tvalue\tguarded write"
     after = sorted(json.dumps(i, sort_keys=True) for i in raw.scan(TableName=fm.TABLE)["Items"])
     assert after == before
 
@@ -182,7 +192,7 @@ def test_repair_yes_fixes_the_drift_and_check_then_shows_only_the_duplicate(
     fm.seed_drift(raw)
     result = run(dynaunique_db, "repair", "--yes", "--drop-unknown", "OLDNAME")
     assert result.exit_code == 1, result.output
-    assert "7 fixed; 1 left for a person" in result.stdout
+    assert "7 fixed; 1 left for a person" in result.stderr
     code, data = run_json(dynaunique_db, "check")
     assert code == 1
     assert [(f["kind"], f["lock_key"]) for f in data["findings"]] == [
@@ -202,7 +212,7 @@ def test_repair_of_a_clean_table(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="a@x.io").save()
     result = run(dynaunique_db, "repair", "--yes")
     assert result.exit_code == 0, result.output
-    assert "No findings: nothing to repair." in result.stdout
+    assert "No findings: nothing to repair." in result.stderr
 
 
 def test_the_console_script_exits_one_when_check_finds_drift(

@@ -5,20 +5,27 @@ end to end over HTTP with boto3 against the session's server.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from support.declare import declare, pk_attr
 from support.local_server import client, create_table, server_state
+from support.tables import raw_items
 
-from dynaunique._server_rules import MAX_ITEM_BYTES, item_size
+from dynaunique import TransactionTooLargeError, aio, atomic
+from dynaunique._server_rules import MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, item_size
+from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import (
     LocalServerError,
+    create_tables,
     reset_local_dynamodb,
     set_conflict_rate,
     set_token_window,
+    use_endpoint,
 )
 
 TABLE = "rules"
@@ -117,6 +124,104 @@ def test_a_transaction_carries_at_most_4_mb(ddb: Any) -> None:
     assert keys_in(ddb) == []
     ddb.transact_write_items(TransactItems=puts[:10])
     assert len(keys_in(ddb)) == 10
+
+
+# --- strings must be valid UTF-8 -----------------------------------------------------------------
+
+NOT_UTF8 = ("ValidationException", "One or more parameter values were invalid: a string is not "
+            "valid UTF-8 (it holds a lone surrogate)")
+LONE = "ada\ud800"
+
+REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "a value": ("put_item", {"TableName": TABLE, "Item": {"PK": {"S": "k"}, "v": {"S": LONE}}}),
+    "the key": ("put_item", {"TableName": TABLE, "Item": {"PK": {"S": LONE}}}),
+    "a name": ("put_item", {"TableName": TABLE, "Item": {"PK": {"S": "k"}, LONE: {"S": "v"}}}),
+    "a set in a map in a list": ("put_item", {"TableName": TABLE, "Item": {
+        "PK": {"S": "k"}, "l": {"L": [{"M": {"s": {"SS": ["ok", "\udfff"]}}}]}}}),
+    "an update's value": ("update_item", {
+        "TableName": TABLE, "Key": {"PK": {"S": "k"}}, "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"S": LONE}}}),
+    "a read's key": ("get_item", {"TableName": TABLE, "Key": {"PK": {"S": LONE}}}),
+    "a transaction": ("transact_write_items", {"TransactItems": [
+        {"Put": {"TableName": TABLE, "Item": {"PK": {"S": "t1"}}}},
+        {"Put": {"TableName": TABLE, "Item": {"PK": {"S": "t2"}, "v": {"S": LONE}}}}]}),
+    "a batch": ("batch_write_item", {"RequestItems": {TABLE: [
+        {"PutRequest": {"Item": {"PK": {"S": "b1"}}}},
+        {"PutRequest": {"Item": {"PK": {"S": "b2"}, "v": {"S": LONE}}}}]}}),
+}
+
+
+@pytest.mark.parametrize("case", list(REQUESTS))
+def test_a_string_that_is_not_utf8_is_refused_anywhere_in_a_request(ddb: Any, case: str) -> None:
+    """botocore sends a lone surrogate as a JSON ``\\ud800`` escape, which decodes to a string
+    UTF-8 cannot encode: DynamoDB refuses it, so does the local server, and nothing is
+    written."""
+    operation, params = REQUESTS[case]
+    assert error_of(getattr(ddb, operation), **params) == NOT_UTF8
+    assert keys_in(ddb) == []
+
+
+def test_valid_text_that_looks_like_a_surrogate_is_accepted(ddb: Any) -> None:
+    """A surrogate pair (an emoji, escaped as two ``\\udXXX``) is one valid character; a
+    backslash followed by "ud800" is plain text."""
+    item = {"PK": {"S": "k"}, "emoji": {"S": "\U0001f600"}, "text": {"S": "\\ud800"}}
+    ddb.put_item(TableName=TABLE, Item=item)
+    assert ddb.get_item(TableName=TABLE, Key={"PK": {"S": "k"}},
+                        ConsistentRead=True)["Item"] == item
+
+
+# --- the library's 4 MB guard and the server agree, byte for byte ---------------------------------
+
+Padded = declare("Padded", "rules_padded", pk=pk_attr(), pad=UnicodeAttribute())
+#: 4 MiB of items: ten of 400,000 bytes and one of 194,304 ("PK" + "p00" + "pad" + the pad).
+SIZES = [400_000] * 10 + [194_304]
+
+
+def padded(sizes: list[int]) -> list[Any]:
+    """Records whose items DynamoDB counts as exactly ``sizes`` bytes (ASCII: a byte a char)."""
+    return [Padded(pk=f"p{n:02}", pad="x" * (size - len("PK") - 3 - len("pad")))
+            for n, size in enumerate(sizes)]
+
+
+def _commit(how: str, records: list[Any]) -> None:
+    if how == "atomic":
+        with atomic():
+            for record in records:
+                record.save()
+        return
+
+    async def run() -> None:
+        try:
+            async with atomic():
+                for record in records:
+                    await record.asave()
+        finally:
+            await aio.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("how", ["atomic", "async atomic"])
+def test_the_library_sends_exactly_4_mb_of_items_and_refuses_one_byte_more(
+        dynaunique_db: str, how: str) -> None:
+    """DynamoDB counts the items' sizes, not the request's bytes: a transaction of exactly
+    4 MiB of items is sent (and the server, counting as DynamoDB does, applies it); one more
+    byte is refused before anything is sent."""
+    assert sum(SIZES) == MAX_TRANSACTION_BYTES == 4 * 1024 * 1024
+    use_endpoint(dynaunique_db, Padded)
+    create_tables(Padded)
+    over = [*SIZES[:-1], SIZES[-1] + 1]
+    with pytest.raises(TransactionTooLargeError) as refused:
+        _commit(how, padded(over))
+    assert (refused.value.items, refused.value.size_bytes) == (11, MAX_TRANSACTION_BYTES + 1)
+    assert str(refused.value) == (
+        "the transaction would have 11 items and 4194305 bytes of items; DynamoDB allows at "
+        "most 100 items and 4194304 bytes. Nothing was sent: split the work into smaller "
+        "atomic() blocks yourself if they need not be all-or-nothing.")
+    assert raw_items(Padded) == []
+    _commit(how, padded(SIZES))
+    assert sorted(item["PK"]["S"] for item in raw_items(Padded)) == [
+        f"p{n:02}" for n in range(11)]
 
 
 def test_a_batch_write_has_at_most_25_requests(ddb: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.migrations_workspace import LiveWriters, Workspace, open_workspace
 
-from dynaunique._locks import lock_key
+from dynaunique._locks import lock_key, secret_id
 from dynaunique.errors import UniqueViolation
 from dynaunique.migrations import (
     DuplicatesFound,
@@ -517,6 +517,9 @@ def test_conditional_and_hashed_constraints(ws: Workspace) -> None:
         lock_key("HANDLE", ("ada",), secret=secret): "ACCT#001",
         lock_key("HANDLE", ("bob",), secret=secret): "ACCT#003",
     }
+    # The backfill's locks carry the secret's fingerprint, as a save's do.
+    assert {i["secret_id"]["S"] for i in ws.scan() if i["PK"]["S"].startswith("UNIQ#HANDLE#")
+            } == {secret_id(secret)}
     # The app now enforces it: an active "bob" is refused.
     with pytest.raises(UniqueViolation):
         module.Account(pk="ACCT#004", handle="bob", status="active").save()

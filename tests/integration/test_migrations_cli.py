@@ -113,7 +113,7 @@ def test_makemigrations_check_exits_1_and_writes_nothing(ws: Workspace) -> None:
 def test_a_lambda_normalizer_is_a_clear_error(ws: Workspace) -> None:
     ws.deploy(email=", unique=True, normalize=lambda v: v.lower()")
     result = run("makemigrations", ws.module)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a configuration mistake, not a finding
     assert result.stderr.startswith(
         "Error: Account.EMAIL normalize= is a lambda, which has no import path; migrations "
         "store callables by import path: define a named function at module level"
@@ -160,8 +160,11 @@ def test_duplicates_stop_the_migration_and_a_rerun_after_the_fix_finishes(ws: Wo
 
     result = migrate(ws, "--segments", "2")
     assert result.exit_code == 1
-    assert "Duplicates found by 0001_initial" in result.stdout
+    assert "Duplicates found by 0001_initial" in result.stderr
     assert "'user3@x.io'" in result.stdout and "'user7@x.io'" in result.stdout
+    rows = result.stdout.splitlines()  # piped: a header, then one duplicate a line
+    assert rows[0] == "constraint\tvalue\tlock held by\talso holding the value"
+    assert sorted(row.split("\t")[1] for row in rows[1:]) == ["'user3@x.io'", "'user7@x.io'"]
     assert "ACCT#dup1 / PROFILE" in result.stdout or "ACCT#003 / PROFILE" in result.stdout
     assert result.stderr.splitlines()[-1].startswith(
         "Error: migration 0001_initial stopped: 2 value(s) of Account.EMAIL are held by more "
@@ -178,6 +181,9 @@ def test_duplicates_stop_the_migration_and_a_rerun_after_the_fix_finishes(ws: Wo
     result = migrate(ws)
     assert result.exit_code == 0, result.output
     assert result.stdout.endswith("Applied 0001_initial\n")
+    # The progress lines count the duplicates standing, never a negative difference.
+    assert "duplicates -" not in result.stderr
+    assert "duplicates 0" in result.stderr
     assert ws.locks() == ws.expected_locks()
     assert len(ws.locks()) == 20
     assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
@@ -317,7 +323,7 @@ class Progressing:
     def __init__(self) -> None:
         self.records = 0
 
-    def phase_started(self, label: str, *, estimate: int | None) -> None:
+    def phase_started(self, label: str, *, estimate: int | None, so_far: Any = None) -> None:
         pass
 
     def advance(self, label: str, delta: Any) -> None:

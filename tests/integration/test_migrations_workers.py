@@ -56,7 +56,8 @@ class Counting:
         self.records = 0
         self.notes: list[str] = []
 
-    def phase_started(self, label: str, *, estimate: int | None) -> None:
+    def phase_started(self, label: str, *, estimate: int | None,
+                      so_far: Counters | None = None) -> None:
         pass
 
     def advance(self, label: str, delta: Counters) -> None:

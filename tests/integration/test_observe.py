@@ -33,6 +33,7 @@ from support.migrations_workspace import Workspace, open_workspace
 
 from dynaunique import (
     ConcurrentModificationError,
+    InvalidValueError,
     Model,
     UniqueViolation,
     atomic,
@@ -455,6 +456,32 @@ def test_a_hashed_value_appears_in_no_log_line_and_no_span(
         assert raw not in text
         assert raw not in span_text
         assert raw not in str(violation.value)
+
+
+def test_a_hashed_value_refused_before_sending_appears_in_no_span_and_no_log(
+        tables: str, spans: InMemorySpanExporter, caught: pytest.LogCaptureFixture) -> None:
+    """A hashed value DynamoDB would refuse (a lone surrogate), and a lookup of it: the
+    InvalidValueError the span records (message and stack trace) never quotes it."""
+    bad = SECRET_EMAIL + "\ud800"
+    with pytest.raises(InvalidValueError):
+        Patient(pk="P1", email=bad).save()
+    with pytest.raises(InvalidValueError):
+        Patient.get_by_unique("email", bad)
+    with pytest.raises(Patient.DoesNotExist):
+        Patient.get_by_unique("email", SECRET_EMAIL)
+    (span,) = ours(spans)
+    assert (span.name, _attrs(span)["dynaunique.outcome"]) == ("dynaunique.save", "error")
+    (event,) = span.events
+    assert event.attributes is not None
+    assert event.attributes["exception.message"] == (
+        "Patient.email = <hashed> cannot be stored as a UnicodeAttribute: it is not valid UTF-8 "
+        "(it holds a lone surrogate)")
+    span_text = repr([(s.name, s.attributes, [(e.name, e.attributes) for e in s.events])
+                      for s in spans.get_finished_spans()])
+    log_text = repr([(r.getMessage(), getattr(r, "dynaunique", None)) for r in caught.records])
+    for raw in (SECRET_EMAIL, SECRET_EMAIL.casefold()):
+        for text in (span_text, log_text):
+            assert raw not in text and repr(raw)[1:-1] not in text
 
 
 # --- without OpenTelemetry -----------------------------------------------------------------------

@@ -36,6 +36,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
+from dynaunique._items import locks_of
 from dynaunique._locks import (
     LENGTH_HASH_TAG,
     LOCK_ATTRIBUTES,
@@ -46,6 +47,7 @@ from dynaunique._locks import (
     lock_key,
     split_lock_key,
 )
+from dynaunique._model.stored import serialize_checked
 from dynaunique.attributes import (
     BinaryAttribute,
     BooleanAttribute,
@@ -239,6 +241,51 @@ def test_non_finite_numbers_are_a_clear_error(value: Any) -> None:
         lock_key(NAME, (value,))
 
 
+# A hashed constraint over every type, and a hostile value for it: it may be refused, never shown.
+Confidential = declare("Confidential", "rel_hostile_confidential",
+                       meta={"lock_secret": "not-a-real-secret"}, pk=pk_attr(),
+                       email=UnicodeAttribute(unique=True, hashed=True, null=True,
+                                              normalize=normalizers.nfkc_casefold),
+                       badge=NumberAttribute(unique=True, hashed=True, null=True),
+                       blob=BinaryAttribute(unique=True, hashed=True, null=True,
+                                            legacy_encoding=False))
+_MARK = "Zq7"   # in every hostile value, so a leak of any spelling of it is found
+hostile = st.one_of(
+    st.builds(lambda a, b: a + _MARK + b, texts, texts),
+    st.builds(lambda a, s: _MARK + a + s, texts,
+              st.text(alphabet=st.characters(whitelist_categories=["Cs"]), min_size=1,
+                      max_size=2)),
+    st.builds(lambda n: _MARK + str(n), st.integers()),
+    st.builds(lambda t: [_MARK, t], texts),
+)
+
+
+def _shown_nowhere(exc: BaseException) -> None:
+    """Neither the error, its repr, nor its recorded traceback (chain included) holds _MARK in
+    any case: not the value, not its normalized form."""
+    import traceback
+
+    text = repr(exc) + "".join(traceback.format_exception(exc))
+    assert _MARK.casefold() not in text.casefold(), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["email", "badge", "blob"]), hostile)
+def test_a_hashed_value_is_never_shown_by_a_refusal(field: str, value: Any) -> None:
+    """What a save (the stored item, then its locks) and a lookup (up to its first request)
+    do with a hostile value for a hashed field: accept it, or refuse it without showing it."""
+    record = Confidential(pk="C1", **{field: value})
+    try:
+        serialize_checked(record)
+        locks_of(Confidential._du_info, record)
+    except (InvalidValueError, ValueError, TypeError) as exc:
+        _shown_nowhere(exc)
+    try:
+        next(Confidential._du_get_by_unique_steps(field, value, {}))
+    except (InvalidValueError, ValueError, TypeError, Confidential.DoesNotExist) as exc:
+        _shown_nowhere(exc)
+
+
 # --- through models and the server ---------------------------------------------------------------
 
 # NFKC + casefold: different strings may be one value, e.g. "ﬁ" and "FI".
@@ -361,68 +408,58 @@ def test_numbers_dynamodb_cannot_store_are_a_clear_error(hostile: str, number: A
     assert scan_table(hostile, "rel_hostile_number") == []
 
 
-# --- one lock namespace shared by several types and a composite --------------------------------
+# --- one lock namespace: strings that spell other encodings; declarations that may not share ---
 
 TokenText = declare("TokenText", "rel_hostile_tokens", pk=pk_attr(),
                     token=UnicodeAttribute(unique=True, lock_name="TOKEN"))
 
-TokenBinary = declare("TokenBinary", "rel_hostile_tokens", pk=pk_attr(),
-                      token=BinaryAttribute(unique=True, lock_name="TOKEN", legacy_encoding=False))
+#: A second model sharing the TOKEN namespace, declared alike (a string, no normalizer).
+TokenAlias = declare("TokenAlias", "rel_hostile_tokens", pk=pk_attr(),
+                     code=UnicodeAttribute(unique=True, lock_name="TOKEN"))
 
-TokenNumber = declare("TokenNumber", "rel_hostile_tokens", pk=pk_attr(),
-                      token=NumberAttribute(unique=True, lock_name="TOKEN"))
-
-TokenFlag = declare("TokenFlag", "rel_hostile_tokens", pk=pk_attr(),
-                    token=BooleanAttribute(unique=True, lock_name="TOKEN"))
-
-TokenPair = declare("TokenPair", "rel_hostile_tokens",
-                    meta={"constraints": [UniqueConstraint(fields=("left", "right"),
-                                                           name="TOKEN")]},
-                    pk=pk_attr(), left=UnicodeAttribute(), right=UnicodeAttribute())
-
-# A hashed constraint: its keys are ``\k`` + HMAC, its locks carry no plaintext.
-TokenSecret = declare("TokenSecret", "rel_hostile_tokens",
-                      meta={"lock_secret": "not-a-real-secret"}, pk=pk_attr(),
-                      token=UnicodeAttribute(unique=True, lock_name="TOKEN", hashed=True))
-
-
-TOKEN_MODELS: tuple[type[Model], ...] = (TokenText, TokenBinary, TokenNumber, TokenFlag,
-                                         TokenPair, TokenSecret)
+TOKEN_MODELS: tuple[type[Model], ...] = (TokenText, TokenAlias)
 
 
 def token_model_of(raw: dict[str, Any]) -> type[Model] | None:
-    kinds = {"T": TokenText, "B": TokenBinary, "N": TokenNumber, "F": TokenFlag, "P": TokenPair,
-             "S": TokenSecret}
-    return kinds.get(raw["PK"]["S"][0])
+    return {"T": TokenText, "A": TokenAlias}.get(raw["PK"]["S"][0])
 
 
-def test_values_of_different_types_never_share_a_lock(dynaunique_db: str) -> None:
-    """In one shared lock namespace a string that spells another type's encoding, and a
-    string that spells a composite, each get their own lock; equal values still collide."""
+def test_strings_that_spell_another_encoding_never_share_a_lock(dynaunique_db: str) -> None:
+    """In one shared lock namespace a string that spells a number's, a binary's, a boolean's,
+    a composite's or a hashed key's encoding gets its own lock; equal strings still collide,
+    whichever model holds them."""
     point(dynaunique_db, *TOKEN_MODELS)
     create_tables(TokenText)
-    records: list[Model] = [
-        TokenNumber(pk="N1", token=1), TokenText(pk="T1", token="\\n1"),
-        TokenText(pk="T2", token="1"), TokenBinary(pk="B1", token=b"\x00\xff"),
-        TokenText(pk="T3", token="\\bAP8="), TokenText(pk="T4", token="AP8="),
-        TokenFlag(pk="F1", token=True), TokenText(pk="T5", token="\\t"),
-        TokenText(pk="T6", token="True"), TokenPair(pk="P1", left="x", right="y"),
-        TokenText(pk="T7", token="x#y"), TokenPair(pk="P2", left="x#y", right=""),
-        TokenText(pk="T8", token="x#y#"), TokenText(pk="T9", token="x\\#y"),
-        TokenSecret(pk="S1", token="ada"),
-        # The hashed key's text, as a plain string: escaped, so a different key.
-        TokenText(pk="TS", token=lock_key("TOKEN", ("ada",), secret=b"not-a-real-secret")
-                  .split("#", 2)[2]),
-    ]
-    for record in records:
-        record.save()
-    for duplicate in (TokenNumber(pk="N2", token=1.0), TokenText(pk="TA", token="\\n1"),
-                      TokenSecret(pk="S2", token="ada"),
-                      TokenBinary(pk="B2", token=b"\x00\xff"), TokenPair(pk="P3", left="x",
-                                                                         right="y")):
+    spelled = ["\\n1", "1", "\\bAP8=", "AP8=", "\\t", "True", "x#y", "x#y#", "x\\#y",
+               lock_key("TOKEN", ("ada",), secret=b"not-a-real-secret").split("#", 2)[2]]
+    for n, value in enumerate(spelled):
+        TokenText(pk=f"T{n}", token=value).save()
+    for n, value in enumerate(spelled):
         with pytest.raises(UniqueViolation):
-            duplicate.save()
+            TokenAlias(pk=f"A{n}", code=value).save()
     assert_clean(list(TOKEN_MODELS), dynaunique_db, model_of=token_model_of)
+
+
+@pytest.mark.parametrize(("options", "differs"), [
+    ({"token": BinaryAttribute(unique=True, lock_name="TOKEN", legacy_encoding=False)},
+     "stored as a binary value (B)"),
+    ({"token": NumberAttribute(unique=True, lock_name="TOKEN")}, "stored as a number (N)"),
+    ({"token": BooleanAttribute(unique=True, lock_name="TOKEN")}, "stored as a boolean (BOOL)"),
+    ({"left": UnicodeAttribute(), "right": UnicodeAttribute(),
+      "meta": {"constraints": [UniqueConstraint(fields=("left", "right"), name="TOKEN")]}},
+     "locks 2 fields (left, right)"),
+    ({"token": UnicodeAttribute(unique=True, lock_name="TOKEN", hashed=True),
+      "meta": {"lock_secret": "not-a-real-secret"}}, "TokenOther hashes it"),
+], ids=["binary", "number", "boolean", "composite", "hashed"])
+def test_another_type_arity_or_hashing_cannot_join_the_namespace(
+        options: dict[str, Any], differs: str) -> None:
+    """What once shared TOKEN with strings — other types, a composite, a hashed constraint — is
+    refused when the class is defined: a namespace means one encoding of one kind of value."""
+    fields = dict(options)
+    with pytest.raises(ConfigurationError, match="declare it differently") as caught:
+        declare("TokenOther", "rel_hostile_tokens", meta=fields.pop("meta", None), pk=pk_attr(),
+                **fields)
+    assert differs in str(caught.value)
 
 
 # --- key size ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import support.audit_models as fm
 from ui_server import UIServer, running_ui
 
 from dynaunique import audit
+from dynaunique._locks import lock_key, secret_id
 from dynaunique.ui import _views as views
 
 Account = fm.AuditAccount
@@ -164,3 +165,25 @@ def test_a_check_page_lists_every_kind_with_its_repair_or_what_a_person_must_do(
     assert "8 finding(s)" in page
     # ACCT#MOVED's orphan fix checks that its record is unchanged, its hashed phone included.
     assert "+1555000" not in page and "«hidden: hashed»" in cells["orphan"]
+
+
+def test_a_repair_is_refused_while_the_check_found_locks_another_secret_made(
+        repairing: UIServer, raw: Any) -> None:
+    """A hashed lock made with another secret is never deleted as an orphan, and the page's
+    repair refuses as ``dynaunique repair --yes`` does: nothing is sent, the orphan included."""
+    plant_orphan(raw)
+    stray = lock_key("PHONE", ("+15550077",), secret=b"another-secret")
+    raw.put_item(TableName=fm.TABLE, Item={
+        **fm.lock_pk(stray), "owner": {"M": fm.account_key("ACCT#NOBODY")},
+        "model": {"S": "AuditAccount"}, "constraint": {"S": "PHONE"},
+        "secret_id": {"S": secret_id(b"another-secret")}, "created": {"S": "2026-01-01"}})
+    report = repairing.fetch(run_check(repairing)).body
+    rows = re.findall(r'<tr class="finding (\w+)">(.*?)</tr>', report, re.S)
+    assert [kind for kind, _ in rows] == ["orphan", "foreign_secret"]
+    assert "check the lock secret" in rows[1][1]
+    run_id = repairing.fetch("/check").body.split('href="/check/')[1].split('"')[0]
+    refused = repairing.fetch(f"/repair/{run_id}/all", method="POST",
+                              data={"csrf": repairing.csrf()})
+    assert refused.status == 400 and "refusing to repair" in refused.body
+    assert audit.read_lock(fm.MODELS, stray) is not None
+    assert audit.read_lock(fm.MODELS, "UNIQ#EMAIL#gone@x.io") is not None

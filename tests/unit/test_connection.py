@@ -46,3 +46,28 @@ def test_a_batch_that_keeps_leaving_items_unprocessed_stops_with_the_callers_err
         in_batches(["a", "b"], 100, lambda chunk: sent.append(chunk) or chunk, policy=policy,
                    what="BatchGetItem keys", error=AuditError, sleep=lambda _: None)
     assert sent == [["a", "b"]] * 3
+
+
+def test_a_request_with_no_model_setting_makes_as_many_attempts_as_a_save_and_says_so() -> None:
+    import botocore.exceptions
+
+    from dynaunique._connection import DEFAULT_POLICY, Request, send_steps
+    from dynaunique.errors import UnreachableError
+
+    class Defaults:
+        pass
+
+    # The audit's reads (what `dynaunique check` sends) use the default policy, a save its
+    # model's: both make PynamoDB's 1 + 3 attempts, and the message counts them.
+    assert DEFAULT_POLICY.max_network_retries == policy_for(Defaults).max_network_retries == 3
+    assert RetryPolicy().max_network_retries == 3
+    steps = send_steps(object(), "Scan", {"TableName": "t"})  # type: ignore[arg-type]
+    attempts = 1
+    step = next(steps)
+    refused = botocore.exceptions.EndpointConnectionError(endpoint_url="http://127.0.0.1:1/")
+    with pytest.raises(UnreachableError) as raised:
+        while True:
+            step = steps.throw(refused) if isinstance(step, Request) else steps.send(None)
+            attempts += isinstance(step, Request)
+    assert attempts == 4
+    assert "could not be reached after 4 attempts" in str(raised.value)

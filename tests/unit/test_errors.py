@@ -42,6 +42,7 @@ from dynaunique.errors import (
     cancellation_reasons,
     for_operation,
     format_key,
+    format_value,
 )
 
 EXCEPTIONS = [
@@ -56,7 +57,7 @@ def test_the_module_defines_exactly_the_documented_errors() -> None:
         "DynauniqueError", "ConfigurationError", "InvalidValueError",
         "UnsupportedOperationError", "TransactionTooLargeError", "WriteConflict",
         "UniqueViolation", "ConcurrentModificationError", "ForeignLockError",
-        "ConditionCheckFailedError",
+        "ConditionCheckFailedError", "OtherModelRecordError",
         "OutcomeUnknownError", "UnreachableError", "MigrationError", "AuditError",
     }
 
@@ -133,6 +134,32 @@ def test_hashed_unique_violation_never_shows_the_value() -> None:
     assert "078" not in str(error)
 
 
+def test_a_hashed_unique_violation_keeps_the_value_nowhere() -> None:
+    """Not in a field either: a pickle, ``vars()`` or an error tracker would carry it."""
+    error = UniqueViolation(model="User", fields=("ssn",), constraint="SSN", value="078-05-1120",
+                            owner={"PK": "USER#1"}, hashed=True)
+    other = UniqueViolation(model="User", fields=("email",), constraint="EMAIL",
+                            value="ada@x.io", owner={"PK": "USER#1"}, hashed=True)
+    both = error.with_violations([error, other])
+    assert (error.value, both.value, other.value) == (None, None, None)
+    assert str(both) == ("ssn is already taken (held by USER#1); also: email is already taken "
+                         "(held by USER#1)")
+    for shown in (repr(both), repr(vars(both)), repr(pickle.dumps(both)),
+                  repr([vars(v) for v in both.violations])):
+        assert "078" not in shown and "ada@x.io" not in shown
+
+
+@pytest.mark.parametrize(("value", "hashed", "shown"), [
+    ("ada@x.io", False, "'ada@x.io'"), (("t1", 2), False, "('t1', 2)"), (b"\x00", False,
+                                                                          "b'\\x00'"),
+    ("ada@x.io", True, "<hashed>"), (("t1", 2), True, "<hashed>"), (None, True, "<hashed>"),
+])
+def test_format_value_is_the_repr_or_the_hashed_marker(value: Any, hashed: bool,
+                                                       shown: str) -> None:
+    assert format_value(value, hashed=hashed) == shown
+    assert errors.HASHED == "<hashed>"
+
+
 def test_unique_violation_lists_every_violation() -> None:
     email = UniqueViolation(model="Account", fields=("email",), constraint="EMAIL",
                             value="ada@x.io", owner={"PK": "ACCT#1"})
@@ -165,7 +192,7 @@ def test_transaction_too_large_error_fields_and_message() -> None:
     assert (error.items, error.size_bytes, error.max_items, error.max_bytes) == (
         101, 2048, 100, 4194304)
     assert str(error).startswith(
-        "the transaction would have 101 items and about 2048 bytes; DynamoDB allows at most "
+        "the transaction would have 101 items and 2048 bytes of items; DynamoDB allows at most "
         "100 items and 4194304 bytes. Nothing was sent")
 
 

@@ -12,6 +12,7 @@ from support.declare import declare, pk_attr, sk_attr
 
 from dynaunique import Model, normalizers
 from dynaunique._items import (
+    LockRef,
     claim,
     is_dynaunique_item,
     key_id,
@@ -80,6 +81,34 @@ def test_owner_key_accepts_exactly_the_key_attributes() -> None:
     assert owner_key(("PK", None), owner) is None
     assert owner_key(KEYS, None) is None
     assert owner_key(KEYS, "A#1") is None
+
+
+@pytest.mark.parametrize("owner", [
+    {},
+    {"PK": {"S": "A#1"}, "SK": {"S": "PROFILE"}, "X": {"S": "x"}},
+    {"PK": "A#1", "SK": {"S": "PROFILE"}},
+    {"PK": {"S": "A#1", "N": "1"}, "SK": {"S": "PROFILE"}},
+    {"PK": {"SS": ["A#1"]}, "SK": {"S": "PROFILE"}},
+    {"PK": {"M": {}}, "SK": {"S": "PROFILE"}},
+    {"PK": {"S": ""}, "SK": {"S": "PROFILE"}},
+    {"PK": {"B": b""}, "SK": {"S": "PROFILE"}},
+    {"PK": {"S": 12}, "SK": {"S": "PROFILE"}},
+    {"PK": {"S": "a" * 2049}, "SK": {"S": "PROFILE"}},
+    {"PK": {"S": "é" * 1025}, "SK": {"S": "PROFILE"}},   # 2050 bytes
+    {"PK": {"S": "A#1"}, "SK": {"S": "s" * 1025}},
+])
+def test_owner_key_refuses_a_key_dynamodb_could_not_read(owner: Any) -> None:
+    assert owner_key(KEYS, owner) is None
+
+
+def test_owner_key_checks_the_key_types_it_is_given() -> None:
+    owner = {"PK": {"N": "1"}, "SK": {"S": "PROFILE"}}
+    assert owner_key(KEYS, owner) == owner
+    assert owner_key(KEYS, owner, ("N", "S")) == owner
+    assert owner_key(KEYS, owner, ("S", "S")) is None
+    assert owner_key(KEYS, {"PK": {"S": "a" * 2048}, "SK": {"S": "s" * 1024}}, ("S", "S")) == {
+        "PK": {"S": "a" * 2048}, "SK": {"S": "s" * 1024}}
+    assert owner_key(("PK", None), {"PK": {"B": b"\x00"}}, ("B", None)) == {"PK": {"B": b"\x00"}}
 
 
 def test_key_id_ignores_attribute_order_and_plain_key_untypes() -> None:
@@ -216,3 +245,21 @@ def test_kinds_read_as_the_words_they_always_were() -> None:
     assert json.dumps({"kind": ChangeKind.REMOVED}) == '{"kind": "removed"}'
     assert OpKind.SAVE.value == "save" and f"{OpKind.DELETE}" == "delete"
     assert ChangeKind("unchanged") is ChangeKind.UNCHANGED
+
+
+def test_a_lock_ref_shows_its_value_unless_hashed_repr_included() -> None:
+    plain = LockRef(constraint="EMAIL", fields=("email",), key="UNIQ#EMAIL#a@x.io",
+                    value="a@x.io")
+    hashed = LockRef(constraint="EMAIL", fields=("email",), key="UNIQ#EMAIL#\\kab",
+                     value="a@x.io", hashed=True)
+    assert (plain.shown, hashed.shown) == ("'a@x.io'", "<hashed>")
+    assert repr(hashed) == ("LockRef(constraint='EMAIL', fields=('email',), "
+                            "key='UNIQ#EMAIL#\\\\kab', value=<hashed>, hashed=True)")
+    assert "a@x.io" in repr(plain)
+
+
+def test_hashed_fields_are_those_of_hashed_constraints() -> None:
+    model = declare("HashedFields", "items_hashed", meta={"lock_secret": "s"}, pk=pk_attr(),
+                    ssn=UnicodeAttribute(unique=True, hashed=True),
+                    email=UnicodeAttribute(unique=True), note=UnicodeAttribute(null=True))
+    assert model._du_info.hashed_fields == frozenset({"ssn"})

@@ -25,6 +25,7 @@ from dynaunique._locks import (
     encode_component,
     encode_value,
     is_reserved_key,
+    is_utf8,
     lock_item,
     lock_key,
     lock_primary_key,
@@ -93,6 +94,33 @@ def test_lone_surrogates_are_refused(value: str) -> None:
         lock_key("E", [value])
 
 
+@pytest.mark.parametrize(("values", "plain", "hashed"), [
+    (["ok\udfffok"], "'ok\\udfffok' is not valid UTF-8 (it holds a lone surrogate); DynamoDB "
+     "cannot store it", "<hashed> is not valid UTF-8 (it holds a lone surrogate); DynamoDB "
+     "cannot store it"),
+    ([float("nan")], "nan cannot be stored in DynamoDB", "<hashed> cannot be stored in DynamoDB"),
+    ([Decimal("-Infinity")], "Decimal('-Infinity') cannot be stored in DynamoDB",
+     "<hashed> cannot be stored in DynamoDB"),
+    (["a", ["secret"]], "cannot take a unique lock on a list (['secret']): use strings, numbers, "
+     "binary or booleans", "cannot take a unique lock on a list (<hashed>): use strings, "
+     "numbers, binary or booleans"),
+])
+def test_an_unencodable_value_is_shown_unless_its_lock_is_hashed(
+        values: list[Any], plain: str, hashed: str) -> None:
+    with pytest.raises(InvalidValueError) as shown:
+        lock_key("E", values)
+    assert str(shown.value) == plain
+    with pytest.raises(InvalidValueError) as hidden:
+        lock_key("E", values, secret=b"s")
+    assert str(hidden.value) == hashed
+    assert hidden.value.__cause__ is None
+
+
+def test_is_utf8() -> None:
+    assert is_utf8("") and is_utf8("ada") and is_utf8("é\U0001f600")
+    assert not is_utf8("\ud800") and not is_utf8("é\udfff") and not is_utf8("\ud83d\ude00"[0])
+
+
 # --- numbers -------------------------------------------------------------------------------------
 
 
@@ -142,6 +170,9 @@ def test_canonical_number_refuses_booleans_and_non_numbers() -> None:
         canonical_number(True)
     with pytest.raises(InvalidValueError, match="not a number"):
         canonical_number("one")
+    with pytest.raises(InvalidValueError) as hidden:
+        canonical_number("one", hashed=True)
+    assert str(hidden.value) == "<hashed> is not a number"
 
 
 def test_numbers_keep_dynamodb_precision() -> None:

@@ -25,3 +25,24 @@ def test_the_progress_bar_shows_scanned_items_locks_and_duplicates() -> None:
     assert "10/10" in output
     assert "scanned 10, records 9, locks written 8, duplicates 1" in output
     assert "Applied 0001_initial" in output
+
+
+def test_a_resumed_phase_counts_the_duplicates_standing_not_a_difference() -> None:
+    import io
+
+    from rich.console import Console
+
+    from dynaunique.cli._migrations import PlainReporter
+    from dynaunique.migrations import Counters
+
+    buffer = io.StringIO()
+    reporter = PlainReporter(Console(file=buffer, width=200), every=0.0)
+    label = "0001_initial: fill Account.EMAIL"
+    reporter.phase_started(label, estimate=None, so_far=Counters(scanned=20, duplicates=2))
+    reporter.advance(label, Counters(duplicates=-1))  # a re-check found one fixed
+    reporter.advance(label, Counters(scanned=3, records=3, written=3, duplicates=-1))
+    assert buffer.getvalue().splitlines() == [
+        f"  {label}",
+        "    scanned 0, records 0, locks written 0, duplicates 1",
+        "    scanned 3, records 3, locks written 3, duplicates 0",
+    ]

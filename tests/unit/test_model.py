@@ -1,18 +1,25 @@
-"""dynaunique.Model's declaration checks: a bad class is refused at definition (no server)."""
+"""dynaunique.Model: a bad class is refused at definition, a value DynamoDB would refuse is
+named before sending (no server)."""
 
 from __future__ import annotations
+
+import traceback
+from typing import Any
 
 import pytest
 
 # Account holds the EMAIL lock name on model_accounts: the last test declares a second model there.
 from support.accounts import Account  # noqa: F401
+from support.declare import declare, pk_attr
 
 from dynaunique import (
     ConfigurationError,
+    InvalidValueError,
     Model,
     UniqueConstraint,
     normalizers,
 )
+from dynaunique._model.stored import serialize_checked, stored_problem
 from dynaunique.attributes import (
     NumberAttribute,
     UnicodeAttribute,
@@ -89,3 +96,55 @@ def test_two_models_sharing_an_implicit_lock_name_on_one_table_are_refused() -> 
             pk = UnicodeAttribute(hash_key=True, attr_name="PK")
             sk = UnicodeAttribute(range_key=True, attr_name="SK")
             email = UnicodeAttribute(unique=True)
+
+
+# --- values as stored: what DynamoDB would refuse, said without the value ----------------------
+
+
+@pytest.mark.parametrize(("raw", "problem"), [
+    ({"S": "ada"}, None), ({"S": "é"}, None), ({"N": "1.5"}, None), ({"B": b"\x00"}, None),
+    ({"BOOL": True}, None), ({"NULL": True}, None),
+    ({"S": "a\ud800"}, "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"S": 12}, "a string must be a str, not int"),
+    ({"N": "NaN"}, "it is not a finite number"), ({"N": "12abc"}, "it is not a finite number"),
+    ({"B": "text"}, "binary text"),
+    ({"B": "\udfff"}, "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"B": 3}, "binary must be bytes, not int"),
+    ({"BOOL": 1}, "a boolean must be a bool, not int"),
+    ({"SS": ["a", "b\ud800"]}, "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"L": [{"S": "ok"}, {"L": [{"S": "\ud800"}]}]},
+     "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"M": {"k\ud800": {"S": "v"}}}, "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"M": {"k": {"M": {"x": {"SS": ["\udc00"]}}}}},
+     "it is not valid UTF-8 (it holds a lone surrogate)"),
+    ({"L": [{"S": "ok"}, {"M": {"k": {"S": "v"}}}]}, None),
+])
+def test_stored_problem_says_why_dynamodb_would_refuse_a_value(raw: dict[str, Any],
+                                                                problem: str | None) -> None:
+    assert stored_problem(raw) == problem
+
+
+class _Secret:
+    def __repr__(self) -> str:
+        return "SECRET-REPR"
+
+
+_Badged = declare("_Badged", "unit_badged", meta={"lock_secret": "s"}, pk=pk_attr(),
+                  badge=NumberAttribute(unique=True, hashed=True, null=True),
+                  plain=NumberAttribute(unique=True, null=True))
+
+
+def test_a_value_its_attribute_refuses_is_named_and_a_hashed_one_never_quoted() -> None:
+    """PynamoDB's own error may quote the value: for a hashed field it is neither in the
+    message nor chained (a recorded stack trace shows the whole chain)."""
+    with pytest.raises(InvalidValueError) as hidden:
+        serialize_checked(_Badged(pk="a", badge=_Secret()))
+    assert str(hidden.value) == (
+        "_Badged.badge = <hashed> cannot be stored as a NumberAttribute: TypeError")
+    assert "SECRET" not in "".join(traceback.format_exception(hidden.value))
+    with pytest.raises(InvalidValueError) as shown:
+        serialize_checked(_Badged(pk="a", plain=_Secret()))
+    assert str(shown.value) == (
+        "_Badged.plain = SECRET-REPR cannot be stored as a NumberAttribute: Object of type "
+        "_Secret is not JSON serializable")
+    assert isinstance(shown.value.__cause__, TypeError)

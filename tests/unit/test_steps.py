@@ -15,7 +15,7 @@ from dynaunique import Model
 from dynaunique._connection import Request, RetryPolicy, Sleep, run, send_steps
 from dynaunique._flush import Op, OpKind, Unit, flush_steps
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.errors import UnreachableError
+from dynaunique.errors import DynauniqueError, UnreachableError
 
 POLICY = RetryPolicy(max_conflict_retries=2, max_network_retries=2, base_delay=0.01)
 CONNECTION: Any = object()  # never used: nothing here sends
@@ -79,3 +79,37 @@ def test_run_drives_steps_with_the_given_sleep() -> None:
 
     assert run(steps(), sleep=slept.append) == "done"
     assert slept == [0.5]
+
+
+def _refused(code: str) -> botocore.exceptions.ClientError:
+    return botocore.exceptions.ClientError(
+        {"Error": {"Code": code, "Message": "refused"},
+         "ResponseMetadata": {"HTTPStatusCode": 400}}, "GetItem")
+
+
+def test_a_lookup_reads_the_lock_then_its_owner_and_maps_a_refused_owner_key() -> None:
+    """A lock naming a key DynamoDB refuses to read (ValidationException) names no record:
+    DoesNotExist; the first read's refusal is a DynauniqueError quoting DynamoDB."""
+    steps = Stepped._du_get_by_unique_steps("email", "a@x.io", {})
+    lock_read = next(steps)
+    assert isinstance(lock_read, Request)
+    assert (lock_read.operation, lock_read.params) == ("GetItem", {
+        "TableName": "steps", "Key": {"pk": {"S": "UNIQ#EMAIL#a@x.io"}}, "ConsistentRead": True})
+    owner_read = steps.send({"Item": {"pk": {"S": "UNIQ#EMAIL#a@x.io"},
+                                      "owner": {"M": {"pk": {"S": "A"}}},
+                                      "model": {"S": "Stepped"}}})
+    assert isinstance(owner_read, Request)
+    assert owner_read.params == {"TableName": "steps", "Key": {"pk": {"S": "A"}},
+                                 "ConsistentRead": True}
+    with pytest.raises(Stepped.DoesNotExist) as raised:
+        steps.throw(_refused("ValidationException"))
+    assert str(raised.value) == (
+        "the lock on email 'a@x.io' names no record of Stepped (its owner is not a key of the "
+        "table; an orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)")
+    # The lock's own read refused: not a DoesNotExist, DynamoDB's words.
+    steps = Stepped._du_get_by_unique_steps("email", "a@x.io", {})
+    next(steps)
+    with pytest.raises(DynauniqueError) as other:
+        steps.throw(_refused("ValidationException"))
+    assert type(other.value) is DynauniqueError
+    assert str(other.value) == "DynamoDB refused the request: ValidationException: refused"

@@ -21,11 +21,11 @@ from collections.abc import Iterator
 import botocore.exceptions
 from pynamodb.exceptions import PynamoDBException
 
+from dynaunique._endpoint import target_for
 from dynaunique.cli._demo.cast import ADA_KEY, GRACE_KEY
 from dynaunique.cli._demo.race import RaceOutcome, RaceReport, RaceRound
 from dynaunique.cli._demo.scenario import DEFAULT_RACERS, DEFAULT_ROUNDS, Demo
 from dynaunique.cli._demo.target import (
-    LOCAL_CREDENTIALS,
     DemoUnavailableError,
     Target,
     is_loopback,
@@ -80,7 +80,8 @@ def open_demo(endpoint: str | None, *, racers: int = DEFAULT_RACERS,
             from dynaunique.testing import local_dynamodb
 
             url = stack.enter_context(local_dynamodb())
-            target = Target(url, "us-east-1", embedded=True, credentials=LOCAL_CREDENTIALS)
+            decided = target_for(url)  # the one decision: a server on this machine
+            target = Target(url, decided.region, embedded=True, credentials=decided.credentials)
         else:
             target = remote_target(endpoint)
         demo = Demo(target, racers=racers, rounds=rounds)

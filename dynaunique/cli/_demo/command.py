@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from dynaunique.cli import _demo as scenario
-from dynaunique.cli._common import CannotRun, endpoint_option
+from dynaunique.cli._common import CannotRun, endpoint_option, settings_for
 from dynaunique.cli._demo.show import say, show
 from dynaunique.errors import DynauniqueError
 
@@ -27,11 +27,12 @@ def demo(endpoint: str | None, racers: int, rounds: int) -> None:
     """Show dynaunique keeping emails unique, with real requests.
 
     Without --endpoint it starts an embedded local DynamoDB (needs dynaunique[local]). With
-    --endpoint URL (or AWS_ENDPOINT_URL_DYNAMODB) it runs against that DynamoDB, real AWS
-    included, with the usual AWS credentials: it creates two uniquely named tables and deletes
-    them at the end.
+    --endpoint URL (or AWS_ENDPOINT_URL_DYNAMODB, or [tool.dynaunique] endpoint) it runs
+    against that DynamoDB, real AWS included, with the usual AWS credentials: it creates two
+    uniquely named tables and deletes them at the end.
     """
     console = Console()
+    endpoint = endpoint or settings_for("").endpoint
     start = time.monotonic()
     problems: list[str] = []
     try:

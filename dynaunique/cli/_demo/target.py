@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import importlib.util
-import re
-import urllib.parse
 
 import attrs
-import botocore.session
 
+from dynaunique._endpoint import (
+    LOCAL_CREDENTIALS,
+    LOCAL_REGION,
+    configured_region,
+    is_loopback,
+    region_in_url,
+    target_for,
+)
 from dynaunique.errors import ConfigurationError
 
-#: Fake credentials for the embedded server (moto accepts any); real ones never go there.
-LOCAL_CREDENTIALS = ("testing", "testing")
-_AWS_ENDPOINT = re.compile(r"^https://dynamodb(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/?$")
+__all__ = ["LOCAL_CREDENTIALS", "DemoUnavailableError", "Target", "is_loopback",
+           "moto_available", "region_for", "remote_target"]
 
 
 class DemoUnavailableError(ConfigurationError):
@@ -42,23 +46,9 @@ class Target:
 
 
 def region_for(endpoint: str | None) -> str:
-    """The region to sign requests for: the one in an AWS endpoint URL, else the environment's.
-
-    ``https://dynamodb.eu-west-1.amazonaws.com`` → ``eu-west-1``; anything else falls back to the
-    usual AWS configuration (``AWS_REGION``/``AWS_DEFAULT_REGION``/profile), then ``us-east-1``.
-    """
-    if endpoint is not None:
-        match = _AWS_ENDPOINT.match(endpoint)
-        if match:
-            return match.group(1)
-    configured = botocore.session.get_session().get_config_variable("region")
-    return str(configured) if configured else "us-east-1"
-
-
-def is_loopback(endpoint: str) -> bool:
-    """Whether ``endpoint`` is on this machine (``http://127.0.0.1:8000``, ``localhost``…)."""
-    host = urllib.parse.urlsplit(endpoint).hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
+    """The region to sign requests for: the one in an AWS endpoint URL, else the environment's,
+    else ``us-east-1`` (what the demo shows for a server on this machine)."""
+    return region_in_url(endpoint) or configured_region() or LOCAL_REGION
 
 
 def moto_available() -> bool:
@@ -67,19 +57,16 @@ def moto_available() -> bool:
 
 
 def remote_target(endpoint: str) -> Target:
-    """The target for a DynamoDB at ``endpoint``, signed with the usual AWS credentials.
+    """The target for a DynamoDB at ``endpoint``, signed as every command signs
+    (:func:`dynaunique._endpoint.target_for`): the usual AWS credentials, fake ones only for a
+    server on this machine when there are none.
 
-    :raises DemoUnavailableError: no credentials found and ``endpoint`` is not on this machine.
+    :raises DemoUnavailableError: a malformed URL, or no region or credentials for an endpoint
+        that is not on this machine.
     """
-    credentials = None
-    if botocore.session.get_session().get_credentials() is None:
-        if not is_loopback(endpoint):
-            raise DemoUnavailableError(
-                f"no AWS credentials found for {endpoint}: configure them the usual "
-                "way (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, aws "
-                "configure), or run the demo without --endpoint to use the embedded "
-                "server"
-            )
-        # A server on this machine (moto, DynamoDB Local) accepts any credentials.
-        credentials = LOCAL_CREDENTIALS
-    return Target(endpoint, region_for(endpoint), embedded=False, credentials=credentials)
+    try:
+        decided = target_for(endpoint)
+    except ConfigurationError as exc:
+        raise DemoUnavailableError(f"{exc}; or run the demo without --endpoint to use the "
+                                   "embedded server") from exc
+    return Target(endpoint, decided.region, embedded=False, credentials=decided.credentials)

@@ -17,7 +17,7 @@ from dynaunique import (
     atomic,
 )
 from dynaunique._items import SECRET_ENV
-from dynaunique._locks import RESERVED_PREFIX
+from dynaunique._locks import RESERVED_PREFIX, secret_id
 
 from .declared import (
     SECRET,
@@ -113,6 +113,7 @@ def test_hashed_field_keeps_no_plaintext_in_the_lock(wire: Wire) -> None:
     (key, item), = lock_items(Secretive).items()
     assert key == "UNIQ#EMAIL#\\k" + digest
     assert "value" not in item
+    assert item["secret_id"] == {"S": secret_id(SECRET)}   # which secret made the key
     for text in strings_in(item):
         assert "zanzibar" not in text.casefold()
         assert "lovelace" not in text.casefold()

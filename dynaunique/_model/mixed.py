@@ -1,0 +1,282 @@
+"""Tables several models share: a write replaces or deletes only an item holding no lock it
+does not carry.
+
+A record write of model W that may meet an existing item (any write but a create) is guarded,
+beside its own guard, on the item holding no lock of a constraint W does not declare — of any
+other model bound to the table (``binding.table_models``). The cheap guard is
+:class:`~dynaunique._writes.Lacking`: for each such constraint, one of its stored fields is
+absent (a record missing a field of a constraint holds no lock of it). When it fails, DynamoDB
+returns the item and it is judged precisely, by the audit's rule: the model it is a record of
+(``_items.claim``) and the locks that model requires of it as stored (``_items.locks_of``). An
+item holding a lock W's write does not carry is refused (``OtherModelRecordError``, naming both
+models); any other item is written over, guarded on being still the item judged (``exactly``:
+the attributes the table's models know present or absent as they were, the values a lock or
+the choice of model depends on equal). On a table with one model the set is empty and nothing
+changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pynamodb.attributes import DiscriminatorAttribute
+from pynamodb.constants import PUT
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path
+from pynamodb.models import BatchWrite
+
+from dynaunique._flush import Op, OpKind
+from dynaunique._items import claim, locks_of, plain_key
+from dynaunique._model.binding import table_models, table_models_generation
+from dynaunique._model.reads import ReadMixin
+from dynaunique._transaction import same_item
+from dynaunique._writes import Lacking, OthersGuard, Shaped
+from dynaunique.errors import OtherModelRecordError
+
+
+def _models(table: str) -> list[Any]:
+    return [m for m in table_models(table) if m._du_info is not None]
+
+
+# class → (registry generation, its cheap guard): on every write's path, derived only from
+# declarations, so computed once per class until another model is defined.
+_lacking: dict[Any, tuple[int, Lacking | None]] = {}
+
+
+def lacking(cls: Any) -> Lacking | None:
+    """The cheap guard of ``cls``'s writes: the item lacks a field of every constraint of the
+    table that ``cls`` does not declare itself (None: there is none)."""
+    generation = table_models_generation()
+    cached = _lacking.get(cls)
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    guard = _lacking_now(cls)
+    _lacking[cls] = (generation, guard)
+    return guard
+
+
+def _lacking_now(cls: Any) -> Lacking | None:
+    info = cls._du_info
+    own = {(b.name, b.attr_names) for b in info.constraints}
+    groups: set[tuple[str, ...]] = set()
+    for model in _models(info.table):
+        attributes = model.get_attributes()
+        for bound in model._du_info.constraints:
+            if (bound.name, bound.attr_names) in own:
+                continue
+            # A field with a default is never absent to the model that loads it (PynamoDB fills
+            # the default in): its absence proves nothing. No field left: the item must not be.
+            groups.add(tuple(sorted(
+                name for field, name in zip(bound.constraint.fields, bound.attr_names, strict=True)
+                if attributes[field].default is None)))
+    # A group holding a smaller one is implied by it (lacking a field of the smaller one lacks
+    # a field of the larger): left out.
+    minimal = [g for g in groups if not any(set(o) < set(g) for o in groups)]
+    return Lacking(tuple(sorted(minimal))) if minimal else None
+
+
+def others_fields(cls: Any) -> set[str]:
+    """The stored fields of the constraints of the table that ``cls`` does not declare."""
+    cheap = lacking(cls)
+    return {name for group in cheap.groups for name in group} if cheap is not None else set()
+
+
+def touched(op: Op) -> set[str]:
+    """The top-level attributes an update's actions set or remove."""
+    names = set()
+    for action in op.actions or ():
+        path = action.values[0]
+        if isinstance(path, Path):
+            names.add(str(path.path[0]).split("[", 1)[0])
+    return names
+
+
+def exactly(cls: Any, item: Mapping[str, Any]) -> Shaped:
+    """The guard "the item is still ``item``" as far as the audit's rule can tell: which of the
+    attributes any model of the table knows are present, and the values of those a lock or the
+    choice of model depends on — constrained fields and discriminators; every value when a model
+    has a conditional constraint or a ``Meta.is_record`` hook, which may read any."""
+    info = cls._du_info
+    models = _models(info.table)
+    names = set(item)
+    valued: set[str] = set()
+    every_value = False
+    for model in models:
+        attributes = model.get_attributes().values()
+        names.update(a.attr_name for a in attributes)
+        valued.update(a.attr_name for a in attributes if isinstance(a, DiscriminatorAttribute))
+        valued.update(n for b in model._du_info.constraints for n in b.attr_names)
+        every_value |= (model._du_info.has_conditions
+                        or getattr(model.Meta, "is_record", None) is not None)
+    names -= {info.hash_attr, info.range_attr}
+    here = sorted(n for n in names if n in item)
+    return Shaped(
+        equal=tuple((n, item[n]) for n in here if every_value or n in valued),
+        present=tuple(n for n in here if not (every_value or n in valued)),
+        absent=tuple(sorted(n for n in names if n not in item)))
+
+
+def holds(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
+    """Whether ``item`` (None: absent) meets ``guard``, as DynamoDB would judge it."""
+    if isinstance(guard, Lacking):
+        return item is None or all(any(name not in item for name in group) and bool(group)
+                                   for group in guard.groups)
+    if item is None:
+        return False
+    return (all(n in item and same_item({"v": item[n]}, {"v": v}) for n, v in guard.equal)
+            and all(n in item for n in guard.present)
+            and not any(n in item for n in guard.absent))
+
+
+def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
+    """Whether ``item`` is a record of a model of the table other than ``cls`` (by the audit's
+    rule): a save by ``cls`` makes it one of ``cls``'s, and the locks it keeps must say so."""
+    if item is None or len(table_models(cls._du_info.table)) < 2:
+        return False
+    models = _models(cls._du_info.table)
+    owner, _ = claim(models, item)
+    return owner is not None and owner._du_info.name != cls._du_info.name
+
+
+def as_condition(guard: Lacking, hash_attr: str) -> Condition:
+    """``guard`` as a PynamoDB condition, for writes PynamoDB sends (its ``TransactWrite``)."""
+    condition: Condition | None = None
+    for group in guard.groups:
+        term: Condition | None = None
+        for name in group or (hash_attr,):
+            absent = Path(name).does_not_exist()
+            term = absent if term is None else term | absent
+        assert term is not None
+        condition = term if condition is None else condition & term
+    assert condition is not None
+    return condition
+
+
+class GuardedBatchWrite(BatchWrite[Any]):
+    """``batch_write()`` of a model without constraints on a table that holds lock items.
+
+    A BatchWriteItem carries no condition, so it could write over a lock or over another
+    model's record without its locks. Each item is written by the model's own guarded
+    ``save()``/``delete()`` instead (one request per item: the same write units, no batching);
+    a key in the reserved namespace is refused as it is added, before anything is sent.
+    """
+
+    def save(self, put_item: Any) -> None:
+        """Add a put (refused at once when its key is reserved)."""
+        put_item._du_check_key(put_item._get_hash_range_key_serialized_values()[0])
+        super().save(put_item)
+
+    def delete(self, del_item: Any) -> None:
+        """Add a delete (refused at once when its key is reserved)."""
+        del_item._du_check_key(del_item._get_hash_range_key_serialized_values()[0])
+        super().delete(del_item)
+
+    def commit(self) -> None:
+        """Write every pending item, each guarded, as PynamoDB's batch would (no version
+        checks: a batch write carries none)."""
+        pending: Iterable[dict[str, Any]]
+        pending, self.pending_operations = self.pending_operations, []
+        for operation in pending:
+            item = operation["item"]
+            if operation["action"] == PUT:
+                item.save(add_version_condition=False)
+            else:
+                item.delete(add_version_condition=False)
+
+
+class MixedMixin(ReadMixin):
+    """The unit of work's hooks for tables several models share (``dynaunique._flush``)."""
+
+    def _du_others_guard(self, op: Op,
+                         judged: Mapping[str, Any] | None) -> OthersGuard | None:
+        """The guard keeping this object's write off other models' locks: the cheap one, or —
+        once an item failing it was judged to hold none — "exactly that item". An update
+        setting a field of another model's constraint was judged on its result: it is always
+        guarded on exactly the item it was predicted from (and never creates one)."""
+        cheap = lacking(type(self))
+        if cheap is None:
+            return None
+        if op.kind is OpKind.UPDATE and touched(op) & others_fields(type(self)):
+            return exactly(type(self), judged) if judged is not None else Shaped(())
+        if judged is None or holds(cheap, judged):
+            return cheap
+        return exactly(type(self), judged)
+
+    def _du_judge_result(self, before: Mapping[str, Any], after: Mapping[str, Any],
+                         locks: Iterable[str], moves: bool) -> None:
+        """Refuse an update whose result would be a record of another model than the one whose
+        locks it leaves (``locks``: the lock keys this write leaves the record holding), or
+        that writes locks (``moves``) for a record that stays another model's: a lock names
+        the model of its record."""
+        cls = type(self)
+        info = cls._du_info
+        assert info is not None
+        models = _models(info.table)
+        if len(models) < 2:
+            return
+        owner, problem = claim(models, after)
+        required = (set() if owner is None else
+                    {r.key for r in locks_of(owner._du_info,
+                                             owner._du_lock_inputs(after)).values()})
+        foreign = owner is not None and owner._du_info.name != info.name
+        if problem is None and required == set(locks) and not (moves and foreign):
+            return
+        key = plain_key({k: before[k] for k in info.key_attributes if k is not None})
+        other = owner._du_info.name if owner is not None else "no model"
+        raise OtherModelRecordError(
+            f"{info.name} cannot update {key}: the result would be a record of {other} "
+            f"({problem or 'whose locks are not the ones this update leaves'}); save it as "
+            "the model it is, or delete it and create it as the other",
+            model=info.name, other_model=other if owner is not None else "", key=key)
+
+    def _du_transact_condition(self, condition: Condition | None) -> Condition | None:
+        """The condition of this object's write in PynamoDB's ``TransactWrite``: a reserved key
+        is refused; on a table other models share, the cheap guard is added (there is no
+        judging and resending inside someone else's transaction: it fails instead)."""
+        info = self._du_info
+        if info is None:
+            return condition
+        self._du_check_key(self._get_hash_range_key_serialized_values()[0])
+        cheap = lacking(type(self))
+        if cheap is None:
+            return condition
+        guard = as_condition(cheap, info.hash_attr)
+        return guard if condition is None else condition & guard
+
+    @staticmethod
+    def _du_others_hold(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
+        """:func:`holds`, as the unit of work asks it."""
+        return holds(guard, item)
+
+    def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None:
+        """Refuse to write over ``item`` when it holds a lock this object's write does not carry.
+
+        :raises OtherModelRecordError: naming both models and the locks at stake.
+        """
+        cheap = lacking(type(self))
+        if item is None or cheap is None or holds(cheap, item):
+            return
+        cls = type(self)
+        info = cls._du_info
+        assert info is not None
+        verb = "delete" if op.kind is OpKind.DELETE else "replace"
+        key = plain_key({k: item[k] for k in info.key_attributes if k is not None and k in item})
+        owner, problem = claim(_models(info.table), item)
+        if problem is not None:
+            raise OtherModelRecordError(
+                f"{info.name} cannot {verb} {key}: which model it is a record of is unclear "
+                f"({problem}); write it as the model it belongs to",
+                model=info.name, other_model="", key=key)
+        if owner is None or not owner._du_info.constraints:
+            return
+        held = locks_of(owner._du_info, owner._du_lock_inputs(item))
+        mine = ({ref.key for ref in locks_of(info, cls._du_lock_inputs(item)).values()}
+                if info.constraints else set())
+        foreign = sorted(name for name, ref in held.items() if ref.key not in mine)
+        if foreign:
+            other = owner._du_info.name
+            raise OtherModelRecordError(
+                f"{info.name} cannot {verb} {key}: it is a record of {other} holding locks "
+                f"{', '.join(foreign)}; delete it as {other} first, or do both in atomic()",
+                model=info.name, other_model=other, key=key, locks=foreign)

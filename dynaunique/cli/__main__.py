@@ -1,0 +1,5 @@
+"""``python -m dynaunique.cli``: the ``dynaunique`` command without the console script."""
+
+from dynaunique.cli import main
+
+main()
