@@ -6,11 +6,13 @@ The driver submits one task per segment; each task is a worker's time-bounded ru
 A task that stopped at its time bound (``more``) is submitted again; one that found nothing left
 (``idle``) is dropped while other tasks run, and submitted again when it is the last one. A task
 whose Dask worker died is rerun by the scheduler; the dead worker's segment lease expires and
-another task takes it over. The driver returns when a task reports the migration done.
+another task takes it over. The driver returns when a task reports the migration done (or
+raises, on duplicates), once none of its tasks runs any more.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -100,8 +102,14 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
                 # segments it waited for are a dead worker's, whose leases expire).
                 tasks.add(submit(report["segment"]))
     finally:
-        for future in list(tasks.futures):
-            future.cancel()
+        # A running task cannot be cancelled: let the others end their units (each ends within
+        # unit_seconds and a page), so that no task of this run still writes once it returned.
+        left = list(tasks.futures)
+        if left:
+            with contextlib.suppress(Exception):
+                distributed.wait(left, timeout=unit_seconds + 60)
+            for future in left:
+                future.cancel()
         if client is not scheduler:
             client.close()
     return result
