@@ -30,6 +30,7 @@ from rich.text import Text
 
 from dynaunique.cli._common import endpoint_option, exit_code_of, load_models, open_models
 from dynaunique.cli._output import Output
+from dynaunique.cli._workers import print_result, worker_options
 from dynaunique.errors import DynauniqueError
 from dynaunique.migrations import (
     Counters,
@@ -39,6 +40,7 @@ from dynaunique.migrations import (
     SilentReporter,
     Step,
     load_settings,
+    run_on_dask,
 )
 from dynaunique.migrations.project import describe_operation
 
@@ -277,7 +279,8 @@ def _key_text(key: dict[str, Any]) -> str:
 @click.option("--segments", type=click.IntRange(1, 1000), default=None,
               help="Scan segments (threads) for a backfill (default 1, or [tool.dynaunique]).")
 @click.option("--segment", type=click.IntRange(0, 999), default=None,
-              help="Run only this segment, as one of several workers (with --total-segments).")
+              help="Work as one of several workers, starting with this segment (with "
+                   "--total-segments).")
 @click.option("--total-segments", type=click.IntRange(1, 1000), default=None,
               help="How many segments the workers split each backfill into.")
 @click.option("--max-wcu", type=click.FloatRange(min=0.1), default=None,
@@ -286,22 +289,28 @@ def _key_text(key: dict[str, Any]) -> str:
               help="Treat hashed locks the current lock secret did not make as its own (after "
                    "retiring a secret on purpose): sweep them, re-lock under the current one. "
                    "Without it, a migration that meets them stops.")
+@worker_options
 @migrations_dir_option
 @endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_handle_errors
 def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,
             segment: int | None, total_segments: int | None, max_wcu: float | None,
-            accept_other_secret: bool, migrations_dir: Path | None, endpoint: str | None,
+            accept_other_secret: bool, max_seconds: float | None, wait_seconds: float,
+            lease_seconds: float | None, dask: str | None, migrations_dir: Path | None,
+            endpoint: str | None,
             as_json: bool) -> None:
     """Apply MODULE's migrations up to TARGET (default: the latest; `zero`: unapply all).
 
-    A backfill that stops (crash, duplicates, Ctrl-C) resumes where it stopped when rerun.
+    A backfill that stops (crash, duplicates, Ctrl-C, --max-seconds: exit 75) resumes where
+    it stopped when rerun.
     """
-    if (segment is None) != (total_segments is None):
+    if (segment is None) != (total_segments is None) and dask is None:
         raise click.UsageError("--segment and --total-segments go together")
     if segment is not None and total_segments is not None and segment >= total_segments:
         raise click.UsageError("--segment must be less than --total-segments")
+    if dask is not None and (segment is not None or fake):
+        raise click.UsageError("--dask runs the workers itself: no --segment or --fake")
     project = _project(module, migrations_dir, endpoint)
     out = _console()
     err = _console(stderr=True)
@@ -320,9 +329,10 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
     else:
         reporter = PlainReporter(err)
     worker = (segment, total_segments) if segment is not None and total_segments else None
-    executor: MigrationExecutor = project.executor(segments=segments, max_wcu=max_wcu,
-                                                   worker=worker, reporter=reporter,
-                                                   accept_other_secret=accept_other_secret)
+    executor: MigrationExecutor = project.executor(
+        segments=segments, max_wcu=max_wcu, worker=worker, reporter=reporter,
+        accept_other_secret=accept_other_secret, wait_seconds=wait_seconds,
+        lease_seconds=lease_seconds)
     if show_plan:
         steps = executor.plan(target)
         if as_json:
@@ -331,7 +341,14 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
             _print_plan(out, module, steps)
         return
     try:
-        result = executor.migrate(target, fake=fake)
+        if dask is not None:
+            result = run_on_dask(module, dask, total_segments=total_segments or segments or 1,
+                                 target=target, unit_seconds=max_seconds or 300.0,
+                                 lease_seconds=lease_seconds, max_wcu=max_wcu,
+                                 endpoint=endpoint, migrations_dir=migrations_dir,
+                                 wait_seconds=wait_seconds)
+        else:
+            result = executor.migrate(target, fake=fake, max_seconds=max_seconds)
     except DuplicatesFound as exc:
         if as_json:
             click.echo(json.dumps({
@@ -350,16 +367,9 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
         click.echo(json.dumps({
             "applied": result.applied, "unapplied": result.unapplied, "fake": result.fake,
             "totals": {k: _counters_json(v) for k, v in result.totals.items()},
+            "state": str(result.state), "waiting": result.waiting,
         }))
-        return
-    if not result.applied and not result.unapplied:
-        out.print(f"No migrations to apply for {module}.")
-        return
-    verb = "Faked" if fake else "Applied"
-    for name in result.applied:
-        out.print(f"{verb} {name}")
-    for name in result.unapplied:
-        out.print(f"{'Faked unapplying' if fake else 'Unapplied'} {name}")
+    print_result(out, err, module, result, fake=fake, max_seconds=max_seconds, as_json=as_json)
 
 
 def _counters_json(c: Counters) -> dict[str, Any]:

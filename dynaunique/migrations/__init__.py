@@ -15,13 +15,17 @@ report and touch no record. The modules, one job each:
 * :mod:`~dynaunique.migrations.executor` — plan and run: which steps (``_plan``), scanning a
   phase in segments (``_segments``), a page's work (``_pages``), one record's lock
   (``_settle``), one lock write (``_lockwrites``), what the caller is told (``_report``);
-* :mod:`~dynaunique.migrations.project` — settings and wiring for one models module.
+* :mod:`~dynaunique.migrations.project` — settings and wiring for one models module;
+* ``_units`` — one time-bounded unit as plain data, for any engine; ``_dask`` —
+  :func:`run_on_dask`, the units as tasks on a Dask cluster.
 
 See docs/migrations.md.
 """
 
 from __future__ import annotations
 
+from dynaunique.migrations._dask import run_on_dask
+from dynaunique.migrations._kinds import RunState
 from dynaunique.migrations._ledger import Counters
 from dynaunique.migrations._phase import LockSecretError
 from dynaunique.migrations._plan import MigrationStatus, Step
@@ -68,8 +72,10 @@ __all__ = [
     "RemoveUniqueConstraint",
     "Reporter",
     "RunPython",
+    "RunState",
     "Settings",
     "SilentReporter",
     "Step",
     "load_settings",
+    "run_on_dask",
 ]

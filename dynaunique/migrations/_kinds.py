@@ -62,3 +62,14 @@ class ProgressState(Kind):
     STARTED = "started"
     RUNNING = "running"
     FINISHED = "finished"
+
+
+class RunState(Kind):
+    """How a run of ``migrate`` ended: ``done`` (everything up to the target is applied),
+    ``more`` (it stopped at a checkpoint at its time bound, or its segment is still leased:
+    run it again), ``idle`` (a worker found nothing left for it: the rest of the current phase
+    is leased by running workers, which finish the migration)."""
+
+    DONE = "done"
+    MORE = "more"
+    IDLE = "idle"

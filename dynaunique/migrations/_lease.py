@@ -1,8 +1,10 @@
-"""The lease: one runner at a time per app (or the workers of one split backfill), renewed
-while it runs.
+"""The leases: one runner at a time per app (or the workers of one split backfill), and one
+worker at a time per segment of a phase — each renewed while it is held, expiring when its
+holder dies.
 
-The lease items (``UNIQ#~LEASE#<app>`` and, per worker segment, ``UNIQ#~LEASE#<app>#<total>#<i>``)
-are ledger items: see :mod:`dynaunique.migrations.recorder`.
+The lease items (``UNIQ#~LEASE#<app>`` and, per segment of a job,
+``UNIQ#~LEASE#<app>#<job>#<total>#<i>``) are ledger items: see
+:mod:`dynaunique.migrations.recorder`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from dynaunique.migrations._kinds import LeaseMode, LedgerKind
 from dynaunique.migrations._ledger import LEASE_PREFIX, ledger_key
 
 
+class SegmentLost(MigrationError):
+    """The lease of the segment being worked on could not be renewed in time."""
+
+
 def _holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -33,11 +39,15 @@ class Lease:
 
     An exclusive runner (``migrate``) takes ``UNIQ#~LEASE#<app>`` when it is absent, expired or
     already its own. Workers of a split backfill (``--segment I --total-segments N``) share it in
-    ``workers`` mode (all with the same N) and each also takes its segment's own lease. A runner
-    that fails to renew before the expiry stops with an error at its next checkpoint. Every
-    write a migration sends is guarded and verified, so even two runners overlapping after a
-    lost lease cannot corrupt locks; the lease keeps the work from being done twice and makes
-    the second runner's mistake visible.
+    ``workers`` mode (all with the same N); a worker then takes one segment of a phase at a time
+    with :meth:`take` — a conditional put on the segment's lease item, which must be absent,
+    expired or already the worker's, like a Kinesis Client Library shard lease — and gives it
+    back with :meth:`drop`. One thread renews every lease held, every third of ``seconds``. A
+    runner that fails to renew before the expiry stops at its next checkpoint (a segment whose
+    lease was lost is left to whoever took it). Every write a migration sends is guarded and
+    verified, and checkpoints are fenced (:meth:`~dynaunique.migrations.recorder
+    .MigrationRecorder.save_progress`), so even two runners overlapping after a lost lease
+    cannot corrupt locks; the lease keeps the work from being done twice.
     """
 
     def __init__(self, client: Any, keys: TableKeys, app: str, *, seconds: float,
@@ -52,8 +62,10 @@ class Lease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._main = ledger_key(keys, app, LEASE_PREFIX)
-        self._segment = (ledger_key(keys, app, LEASE_PREFIX, worker[1], worker[0])
-                         if worker is not None else None)
+        #: The segment leases held now: ident → key; and those that could not be renewed.
+        self._held: dict[str, dict[str, Any]] = {}
+        self._lost: set[str] = set()
+        self._guard = threading.Lock()
 
     # --- expressions
 
@@ -82,71 +94,84 @@ class Lease:
         )
 
     def _put_exclusive(self, key: Mapping[str, Any]) -> None:
-        epoch = time.time()
         try:
-            call(self.client, "put_item", TableName=self.keys.table,
-                 Item={**key, LEDGER_ATTR: {"M": {
-                     "kind": {"S": LedgerKind.LEASE.value},
-                     "mode": {"S": LeaseMode.EXCLUSIVE.value},
-                     "holder": {"S": self.holder}, "expires": {"N": repr(self._expiry())},
-                     "acquired": {"S": now()}}}},
-                 ConditionExpression="attribute_not_exists(#h) OR #l.#e < :now OR #l.#o = :me",
-                 ExpressionAttributeNames=self._names(),
-                 ExpressionAttributeValues={":now": {"N": repr(epoch)},
-                                            ":me": {"S": self.holder}},
-                 ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            self._put_held(key)
         except ConditionFailed as exc:
             raise self._refuse(exc.item) from None
 
+    def _put_held(self, key: Mapping[str, Any]) -> None:
+        """Take lease item ``key`` if it is absent, expired or already ours.
+
+        :raises ConditionFailed: another holder's lease is still running.
+        """
+        call(self.client, "put_item", TableName=self.keys.table,
+             Item={**key, LEDGER_ATTR: {"M": {
+                 "kind": {"S": LedgerKind.LEASE.value},
+                 "mode": {"S": LeaseMode.EXCLUSIVE.value},
+                 "holder": {"S": self.holder}, "expires": {"N": repr(self._expiry())},
+                 "acquired": {"S": now()}}}},
+             ConditionExpression="attribute_not_exists(#h) OR #l.#e < :now OR #l.#o = :me",
+             ExpressionAttributeNames=self._names(),
+             ExpressionAttributeValues={":now": {"N": repr(time.time())},
+                                        ":me": {"S": self.holder}},
+             ReturnValuesOnConditionCheckFailure="ALL_OLD")
+
     def _join_workers(self) -> None:
+        """Create the workers' lease, or add this worker to it. The last worker to leave
+        deletes it: a join that finds it gone between the two writes tries again."""
+        item: dict[str, Any] | None = None
+        for _ in range(5):
+            if self._create_workers():
+                return
+            try:
+                self._add_worker()
+                return
+            except ConditionFailed as exc:
+                item = exc.item
+                if item is not None:
+                    break  # an exclusive runner, or workers with another split
+        raise self._refuse(item)
+
+    def _create_workers(self) -> bool:
         assert self.worker is not None
-        total = self.worker[1]
-        client, table = self.client, self.keys.table
-        names = self._names(**{"#m": "mode", "#t": "total", "#w": "workers",
-                               "#me": self.holder})
         try:
-            call(client, "put_item", TableName=table, Item={**self._main, LEDGER_ATTR: {"M": {
-                     "kind": {"S": LedgerKind.LEASE.value}, "mode": {"S": LeaseMode.WORKERS.value},
-                     "total": {"N": str(total)}, "holder": {"S": LeaseMode.WORKERS.value},
-                     "expires": {"N": repr(self._expiry())},
-                     "workers": {"M": {self.holder: {"N": repr(self._expiry())}}},
-                     "acquired": {"S": now()}}}},
+            call(self.client, "put_item", TableName=self.keys.table, Item={
+                     **self._main, LEDGER_ATTR: {"M": {
+                         "kind": {"S": LedgerKind.LEASE.value},
+                         "mode": {"S": LeaseMode.WORKERS.value},
+                         "total": {"N": str(self.worker[1])},
+                         "holder": {"S": LeaseMode.WORKERS.value},
+                         "expires": {"N": repr(self._expiry())},
+                         "workers": {"M": {self.holder: {"N": repr(self._expiry())}}},
+                         "acquired": {"S": now()}}}},
                  ConditionExpression="attribute_not_exists(#h) OR #l.#e < :now",
-                 ExpressionAttributeNames={k: names[k] for k in ("#h", "#l", "#e")},
+                 ExpressionAttributeNames={"#h": self.keys.hash_attr, "#l": LEDGER_ATTR,
+                                           "#e": "expires"},
                  ExpressionAttributeValues={":now": {"N": repr(time.time())}})
-            return
+            return True
         except ConditionFailed:
-            pass
-        try:
-            call(client, "update_item", TableName=table, Key=self._main,
-                 UpdateExpression="SET #l.#w.#me = :exp, #l.#e = :exp",
-                 ConditionExpression="#l.#m = :workers AND #l.#t = :total",
-                 ExpressionAttributeNames={k: names[k] for k in ("#l", "#w", "#me", "#e", "#m",
-                                                                 "#t")},
-                 ExpressionAttributeValues={":exp": {"N": repr(self._expiry())},
-                                            ":workers": {"S": LeaseMode.WORKERS.value},
-                                            ":total": {"N": str(total)}},
-                 ReturnValuesOnConditionCheckFailure="ALL_OLD")
-        except ConditionFailed as exc:
-            raise self._refuse(exc.item) from None
+            return False
+
+    def _add_worker(self) -> None:
+        assert self.worker is not None
+        call(self.client, "update_item", TableName=self.keys.table, Key=self._main,
+             UpdateExpression="SET #l.#w.#me = :exp, #l.#e = :exp",
+             ConditionExpression="#l.#m = :workers AND #l.#t = :total",
+             ExpressionAttributeNames={"#l": LEDGER_ATTR, "#w": "workers", "#me": self.holder,
+                                       "#e": "expires", "#m": "mode", "#t": "total"},
+             ExpressionAttributeValues={":exp": {"N": repr(self._expiry())},
+                                        ":workers": {"S": LeaseMode.WORKERS.value},
+                                        ":total": {"N": str(self.worker[1])}},
+             ReturnValuesOnConditionCheckFailure="ALL_OLD")
 
     # --- lifecycle
 
     def acquire(self) -> None:
-        """Take the lease (and the segment's, for a worker) and start the renewal thread."""
+        """Take the lease (for a worker: join the workers') and start the renewal thread."""
         if self.worker is None:
             self._put_exclusive(self._main)
         else:
             self._join_workers()
-            assert self._segment is not None
-            try:
-                self._put_exclusive(self._segment)
-            except MigrationError:
-                self._leave_workers()
-                raise MigrationError(
-                    f"segment {self.worker[0]} of {self.worker[1]} of {self.app!r} is "
-                    "already being run by another worker"
-                ) from None
         self._thread = threading.Thread(target=self._renew_loop, name="dynaunique-lease",
                                         daemon=True)
         self._thread.start()
@@ -157,11 +182,17 @@ class Lease:
             if self.worker is None:
                 self._renew_exclusive(self._main)
             else:
-                assert self._segment is not None
                 self._join_workers()
-                self._renew_exclusive(self._segment)
         except (ConditionFailed, MigrationError):
             self.lost.set()
+        with self._guard:
+            held = dict(self._held)
+        for ident, key in held.items():
+            try:
+                self._renew_exclusive(key)
+            except (ConditionFailed, MigrationError):
+                with self._guard:
+                    self._lost.add(ident)
 
     def _renew_exclusive(self, key: Mapping[str, Any]) -> None:
         call(self.client, "update_item", TableName=self.keys.table, Key=dict(key),
@@ -176,13 +207,48 @@ class Lease:
         while not self._stop.wait(interval):
             self.renew()
 
-    def check(self) -> None:
-        """Raise if the lease was lost (another runner may have taken over)."""
+    def check(self, segment: str | None = None) -> None:
+        """Raise if the lease (or the lease of ``segment``, an ident :meth:`take` returned)
+        was lost: another runner may have taken over."""
         if self.lost.is_set():
             raise MigrationError(
                 f"lost the migrations lease of {self.app!r} (it could not be renewed in "
                 "time); stopped at the last checkpoint: rerun to resume"
             )
+        if segment is not None and segment in self._lost:
+            raise SegmentLost(f"lost the lease of segment {segment} (it could not be renewed "
+                              "in time): another worker may have taken it over")
+
+    # --- segment leases (workers)
+
+    def take(self, job: str, total: int, segment: int) -> str | None:
+        """Take the lease of ``segment`` of ``job`` (absent, expired or already ours); its ident,
+        or None when a live worker holds it."""
+        ident = f"{job}#{total}#{segment}"
+        key = ledger_key(self.keys, self.app, LEASE_PREFIX, job, total, segment)
+        try:
+            self._put_held(key)
+        except ConditionFailed:
+            return None  # any other refusal (access denied, retries run out) is raised
+        with self._guard:
+            self._held[ident] = key
+            self._lost.discard(ident)
+        return ident
+
+    def drop(self, ident: str) -> None:
+        """Give the lease of a segment back (best effort: it expires anyway)."""
+        with self._guard:
+            key = self._held.pop(ident, None)
+            self._lost.discard(ident)
+        if key is not None:
+            self._delete_own(key)
+
+    def _delete_own(self, key: Mapping[str, Any]) -> None:
+        with contextlib.suppress(ConditionFailed, MigrationError):
+            call(self.client, "delete_item", TableName=self.keys.table, Key=dict(key),
+                 ConditionExpression="#l.#o = :me",
+                 ExpressionAttributeNames={"#l": LEDGER_ATTR, "#o": "holder"},
+                 ExpressionAttributeValues={":me": {"S": self.holder}})
 
     def _leave_workers(self) -> None:
         client, table = self.client, self.keys.table
@@ -219,13 +285,10 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        client, table = self.client, self.keys.table
-        own = self._segment if self._segment is not None else self._main
-        with contextlib.suppress(ConditionFailed, MigrationError):
-            call(client, "delete_item", TableName=table, Key=dict(own),
-                 ConditionExpression="#l.#o = :me",
-                 ExpressionAttributeNames={"#l": LEDGER_ATTR, "#o": "holder"},
-                 ExpressionAttributeValues={":me": {"S": self.holder}})
-        if self.worker is not None:
+        for ident in list(self._held):
+            self.drop(ident)
+        if self.worker is None:
+            self._delete_own(self._main)
+        else:
             with contextlib.suppress(MigrationError):
                 self._leave_workers()

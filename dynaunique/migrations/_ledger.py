@@ -161,4 +161,7 @@ class Progress:
     blocked: bool = False
     #: Whether the item exists in the ledger (False: the segment never started).
     stored: bool = False
+    #: The runner that wrote the item last (its lease holder id), as read: the fence a
+    #: checkpoint is guarded by (see ``MigrationRecorder.save_progress``).
+    holder: str | None = None
 

@@ -267,12 +267,15 @@ class Segment:
     recorder: MigrationRecorder
     bucket: TokenBucket | None = None
     delta: Counters = attrs.field(factory=Counters)
+    #: The runner's lease holder id: checkpoints are fenced by it (None: not fenced).
+    holder: str | None = None
 
     def save(self) -> None:
-        """Overwrite the segment's progress item in the ledger (one write unit, rate-limited)."""
+        """Overwrite the segment's progress item in the ledger (one write unit, rate-limited,
+        fenced by the runner's holder id)."""
         if self.bucket is not None:
             self.bucket.acquire(1.0)
-        self.recorder.save_progress(self.progress, worker=self.worker)
+        self.recorder.save_progress(self.progress, worker=self.worker, holder=self.holder)
 
     def intend(self, entries: Sequence[Pending], *, put: bool = False) -> None:
         """Record lock writes about to be sent (write-ahead), unless already recorded.

@@ -14,7 +14,7 @@ import attrs
 
 from dynaunique._items import plain_key
 from dynaunique.errors import MigrationError
-from dynaunique.migrations._kinds import ProgressState
+from dynaunique.migrations._kinds import ProgressState, RunState
 from dynaunique.migrations._ledger import Conflict, Counters
 from dynaunique.observe import emit
 from dynaunique.observe import migrations_logger as _log
@@ -154,6 +154,10 @@ class MigrateResult:
     unapplied: list[str] = attrs.field(factory=list)
     fake: bool = False
     totals: dict[str, Counters] = attrs.field(factory=dict)
+    #: ``done``; ``more`` when the run stopped at its time bound (run it again); ``idle`` when a
+    #: worker found nothing left for it (the segments in ``waiting`` are other workers').
+    state: RunState = RunState.DONE
+    waiting: list[int] = attrs.field(factory=list)
 
 
 def progress_event(state: ProgressState, label: str, counters: Counters, total: int | None,

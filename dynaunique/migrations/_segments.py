@@ -1,5 +1,6 @@
 """Scanning a phase in segments: one thread per segment, a page at a time, each page's work
-checkpointed in the ledger, and the stored duplicates re-checked at the end of a segment.
+checkpointed in the ledger, the stored duplicates re-checked at the end of a segment, and a
+time bound checked at every page boundary.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dynaunique.migrations._pages import fill_page, remove_page, sweep_page
 from dynaunique.migrations._phase import PhaseRun, Segment
 from dynaunique.migrations._report import Reporter, progress_event
 from dynaunique.migrations._settle import Keeper
+from dynaunique.migrations._worker import Deadline
+from dynaunique.migrations._worker import finished as finished
 from dynaunique.migrations.ratelimit import TokenBucket
 from dynaunique.migrations.recorder import MigrationRecorder
 
@@ -32,7 +35,7 @@ class SegmentRunner:
 
     def __init__(self, keeper: Keeper, recorder: MigrationRecorder, reporter: Reporter, *,
                  worker: str, threads: int, page_size: int, conflict_cap: int,
-                 bucket: TokenBucket | None) -> None:
+                 bucket: TokenBucket | None, deadline: Deadline | None = None) -> None:
         self.keeper = keeper
         self.recorder = recorder
         self.reporter = reporter
@@ -42,21 +45,26 @@ class SegmentRunner:
         self.page_size = page_size
         self.conflict_cap = conflict_cap
         self.bucket = bucket
+        #: Past it, every segment stops at its next page boundary (each does one page at least).
+        self.deadline = deadline or Deadline(None)
         self._stop = threading.Event()
 
-    def run(self, run: PhaseRun, todo: list[Progress], lease: Lease, label: str) -> None:
+    def run(self, run: PhaseRun, todo: list[Progress], lease: Lease, label: str, *,
+            ident: str | None = None) -> None:
         """Work on the ``todo`` segments of ``run``'s phase, one thread each (up to
-        ``threads``); the first error stops the others at their next page, checkpointed."""
+        ``threads``); the first error stops the others at their next page, checkpointed.
+        ``ident`` names the segment lease a worker holds for them (checked at every page)."""
         if not todo:
             return
         threads = min(self.threads, len(todo))
         if threads == 1:
             for progress in todo:
-                self._run_segment(run, progress, lease, label)
+                self._run_segment(run, progress, lease, label, ident)
             return
         errors: list[BaseException] = []
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dynaunique-scan") as pool:
-            futures = [pool.submit(self._run_segment, run, p, lease, label) for p in todo]
+            futures = [pool.submit(self._run_segment, run, p, lease, label, ident)
+                       for p in todo]
             for future in futures:
                 try:
                     future.result()
@@ -68,8 +76,9 @@ class SegmentRunner:
         if errors:
             raise errors[0]
 
-    def _run_segment(self, run: PhaseRun, progress: Progress, lease: Lease, label: str) -> None:
-        seg = Segment(run, progress, self.worker, self.recorder, self.bucket)
+    def _run_segment(self, run: PhaseRun, progress: Progress, lease: Lease, label: str,
+                     ident: str | None) -> None:
+        seg = Segment(run, progress, self.worker, self.recorder, self.bucket, holder=lease.holder)
         progress.blocked = False
         if progress.pending:
             # The last run died between writing locks and verifying them: verify them now.
@@ -82,15 +91,17 @@ class SegmentRunner:
         if progress.conflicts:
             # A rerun after the user fixed data: re-check the contested records first.
             self._recheck_all(seg, label)
+        pages = 0
         while not progress.done:
-            if self._stop.is_set():
-                return
+            if self._stop.is_set() or (pages and self.deadline.expired()):
+                return  # the last page was checkpointed: a rerun resumes from there
+            pages += 1
             if len(progress.conflicts) >= self.conflict_cap:
                 # Stored conflicts must be fixed before the scan goes on.
                 progress.blocked = True
                 self._flush(seg, label)
                 return
-            lease.check()
+            lease.check(ident)
             params: dict[str, Any] = {
                 "TableName": run.keys.table, "Limit": self.page_size,
                 "Segment": progress.segment, "TotalSegments": progress.total,
@@ -167,12 +178,6 @@ def unique(conflicts: list[Conflict]) -> list[Conflict]:
             seen.add(ident)
             out.append(conflict)
     return out
-
-
-def finished(progress: Progress) -> bool:
-    """Whether a segment needs no more work."""
-    # Done scanning is not enough: unverified writes (a crash) or standing conflicts remain work.
-    return progress.done and not progress.pending and not progress.conflicts
 
 
 def sum_counters(progress: Sequence[Progress]) -> Counters:

@@ -6,17 +6,21 @@ phases, record each migration when all of its phases are done.
 phases and records each migration in the ledger when all of its phases are done.
 
 Every phase scans the table in segments and checkpoints each page in the ledger, so a run that
-stops for any reason resumes where it stopped. The lock writes are plain conditional writes,
-never transactions; what keeps them right while the application keeps writing is the rule
-"write, then read the record again": see :class:`~dynaunique.migrations._settle.Keeper` and
-docs/migrations.md. The rooms: :mod:`._plan` (which steps), :mod:`._segments` (scanning a
-phase), :mod:`._pages` (a page's work), :mod:`._settle` (one record's lock),
-:mod:`._lockwrites` (one write), :mod:`._report` (what the caller is told).
+stops for any reason — its time bound (``max_seconds``) included — resumes where it stopped. A
+worker (``worker=(I, N)``) takes any open segment of the current phase under a lease of its own
+and goes on to the next phase when this one is complete (:mod:`._worker`), so workers started in
+any order, at any time, finish the migration between them.
+
+The lock writes are plain conditional writes, never transactions; what keeps them right while
+the application keeps writing is the rule "write, then read the record again": see
+:class:`~dynaunique.migrations._settle.Keeper` and docs/migrations.md. The rooms: :mod:`._plan`
+(which steps), :mod:`._segments` (scanning a phase), :mod:`._worker` (a worker's pass over a
+phase), :mod:`._pages` (a page's work), :mod:`._settle` (one record's lock), :mod:`._lockwrites`
+(one write), :mod:`._report` (what the caller is told).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +29,13 @@ from dynaunique._items import plain_key as plain_key
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._dynamo import describe_table
 from dynaunique.migrations._hooks import Countdown
-from dynaunique.migrations._kinds import DeleteOutcome, PhaseKind, ProgressState, PutOutcome
+from dynaunique.migrations._kinds import (
+    DeleteOutcome,
+    PhaseKind,
+    ProgressState,
+    PutOutcome,
+    RunState,
+)
 from dynaunique.migrations._lease import Lease
 from dynaunique.migrations._ledger import Counters, Progress
 from dynaunique.migrations._lockwrites import delete_lock, put_lock
@@ -43,6 +53,7 @@ from dynaunique.migrations._report import (
 from dynaunique.migrations._segments import SegmentRunner, finished, sum_counters
 from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS as MAX_SETTLE_ROUNDS
 from dynaunique.migrations._settle import Keeper
+from dynaunique.migrations._worker import Deadline, settled, work_phase
 from dynaunique.migrations.loader import MigrationLoader
 from dynaunique.migrations.operations import MigrationContext, Phase
 from dynaunique.migrations.ratelimit import TokenBucket
@@ -56,8 +67,11 @@ class MigrationExecutor:
     * ``models`` — the live model classes (by class name), for computing locks;
     * ``client_for`` — the DynamoDB client for a table (default: the ledger's client);
     * ``segments`` — scan segments (and threads) for a new phase;
-    * ``worker`` — ``(I, N)``: run only segment *I* of *N* of every phase, next to other
-      workers, coordinating through the ledger;
+    * ``worker`` — ``(I, N)``: work as one of several workers, each phase split in *N*
+      segments, starting with segment *I* and taking any other open one (see :mod:`._worker`);
+    * ``wait_seconds`` — how long a worker waits, polling every ``poll_seconds``, when every
+      open segment is leased by a running worker, before it ends its run as ``idle``;
+    * ``only`` — a worker runs its segment *I* alone (a Step Functions Map item);
     * ``max_wcu`` — cap on write units per second (in worker mode, the total over N workers);
     * ``accept_other_secret`` — hashed locks the current lock secret did not make are judged
       as its own: a sweep deletes them as stale, a backfill locks beside them (rotating the
@@ -78,7 +92,8 @@ class MigrationExecutor:
         lease_seconds: float = 60.0,
         page_size: int = 100,
         poll_seconds: float = 1.0,
-        wait_timeout: float | None = None,
+        wait_seconds: float = 0.0,
+        only: bool = False,
         conflict_cap: int = 500,
         accept_other_secret: bool = False,
     ) -> None:
@@ -97,7 +112,8 @@ class MigrationExecutor:
         self.lease_seconds = lease_seconds
         self.page_size = page_size
         self.poll_seconds = poll_seconds
-        self.wait_timeout = wait_timeout
+        self.wait_seconds = wait_seconds
+        self.only = only
         self.conflict_cap = conflict_cap
         self.accept_other_secret = accept_other_secret
         rate = max_wcu / worker[1] if (max_wcu is not None and worker is not None) else max_wcu
@@ -131,8 +147,14 @@ class MigrationExecutor:
 
     # --- running ---------------------------------------------------------------------------------
 
-    def migrate(self, target: str | None = None, *, fake: bool = False) -> MigrateResult:
+    def migrate(self, target: str | None = None, *, fake: bool = False,
+                max_seconds: float | None = None) -> MigrateResult:
         """Apply (or unapply) migrations up to ``target``; see :meth:`plan`.
+
+        With ``max_seconds`` the run stops at the first page boundary after that many seconds,
+        checkpointed, and returns ``state`` :attr:`RunState.MORE <dynaunique.migrations
+        .RunState>`: run it again to continue. A worker with nothing left for it returns
+        ``idle``.
 
         :raises DuplicatesFound: a backfill found records sharing a value (exit code 1).
         :raises MigrationError: another runner holds the lease, or a step cannot run.
@@ -146,6 +168,7 @@ class MigrationExecutor:
             return result
         if not fake:
             self.check_runnable(steps)
+        deadline = Deadline(max_seconds)
         lease = self.recorder.acquire(seconds=self.lease_seconds, worker=self.worker)
         try:
             for step in steps:
@@ -157,7 +180,10 @@ class MigrationExecutor:
                         self.recorder.record_applied(step.name, fake=True)
                     self.recorder.clear_jobs(step.all_job_ids())
                 else:
-                    self._apply(step, lease, result)
+                    state = self._apply(step, lease, result, deadline)
+                    if state is not RunState.DONE:
+                        result.state = state
+                        return result
                 (result.unapplied if step.backwards else result.applied).append(step.name)
         finally:
             lease.release()
@@ -166,14 +192,19 @@ class MigrationExecutor:
     def _finished_elsewhere(self, step: Step) -> bool:
         return self.recorder.is_applied(step.name) != step.backwards
 
-    def _apply(self, step: Step, lease: Lease, result: MigrateResult) -> None:
+    def _apply(self, step: Step, lease: Lease, result: MigrateResult,
+               deadline: Deadline) -> RunState:
         if self.worker is not None and self._finished_elsewhere(step):
-            return
+            return RunState.DONE
         self.reporter.note(f"{'Unapplying' if step.backwards else 'Applying'} {step.name}")
         for job, phase in step.jobs():
-            totals = self._run_job(step, job, phase, lease)
+            totals = self._run_job(step, job, phase, lease, deadline, result)
             if totals is None:  # another worker completed the whole migration meanwhile
-                return
+                # It cleared the ledger; clear again whatever this worker wrote since.
+                self.recorder.clear_jobs(step.all_job_ids())
+                return RunState.DONE
+            if not isinstance(totals, Counters):
+                return totals
             result.totals[f"{step.name}: {phase.describe()}"] = totals
         if step.backwards:
             self.recorder.record_unapplied(step.name)
@@ -182,23 +213,13 @@ class MigrationExecutor:
         # Progress is cleared only after the record: a crash in between leaves stale items that
         # the next completion of this migration (either direction) clears.
         self.recorder.clear_jobs(step.all_job_ids())
+        return RunState.DONE
 
-    def _run_job(self, step: Step, job: str, phase: Phase, lease: Lease) -> Counters | None:
-        if not phase.scans:
-            wanted = 1
-        elif self.worker is not None:
-            wanted = self.worker[1]
-        else:
-            wanted = self.segments
-        total = self.recorder.start_job(job, wanted, phase.describe())
-        if self.worker is not None and phase.scans and total != self.worker[1]:
-            raise MigrationError(
-                f"{phase.describe()} of {step.name} was started split in {total} segments; run "
-                f"the workers with --total-segments {total}"
-            )
-        if self.worker is None and phase.scans and total != self.segments:
-            self.reporter.note(f"{phase.describe()}: resuming with the {total} segments it was "
-                               "started with")
+    def _run_job(self, step: Step, job: str, phase: Phase, lease: Lease, deadline: Deadline,
+                 result: MigrateResult) -> Counters | RunState | None:
+        """The phase's totals once it is complete; MORE or IDLE when this run stops before
+        that; None when another worker recorded the migration meanwhile."""
+        total = _split(self, step, job, phase)
         progress = self.recorder.progress(job, total)
         label = f"{step.name}: {phase.describe()}"
         if all(finished(p) for p in progress):
@@ -209,19 +230,37 @@ class MigrationExecutor:
         so_far = sum_counters(progress)
         self.reporter.phase_started(label, estimate=estimate, so_far=so_far)
         progress_event(ProgressState.STARTED, label, so_far, estimate)
-        if phase.kind == PhaseKind.RUN:
-            if self.worker is None or self.worker[0] == 0:
-                self._run_function(step, phase, progress[0])
-            elif not self._wait(step, job, total, lease):
-                return None
+        runner = self._segment_runner(deadline)
+        if self.worker is None:
+            if phase.kind == PhaseKind.RUN:
+                self._run_function(step, phase, progress[0], lease.holder)
+            else:
+                runner.run(run, [p for p in progress if not finished(p)], lease, label)
         else:
-            todo = [p for p in progress if not finished(p)]
-            if self.worker is not None:
-                todo = [p for p in todo if p.segment == self.worker[0]]
-            self._segment_runner().run(run, todo, lease, label)
-            if self.worker is not None and not self._wait(step, job, total, lease):
+            def run_segment(segment: Progress, ident: str) -> None:
+                if phase.kind == PhaseKind.RUN:
+                    self._run_function(step, phase, segment, lease.holder)
+                else:
+                    runner.run(run, [segment], lease, label, ident=ident)
+
+            outcome = work_phase(
+                self.recorder, lease, job, total, start=self.worker[0] % total,
+                deadline=deadline, run_segment=run_segment,
+                stop=lambda: self._finished_elsewhere(step), wait_seconds=self.wait_seconds,
+                poll_seconds=self.poll_seconds, only=self.only)
+            if self._finished_elsewhere(step):
                 return None
+            if outcome.state is not None:
+                result.waiting = outcome.waiting
+                self.reporter.note(_stopped_note(outcome.state, label, outcome.waiting))
+                return outcome.state
         final = self.recorder.progress(job, total)
+        if self.only and not all(settled(p) for p in final):
+            result.waiting = [p.segment for p in final if not settled(p)]
+            return RunState.IDLE  # its own segment is settled; the others are theirs
+        if self.worker is None and deadline.expired() and not all(settled(p) for p in final):
+            self.reporter.note(_stopped_note(RunState.MORE, label, []))
+            return RunState.MORE
         conflicts = [c for p in final for c in p.conflicts]
         if conflicts:
             raise DuplicatesFound(step.name, group_conflicts(conflicts),
@@ -233,35 +272,14 @@ class MigrationExecutor:
         progress_event(ProgressState.FINISHED, label, totals, estimate)
         return totals
 
-    def _wait(self, step: Step, job: str, total: int, lease: Lease) -> bool:
-        """Wait until every segment of ``job`` is done (or blocked by duplicates); False when
-        another worker completed the whole migration meanwhile."""
-        started = time.monotonic()
-        announced = False
-        while True:
-            lease.check()
-            progress = self.recorder.progress(job, total)
-            # Read progress before the record: progress is cleared only after the record.
-            if self._finished_elsewhere(step):
-                return False
-            waiting = [p.segment for p in progress
-                       if not (p.done and not p.pending) and not p.blocked]
-            if not waiting:
-                return True
-            if not announced:
-                self.reporter.note(f"waiting for segment(s) {waiting} of {job}")
-                announced = True
-            if self.wait_timeout is not None and time.monotonic() - started > self.wait_timeout:
-                raise MigrationError(f"gave up waiting for segments {waiting} of {job}")
-            time.sleep(self.poll_seconds)
-
-    def _run_function(self, step: Step, phase: Phase, progress: Progress) -> None:
+    def _run_function(self, step: Step, phase: Phase, progress: Progress,
+                      holder: str) -> None:
         # RunPython functions get the botocore client behind the ledger's connection.
         context = MigrationContext(app=self.recorder.app, models=self.models,
                                    client=self.recorder.client.client, backwards=step.backwards)
         run_python(phase, context, step.name)
         progress.done = True
-        self.recorder.save_progress(progress, worker=self._worker_name())
+        self.recorder.save_progress(progress, worker=self._worker_name(), holder=holder)
 
     def _worker_name(self) -> str:
         return f"{self.worker[0]}/{self.worker[1]}" if self.worker is not None else "all"
@@ -276,12 +294,12 @@ class MigrationExecutor:
         return phase_run(phase, keys, client, self.models,
                          accept_other_secret=self.accept_other_secret)
 
-    def _segment_runner(self) -> SegmentRunner:
+    def _segment_runner(self, deadline: Deadline) -> SegmentRunner:
         keeper = Keeper(self._put_lock, self._delete_lock, self._tick)
         return SegmentRunner(keeper, self.recorder, self.reporter, worker=self._worker_name(),
                              threads=1 if self.worker is not None else self.segments,
                              page_size=self.page_size, conflict_cap=self.conflict_cap,
-                             bucket=self.bucket)
+                             bucket=self.bucket, deadline=deadline)
 
     # --- the seams tests act at: every lock write, every processed record -----------------------
 
@@ -299,3 +317,30 @@ class MigrationExecutor:
     def _tick(self) -> None:
         if self._countdown is not None:
             self._countdown.tick()
+
+
+def _split(executor: MigrationExecutor, step: Step, job: str, phase: Phase) -> int:
+    """The job's split in segments, fixed by the first runner that starts it."""
+    if not phase.scans:
+        wanted = 1
+    elif executor.worker is not None:
+        wanted = executor.worker[1]
+    else:
+        wanted = executor.segments
+    total = executor.recorder.start_job(job, wanted, phase.describe())
+    if executor.worker is not None and phase.scans and total != executor.worker[1]:
+        raise MigrationError(
+            f"{phase.describe()} of {step.name} was started split in {total} segments; run "
+            f"the workers with --total-segments {total}"
+        )
+    if executor.worker is None and phase.scans and total != executor.segments:
+        executor.reporter.note(f"{phase.describe()}: resuming with the {total} segments it "
+                               "was started with")
+    return total
+
+
+def _stopped_note(state: RunState, label: str, waiting: list[int]) -> str:
+    if state == RunState.MORE:
+        return f"{label}: stopped at a checkpoint (time bound); run again to continue"
+    return (f"{label}: nothing left for this worker: segment(s) {waiting} are being run by "
+            "other workers, which finish the migration")

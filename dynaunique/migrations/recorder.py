@@ -14,10 +14,12 @@ hash key                                      ``ledger`` holds
 ``UNIQ#~MIGRATION#<app>#<migration>``         applied time, ``fake``
 ``UNIQ#~JOB#<app>#<job>``                     ``total``: the scan segments the job is split in
 ``UNIQ#~PROGRESS#<app>#<job>#<total>#<i>``    segment *i*'s ``last_key`` (LastEvaluatedKey),
-                                              ``done``, counters, unresolved ``conflicts``
+                                              ``done``, counters, unresolved ``conflicts``,
+                                              the ``holder`` that wrote it (the fence)
 ``UNIQ#~LEASE#<app>``                         ``holder``, ``expires``, ``mode`` (exclusive or
                                               workers), ``workers`` (worker id → expiry)
-``UNIQ#~LEASE#<app>#<total>#<i>``             the holder of segment *i* in multi-worker mode
+``UNIQ#~LEASE#<app>#<job>#<total>#<i>``       the worker running segment *i* of the job:
+                                              ``holder``, ``expires``
 ============================================  ==================================================
 
 A *job* is one phase of one operation of one migration in one direction:
@@ -47,7 +49,7 @@ from dynaunique.migrations._dynamo import (
     describe_table,
 )
 from dynaunique.migrations._kinds import LedgerKind
-from dynaunique.migrations._lease import Lease
+from dynaunique.migrations._lease import Lease, SegmentLost
 from dynaunique.migrations._ledger import (
     JOB_PREFIX,
     LEASE_PREFIX,
@@ -158,15 +160,18 @@ class MigrationRecorder:
             assert existing is not None
             return existing
 
-    def progress(self, job: str, total: int) -> list[Progress]:
-        """Every segment's progress of a job (unstarted segments as fresh values)."""
-        keys = [self._key(PROGRESS_PREFIX, job, total, i) for i in range(total)]
+    def progress(self, job: str, total: int,
+                 segments: Iterable[int] | None = None) -> list[Progress]:
+        """Every segment's progress of a job (or of ``segments`` of it), strongly consistent;
+        unstarted segments as fresh values."""
+        wanted = list(range(total)) if segments is None else list(segments)
+        keys = [self._key(PROGRESS_PREFIX, job, total, i) for i in wanted]
         found = {}
         for item in batch_get(self.client, self.table, keys):
             data = item[LEDGER_ATTR]["M"]
             found[int(data["segment"]["N"])] = data
         out = []
-        for segment in range(total):
+        for segment in wanted:
             data = found.get(segment)
             if data is None:
                 out.append(Progress(job, total, segment))
@@ -180,11 +185,22 @@ class MigrationRecorder:
                 pending=[Pending.from_typed(p) for p in data.get("pending", {}).get("L", [])],
                 blocked=bool(data.get("blocked", {}).get("BOOL", False)),
                 stored=True,
+                holder=data["holder"]["S"] if "holder" in data else None,
             ))
         return out
 
-    def save_progress(self, progress: Progress, *, worker: str = "") -> None:
-        """Overwrite one segment's progress item (the checkpoint)."""
+    def save_progress(self, progress: Progress, *, worker: str = "",
+                      holder: str | None = None) -> None:
+        """Overwrite one segment's progress item (the checkpoint).
+
+        With ``holder`` (the runner's lease holder id) the write is fenced: it lands only if the
+        item is absent, or was last written by ``holder`` or by the holder it had when it was
+        read (``progress.holder``). A runner whose segment another runner took over (after its
+        lease expired) therefore cannot overwrite the newer checkpoint — nor drop the intents
+        it names.
+
+        :raises SegmentLost: another runner wrote the item since it was read.
+        """
         ledger: dict[str, Any] = {
             "kind": {"S": LedgerKind.PROGRESS.value},
             "job": {"S": progress.job},
@@ -200,12 +216,30 @@ class MigrationRecorder:
         }
         if progress.last_key is not None:
             ledger["last_key"] = {"M": progress.last_key}
-        self._put(self._key(PROGRESS_PREFIX, progress.job, progress.total, progress.segment),
-                  ledger)
+        key = self._key(PROGRESS_PREFIX, progress.job, progress.total, progress.segment)
+        if holder is None:
+            self._put(key, ledger)
+        else:
+            ledger["holder"] = {"S": holder}
+            allowed = {":me": {"S": holder}}
+            condition = "attribute_not_exists(#h) OR attribute_not_exists(#l.#o) OR #l.#o = :me"
+            if progress.holder is not None and progress.holder != holder:
+                allowed[":read"] = {"S": progress.holder}
+                condition += " OR #l.#o = :read"
+            try:
+                self._put(key, ledger, ConditionExpression=condition,
+                          ExpressionAttributeNames={"#h": self.keys.hash_attr,
+                                                    "#l": LEDGER_ATTR, "#o": "holder"},
+                          ExpressionAttributeValues=allowed)
+            except ConditionFailed:
+                raise SegmentLost(f"segment {progress.segment} of {progress.job} was taken "
+                                  "over by another runner; its checkpoint is theirs") from None
+            progress.holder = holder
         progress.stored = True
 
     def clear_jobs(self, jobs: Iterable[str]) -> None:
-        """Delete the headers and progress items of ``jobs`` (after a migration completed)."""
+        """Delete the headers, progress items and segment leases of ``jobs`` (after a
+        migration completed; a lease a crashed worker left behind goes too)."""
         jobs = list(jobs)
         totals = self.jobs_started(jobs)
         keys = []
@@ -214,6 +248,7 @@ class MigrationRecorder:
             total = totals.get(job)
             if total is not None:
                 keys.extend(self._key(PROGRESS_PREFIX, job, total, i) for i in range(total))
+                keys.extend(self._key(LEASE_PREFIX, job, total, i) for i in range(total))
         batch_delete(self.client, self.table, keys)
 
     # leases

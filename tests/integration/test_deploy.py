@@ -212,8 +212,9 @@ def test_operator_policy_grants_exactly_what_locks_check_and_repair_send(
 
 def test_migrator_policy_grants_exactly_what_migrations_send(
         proxy: FaultProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`makemigrations`, `migrate` (a backfill, then a change of normalizer: sweep and fill) and
-    `showmigrations`: every request is allowed by deploy/iam/migrator.json, nothing more."""
+    """`makemigrations`, `migrate` (a backfill, then a change of normalizer: sweep and fill, run
+    by a worker, which takes segment leases) and `showmigrations`: every request is allowed by
+    deploy/iam/migrator.json, nothing more."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
@@ -232,13 +233,14 @@ def test_migrator_policy_grants_exactly_what_migrations_send(
         assert result.exit_code == 0, result.output
         return result
 
-    def migrate_to(email_options: str) -> None:
+    def migrate_to(email_options: str, *worker: str) -> None:
         ws.deploy(email=email_options)
         run("makemigrations", ws.module)
-        run("migrate", ws.module, "--endpoint", ws.endpoint)
+        run("migrate", ws.module, "--endpoint", ws.endpoint, *worker)
 
     migrate_to(", unique=True")
-    migrate_to(", unique=True, normalize=normalizers.casefold")
+    migrate_to(", unique=True, normalize=normalizers.casefold", "--segment", "1",
+               "--total-segments", "2")
     shown = run("showmigrations", ws.module, "--endpoint", ws.endpoint).output
     sent = proxy.records()
     # The test's own inspection (a scan) comes after the workload's requests were taken.

@@ -5,19 +5,17 @@ the same code through ``dynaunique migrate``)."""
 from __future__ import annotations
 
 import importlib
-import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.migrations_workspace import Workspace, open_workspace
+from support.migrations_workspace import LiveWriters, Workspace, open_workspace
 
 from dynaunique._locks import lock_key, secret_id
-from dynaunique.errors import ConcurrentModificationError, MigrationError, UniqueViolation
+from dynaunique.errors import UniqueViolation
 from dynaunique.migrations import (
     DuplicatesFound,
     MigrationExecutor,
@@ -227,46 +225,11 @@ def test_thousands_of_records_with_live_writers_end_with_exactly_the_right_locks
 def _backfill_under_live_writers(ws: Workspace, *, records: int, page_size: int) -> None:
     _seed(ws, records)
     models = _prepare(ws)
-    Account = models.Account
-    stop = threading.Event()
-    done = {"ops": 0}
-    errors: list[BaseException] = []
-
-    def writer(seed: int) -> None:
-        rng = random.Random(seed)
-        i = 0
-        try:
-            while not stop.is_set() or i < 5:
-                i += 1
-                action = rng.random()
-                pk = f"ACCT#{rng.randrange(records):03d}"
-                try:
-                    if action < 0.6:
-                        account = Account.get(pk, "PROFILE", consistent_read=True)
-                        account.email = f"w{seed}-{i}@X.io"
-                        account.save()
-                    elif action < 0.8:
-                        Account(pk=f"NEW#{seed}-{i}", email=f"new{seed}-{i}@x.io").save()
-                    else:
-                        Account.get(pk, "PROFILE", consistent_read=True).delete()
-                except (Account.DoesNotExist, ConcurrentModificationError):
-                    pass
-                done["ops"] += 1
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=writer, args=(s,)) for s in range(2)]
-    for thread in threads:
-        thread.start()
-    while done["ops"] < 6:
-        time.sleep(0.01)
-    before = done["ops"]
-    ws.project().executor(segments=3, page_size=page_size).migrate()
-    during = done["ops"] - before
-    stop.set()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    with LiveWriters(models.Account, records) as writers:
+        writers.wait_for(6)
+        before = writers.ops
+        ws.project().executor(segments=3, page_size=page_size).migrate()
+        during = writers.ops - before
     assert during > 0  # the application really wrote while the backfill ran
     assert ws.locks() == ws.expected_locks()
     assert _migration_items(ws) == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
@@ -484,45 +447,7 @@ def test_a_backfill_sends_one_plain_put_per_record_and_no_transaction(ws: Worksp
     assert result.totals["0001_initial: fill Account.EMAIL"].written == 40
 
 
-# --- split work ----------------------------------------------------------------------------------
-
-
-def test_workers_split_a_backfill_and_coordinate_through_the_ledger(ws: Workspace) -> None:
-    _seed(ws, 40)
-    _prepare(ws)
-    errors: list[BaseException] = []
-
-    def worker(index: int) -> None:
-        try:
-            ws.project().executor(worker=(index, 2), poll_seconds=0.05,
-                                  wait_timeout=30).migrate()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
-    assert ws.locks() == ws.expected_locks()
-    # Only the applied record stays: progress, job header and leases are cleaned up.
-    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
-
-
-def test_a_worker_alone_waits_and_a_single_runner_finishes_its_split(ws: Workspace) -> None:
-    _seed(ws, 30)
-    _prepare(ws)
-    with pytest.raises(MigrationError, match="gave up waiting for segments \\[1\\]"):
-        ws.project().executor(worker=(0, 2), poll_seconds=0.05, wait_timeout=0.3).migrate()
-    recorder = ws.project().recorder()
-    progress: list[Progress] = recorder.progress("0001_initial#0#F#0", 2)
-    assert [p.done for p in progress] == [True, False]
-    with pytest.raises(MigrationError, match="started split in 2 segments"):
-        ws.project().executor(worker=(1, 3), wait_timeout=1).migrate()
-    ws.project().executor(segments=5).migrate()  # resumes with the recorded split of 2
-    assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+# --- pacing ---------------------------------------------------------------------------------------
 
 
 def test_max_wcu_paces_the_writes(ws: Workspace) -> None:

@@ -8,8 +8,12 @@ raw boto3 calls rather than through dynaunique.
 from __future__ import annotations
 
 import importlib
+import os
+import random
 import sys
 import textwrap
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +55,13 @@ class Account(Model):
 '''
 
 
+#: ``dynaunique`` in a process of its own (a worker a test can kill, or time out).
+DYNAUNIQUE = [sys.executable, "-c", "from dynaunique.cli import cli; cli(prog_name='dynaunique')"]
+
+#: The ``email`` options of a casefolded unique constraint (for :meth:`Workspace.deploy`).
+UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
+
+
 class Workspace:
     """A models package in ``root`` (on ``sys.path``) whose ``models.py`` can be redeployed."""
 
@@ -81,6 +92,26 @@ class Workspace:
                 meta_class.host = self.endpoint
                 value._connection = None
         return module
+
+    def seed_unique_email(self, records: int) -> Any:
+        """``records`` accounts ``ACCT#000``.. with distinct emails, written raw (data from
+        before the constraint); then the constraint deployed and its migration written. Returns
+        the models module."""
+        for i in range(records):
+            self.put_raw(f"ACCT#{i:03d}", email=f"user{i}@x.io")
+        module = self.deploy(email=UNIQUE_EMAIL)
+        assert self.project().make_migrations().changed
+        return module
+
+    def process_env(self, **extra: str) -> dict[str, str]:
+        """The environment of a ``dynaunique`` process run on this workspace: this checkout's
+        package first on ``PYTHONPATH``, the endpoint in ``AWS_ENDPOINT_URL_DYNAMODB``."""
+        import dynaunique
+
+        env = dict(os.environ, AWS_ENDPOINT_URL_DYNAMODB=self.endpoint, **extra)
+        root = str(Path(dynaunique.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+        return env
 
     def project(self, **settings: Any) -> Any:
         """A migrations Project over this workspace's models module."""
@@ -163,3 +194,65 @@ def open_workspace(root: Path, endpoint: str, table: str,
     workspace = Workspace(root, endpoint, table)
     workspace.create_table()
     return workspace
+
+
+class LiveWriters:
+    """The application writing while a migration runs: ``threads`` threads that move records
+    ``ACCT#000``.. to new emails, create ``NEW#`` accounts and delete records, through the
+    model (so every write keeps the constraint's locks), until the block ends.
+
+    ``ops`` counts the writes done; :meth:`wait_for` blocks until that many were; errors other
+    than the expected races are re-raised when the block ends.
+    """
+
+    def __init__(self, account: Any, records: int, *, threads: int = 2) -> None:
+        self.account = account
+        self.records = records
+        self.ops = 0
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+        self._threads = [threading.Thread(target=self._write, args=(seed,), daemon=True)
+                         for seed in range(threads)]
+
+    def _write(self, seed: int) -> None:
+        from dynaunique.errors import ConcurrentModificationError
+
+        account = self.account
+        rng = random.Random(seed)
+        i = 0
+        try:
+            while not self._stop.is_set() or i < 5:
+                i += 1
+                action = rng.random()
+                pk = f"ACCT#{rng.randrange(self.records):03d}"
+                try:
+                    if action < 0.6:
+                        record = account.get(pk, "PROFILE", consistent_read=True)
+                        record.email = f"w{seed}-{i}@X.io"
+                        record.save()
+                    elif action < 0.8:
+                        account(pk=f"NEW#{seed}-{i}", email=f"new{seed}-{i}@x.io").save()
+                    else:
+                        account.get(pk, "PROFILE", consistent_read=True).delete()
+                except (account.DoesNotExist, ConcurrentModificationError):
+                    pass
+                self.ops += 1
+        except BaseException as exc:  # surfaced when the block ends
+            self._errors.append(exc)
+
+    def wait_for(self, ops: int) -> None:
+        """Block until ``ops`` writes were done (the application is really writing)."""
+        while self.ops < ops and not self._errors:
+            time.sleep(0.01)
+
+    def __enter__(self) -> LiveWriters:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        if self._errors:
+            raise self._errors[0]

@@ -3,6 +3,7 @@ policies, the Terraform module parses and agrees."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,126 @@ def test_terraform_module_parses_and_is_consistent() -> None:
     assert 'file("${path.module}/../iam/${each.key}.json")' in text
     for role in roles:
         assert placeholder in (DEPLOY / "iam" / f"{role}.json").read_text()
+
+
+# --- the Step Functions migration ---------------------------------------------------------------
+
+MIGRATE_TEMPLATE = DEPLOY / "cloudformation" / "dynaunique-migrate.yaml"
+ASL = DEPLOY / "stepfunctions" / "migrate.asl.json"
+MIGRATE_TERRAFORM = TERRAFORM / "migrate"
+
+
+def _asl() -> dict[str, Any]:
+    definition: dict[str, Any] = json.loads(ASL.read_text())
+    return definition
+
+
+def test_the_migrate_stack_passes_cfn_lint() -> None:
+    assert lint(MIGRATE_TEMPLATE) == []
+
+
+def test_the_state_machine_is_one_definition_and_its_function_the_proven_migrator() -> None:
+    """The stack's state machine is deploy/stepfunctions/migrate.asl.json (Terraform reads the
+    file), its function runs the package's handler, and the function's role grants exactly the
+    migrator's actions."""
+    from cfnlint.decode import decode
+
+    from dynaunique.migrations import aws_lambda
+
+    template, problems = decode(str(MIGRATE_TEMPLATE))
+    assert problems == []
+    resources = template["Resources"]
+    machine = resources["StateMachine"]["Properties"]
+    assert machine["Definition"] == _asl()
+    assert machine["DefinitionSubstitutions"] == {
+        "MigrateFunctionArn": {"Fn::GetAtt": ["Function", "Arn"]}}
+    function = resources["Function"]["Properties"]
+    module, name = function["Handler"].rsplit(".", 1)
+    assert (module, name) == (aws_lambda.__name__, "handler")
+    [policy] = resources["FunctionRole"]["Properties"]["Policies"]
+    assert policy_actions(policy["PolicyDocument"]) == policy_actions(load_policy("migrator"))
+    text = (MIGRATE_TERRAFORM / "main.tf").read_text()
+    assert 'templatefile("${path.module}/../../stepfunctions/migrate.asl.json"' in text
+    assert 'file("${path.module}/../../iam/migrator.json")' in text
+    assert '"dynaunique.migrations.aws_lambda.handler"' in text
+
+
+def test_the_state_machine_maps_over_the_segments_and_loops_on_more() -> None:
+    """Status, then a Distributed Map over its segments whose items invoke the handler until
+    the answer is not "more" (a Wait in between), then Status again: phase after phase, until
+    the status says done. Only transient Lambda errors are retried (a duplicates report fails
+    the execution)."""
+    asl = _asl()
+    states = asl["States"]
+    assert asl["StartAt"] == "Status"
+    assert states["Status"]["Parameters"]["Payload"] == {"action": "status"}
+    assert states["Status"]["Next"] == "Applied?"
+    assert states["Applied?"]["Choices"] == [
+        {"Variable": "$.done", "BooleanEquals": True, "Next": "Migrated"}]
+    assert states["Applied?"]["Default"] == "Segments"
+    mapped = states["Segments"]
+    assert (mapped["ItemsPath"], mapped["Next"], mapped["ResultPath"]) == (
+        "$.segments", "Status", None)
+    assert mapped["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    inner = mapped["ItemProcessor"]["States"]
+    assert inner["Unit"]["Parameters"]["Payload"] == {"segment.$": "$.segment"}
+    assert inner["More?"]["Choices"] == [
+        {"Variable": "$.status", "StringEquals": "more", "Next": "Pause"}]
+    assert (inner["Pause"]["Next"], inner["More?"]["Default"]) == ("Unit", "Settled")
+    for task in (states["Status"], inner["Unit"]):
+        retried = {e for r in task["Retry"] for e in r["ErrorEquals"]}
+        assert "DuplicatesFound" not in retried and "States.ALL" not in retried
+    for graph in (states, inner):
+        targets = {s.get("Next") for s in graph.values()} | {
+            c["Next"] for s in graph.values() for c in s.get("Choices", [])} | {
+            s.get("Default") for s in graph.values()}
+        assert targets - {None} <= set(graph)
+
+
+def test_the_terraform_migrate_module_parses_and_is_consistent() -> None:
+    files = {path.name: _hcl(f"migrate/{path.name}")
+             for path in sorted(MIGRATE_TERRAFORM.glob("*.tf"))}
+    assert sorted(files) == ["main.tf", "outputs.tf", "variables.tf", "versions.tf"]
+    declared = {name.strip('"') for block in files["variables.tf"]["variable"] for name in block}
+    text = "".join(path.read_text() for path in MIGRATE_TERRAFORM.glob("*.tf"))
+    assert set(re.findall(r"\bvar\.(\w+)", text)) == declared
+    assert files["versions.tf"] == _hcl("versions.tf")
+
+
+# --- the worker templates: Kubernetes Indexed Job, AWS Batch array job ---------------------------
+
+
+def _option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_the_indexed_job_runs_one_worker_per_index_and_reruns_more_to_do() -> None:
+    import yaml
+
+    manifest = yaml.safe_load((DEPLOY / "kubernetes" / "migrate-indexed-job.yaml").read_text())
+    spec = manifest["spec"]
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    args = [str(a) for a in container["args"]]
+    assert (spec["completionMode"], pod["restartPolicy"]) == ("Indexed", "Never")
+    assert int(_option(args, "--total-segments")) == spec["completions"]
+    assert _option(args, "--segment") == "$(SEGMENT)"
+    [segment] = container["env"]
+    assert segment["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    rules = {r["action"]: r["onExitCodes"]["values"] for r in spec["podFailurePolicy"]["rules"]}
+    assert rules == {"Ignore": [75], "FailJob": [1, 2]}
+    assert float(_option(args, "--wait-seconds")) >= 60  # a retried index outwaits a lease
+
+
+def test_the_batch_job_definition_starts_at_the_array_index_and_retries_more_to_do() -> None:
+    definition = json.loads((DEPLOY / "batch" / "migrate-job-definition.json").read_text())
+    command = definition["containerProperties"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    assert '--segment "${AWS_BATCH_JOB_ARRAY_INDEX:-0}"' in command[2]
+    retry = definition["retryStrategy"]
+    actions = [(e.get("onExitCode"), e["action"]) for e in retry["evaluateOnExit"]]
+    assert actions[0] == ("75", "RETRY") and actions[-1] == ("*", "EXIT")
+    assert ("137", "RETRY") in actions  # a killed child is retried
+    max_seconds = float(command[2].split("--max-seconds ")[1].split()[0])
+    assert definition["timeout"]["attemptDurationSeconds"] > max_seconds + 300

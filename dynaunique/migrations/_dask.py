@@ -1,0 +1,124 @@
+"""Run a migration's units as tasks on an existing Dask cluster (``distributed``, the optional
+``dask`` extra): :func:`run_on_dask`.
+
+The driver submits one task per segment; each task is a worker's time-bounded run
+(:func:`._units.run_unit`) that takes any open segment of the current phase under its lease.
+A task that stopped at its time bound (``more``) is submitted again; one that found nothing left
+(``idle``) is dropped while other tasks run, and submitted again when it is the last one. A task
+whose Dask worker died is rerun by the scheduler; the dead worker's segment lease expires and
+another task takes it over. The driver returns when a task reports the migration done (or
+raises, on duplicates), once none of its tasks runs any more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dynaunique.errors import ConfigurationError, MigrationError
+from dynaunique.migrations._kinds import RunState
+from dynaunique.migrations._report import MigrateResult
+from dynaunique.migrations._units import Unit, run_unit, state_of
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigurationError("running a migration on Dask needs the `distributed` package: "
+                                 "pip install 'dynaunique[dask]'") from None
+    return distributed
+
+
+def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str | None = None,
+                unit_seconds: float = 300.0, lease_seconds: float | None = None,
+                wait_seconds: float | None = None, max_wcu: float | None = None,
+                endpoint: str | None = None, migrations_dir: str | os.PathLike[str] | None = None,
+                directory: str | os.PathLike[str] | None = None, timeout: float | None = None,
+                page_size: int = 100,
+                on_report: Callable[[dict[str, Any]], None] | None = None) -> MigrateResult:
+    """Apply ``module``'s migrations up to ``target`` with units run as tasks on the Dask
+    cluster at ``scheduler`` (an address such as ``tcp://10.0.0.5:8786``, or a
+    ``distributed.Client``).
+
+    Each phase is split in ``total_segments`` segments and that many tasks are submitted; each
+    runs for up to ``unit_seconds`` (then it is submitted again). A task with nothing left waits
+    up to ``wait_seconds`` (default: 1.5 times ``lease_seconds``, itself 60 by default) for a
+    segment to come free — a dead task's, once its lease expired. The cluster's workers must be
+    able to import ``module`` (``directory`` is put first on their ``sys.path``; default: the
+    current directory) and reach the endpoint. A task stops at a page boundary (``page_size``
+    items scanned). ``on_report`` receives each task's
+    report (see :func:`~dynaunique.migrations._units.run_unit`).
+
+    :raises DuplicatesFound: a backfill found records sharing a value.
+    :raises MigrationError: a task failed, or ``timeout`` seconds passed.
+    """
+    distributed = _distributed()
+    if not 1 <= total_segments <= 1000:
+        raise MigrationError("total_segments must be between 1 and 1000")
+    client = scheduler if isinstance(scheduler, distributed.Client) else \
+        distributed.Client(scheduler)
+    if wait_seconds is None or wait_seconds <= 0:
+        wait_seconds = min((lease_seconds or 60.0) * 1.5, unit_seconds)
+    unit = Unit(module, total_segments, target=target,
+                migrations_dir=os.fspath(migrations_dir) if migrations_dir else None,
+                endpoint=endpoint, directory=os.fspath(directory or os.getcwd()),
+                lease_seconds=lease_seconds, max_wcu=max_wcu, max_seconds=unit_seconds,
+                wait_seconds=wait_seconds, poll_seconds=0.5, page_size=page_size)
+    counter = itertools.count()
+    segments: dict[str, int] = {}
+
+    def submit(segment: int) -> Any:
+        key = f"dynaunique-migrate-{segment}-{next(counter)}"
+        segments[key] = segment
+        return client.submit(run_unit, unit, segment, pure=False, key=key)
+
+    started = time.monotonic()
+    result = MigrateResult(state=RunState.MORE)
+    tasks = distributed.as_completed([submit(i) for i in range(total_segments)])
+    try:
+        for future in tasks:
+            if timeout is not None and time.monotonic() - started > timeout:
+                raise MigrationError(f"the migration did not finish on Dask within {timeout} s; "
+                                     "its progress is in the ledger: run it again to resume")
+            try:
+                report = future.result()
+            except distributed.KilledWorker:  # the scheduler gave up on the task: run it anew
+                report = {"state": str(RunState.MORE), "segment": segments[future.key],
+                          "applied": [], "unapplied": [], "waiting": []}
+            if on_report is not None:
+                on_report(report)
+            state = state_of(report)  # raises DuplicatesFound
+            _merge(result, report)
+            if state == RunState.DONE:
+                result.state = RunState.DONE
+            elif result.state != RunState.DONE and (state == RunState.MORE
+                                                    or tasks.count() == 0):
+                # More to do; or nothing left for this task while no other task runs (the
+                # segments it waited for are a dead worker's, whose leases expire).
+                tasks.add(submit(report["segment"]))
+    finally:
+        # A running task cannot be cancelled: let the others end their units (each ends within
+        # unit_seconds and a page), so that no task of this run still writes once it returned.
+        left = list(tasks.futures)
+        if left:
+            with contextlib.suppress(Exception):
+                distributed.wait(left, timeout=unit_seconds + 60)
+            for future in left:
+                future.cancel()
+        if client is not scheduler:
+            client.close()
+    return result
+
+
+def _merge(result: MigrateResult, report: dict[str, Any]) -> None:
+    for name in report["applied"]:
+        if name not in result.applied:
+            result.applied.append(name)
+    for name in report["unapplied"]:
+        if name not in result.unapplied:
+            result.unapplied.append(name)

@@ -1,0 +1,99 @@
+"""One unit of a migration, as any engine runs it: a worker's time-bounded run described by
+plain, picklable data (:class:`Unit`), so that a Dask task, a Lambda invocation or a container
+can rebuild the project from the module's name and run it (:func:`run_unit`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from dynaunique.migrations._kinds import RunState
+from dynaunique.migrations._report import Duplicate, DuplicatesFound, Reporter
+from dynaunique.migrations.project import Project, load_settings
+
+#: What :func:`run_unit` reports when duplicates stopped the migration (not a :class:`RunState`:
+#: the run failed).
+DUPLICATES = "duplicates"
+
+
+@attrs.frozen
+class Unit:
+    """What a worker needs to rebuild the migration and run one time-bounded unit of it.
+
+    ``module`` is the models module (dotted path), imported with ``directory`` (default: the
+    current directory) first on ``sys.path``, its settings read from ``directory``'s
+    ``pyproject.toml``; the rest are ``migrate``'s options.
+    """
+
+    module: str
+    total_segments: int
+    target: str | None = None
+    migrations_dir: str | None = None
+    endpoint: str | None = None
+    directory: str | None = None
+    lease_seconds: float | None = None
+    max_wcu: float | None = None
+    max_seconds: float | None = None
+    wait_seconds: float = 0.0
+    poll_seconds: float = 1.0
+    #: Items per scanned page: a unit stops at a page boundary, so smaller pages keep a time
+    #: bound tighter.
+    page_size: int = 100
+    #: Run the starting segment alone (a Step Functions Map item), not any open one.
+    only: bool = False
+
+    def project(self) -> Project:
+        """The project, its models imported and pointed at ``endpoint``."""
+        from dynaunique._endpoint import point_models
+        from dynaunique.cli._common import load_models  # the CLI's one model loader
+
+        directory = Path(self.directory) if self.directory is not None else Path.cwd()
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
+        settings = load_settings(self.module, directory)
+        models = load_models(self.module)
+        point_models(models, self.endpoint or settings.endpoint)
+        migrations_dir = Path(self.migrations_dir) if self.migrations_dir else None
+        return Project(self.module, models, migrations_dir=migrations_dir, settings=settings)
+
+
+def run_unit(unit: Unit, segment: int, *, reporter: Reporter | None = None) -> dict[str, Any]:
+    """Run ``unit`` as a worker starting with ``segment``; what it did, as plain data:
+
+    ``{"state": "done" | "more" | "idle" | "duplicates", "segment", "applied", "unapplied",
+    "waiting"}`` — with ``"duplicates"`` (each a :meth:`Duplicate.to_json
+    <dynaunique.migrations.Duplicate.to_json>`), ``"migration"``, ``"message"`` and
+    ``"incomplete"`` when duplicates stopped it. Any other failure raises.
+    """
+    executor = unit.project().executor(
+        worker=(segment, unit.total_segments), max_wcu=unit.max_wcu,
+        lease_seconds=unit.lease_seconds, wait_seconds=unit.wait_seconds,
+        poll_seconds=unit.poll_seconds, only=unit.only, page_size=unit.page_size,
+        reporter=reporter)
+    out: dict[str, Any] = {"segment": segment, "applied": [], "unapplied": [], "waiting": []}
+    try:
+        result = executor.migrate(unit.target, max_seconds=unit.max_seconds)
+    except DuplicatesFound as exc:
+        return {**out, "state": DUPLICATES, "migration": exc.migration, "message": str(exc),
+                "incomplete": exc.incomplete,
+                "duplicates": [d.to_json() for d in exc.duplicates]}
+    return {**out, "state": str(result.state), "applied": result.applied,
+            "unapplied": result.unapplied, "waiting": result.waiting}
+
+
+def state_of(report: dict[str, Any]) -> RunState:
+    """The :class:`RunState` of a :func:`run_unit` report.
+
+    :raises DuplicatesFound: the report says duplicates stopped the unit (the same error, with
+        the same report, as a run in this process would raise).
+    """
+    if report["state"] == DUPLICATES:
+        raise DuplicatesFound(report["migration"], [
+            Duplicate(d["model"], d["constraint"], d["value"], d["hashed"], d["lock"],
+                      d["holder"], d["holder_model"], tuple(d["others"]))
+            for d in report["duplicates"]], incomplete=report["incomplete"])
+    return RunState(report["state"])

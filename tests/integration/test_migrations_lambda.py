@@ -1,0 +1,157 @@
+"""The Lambda handler driven by the state machine's own definition
+(deploy/stepfunctions/migrate.asl.json, run by ``support.asl``): a status call, then a Map over
+the segments whose items invoke the handler until it stops answering "more" (a Wait between
+tries), again until the status says done — with time-bounded invocations, one of which dies and
+is retried by the definition's Retry."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.asl import Machine
+from support.deploy_policies import DEPLOY
+from support.invariants import assert_clean
+from support.migrations_workspace import UNIQUE_EMAIL, Workspace, open_workspace
+
+from dynaunique.migrations import DuplicatesFound, MigrationExecutor
+from dynaunique.migrations._hooks import InjectedCrash
+from dynaunique.migrations._lease import Lease
+from dynaunique.migrations.aws_lambda import handler
+
+TABLE = "mig_lambda_accounts"
+SEGMENTS = 3
+ASL = DEPLOY / "stepfunctions" / "migrate.asl.json"
+
+
+@pytest.fixture
+def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    workspace = open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+    for name, value in {"MODULE": workspace.module, "TOTAL_SEGMENTS": str(SEGMENTS),
+                        "LEASE_SECONDS": "1", "MAX_WCU": "60", "PAGE_SIZE": "5",
+                        "MARGIN_SECONDS": "0.2"}.items():
+        monkeypatch.setenv(f"DYNAUNIQUE_{name}", value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
+    yield workspace
+
+
+class Context:
+    """Lambda's context: the invocation ends ``seconds`` after it started."""
+
+    def __init__(self, seconds: float) -> None:
+        self.ends = time.monotonic() + seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(max(0.0, self.ends - time.monotonic()) * 1000)
+
+
+class Function:
+    """The Lambda function, as the state machine invokes it: each invocation has ``seconds``
+    to run; the first invocation for segment 0 dies mid-unit, as Lambda stops one at its
+    timeout — it neither checkpoints its page nor gives its lease back, and stops renewing it."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, seconds: float = 1.0) -> None:
+        self.seconds = seconds
+        self.answers: list[tuple[int, str]] = []
+        self.died = False
+        self._dying = threading.local()
+        self._records = 0
+        tick, release, drop = MigrationExecutor._tick, Lease.release, Lease.drop
+
+        def dying_tick(executor: Any) -> None:
+            if getattr(self._dying, "on", False):
+                self._records += 1
+                if self._records == 8:
+                    raise InjectedCrash("the invocation was stopped at its timeout")
+            tick(executor)
+
+        def dying_release(lease: Lease) -> None:
+            if getattr(self._dying, "on", False):
+                lease._stop.set()
+            else:
+                release(lease)
+
+        def dying_drop(lease: Lease, ident: str) -> None:
+            if not getattr(self._dying, "on", False):
+                drop(lease, ident)
+
+        monkeypatch.setattr(MigrationExecutor, "_tick", dying_tick)
+        monkeypatch.setattr(Lease, "release", dying_release)
+        monkeypatch.setattr(Lease, "drop", dying_drop)
+
+    def __call__(self, payload: dict[str, Any]) -> Any:
+        if payload.get("segment") == 0 and not self.died:
+            self.died = True
+            self._dying.on = True
+            try:
+                return handler(payload, Context(30))
+            finally:
+                self._dying.on = False
+        answer = handler(payload, Context(self.seconds))
+        if "segment" in payload:
+            self.answers.append((payload["segment"], answer["status"]))
+        return answer
+
+
+def _machine(function: Any) -> Machine:
+    definition = json.loads(ASL.read_text())
+    # A function that dies is the error Step Functions reports for a Lambda timeout.
+    return Machine(definition, function, scale=0.04, error_of=lambda exc: (
+        "Sandbox.Timedout" if isinstance(exc, InjectedCrash) else type(exc).__name__))
+
+
+def test_the_state_machine_completes_the_migration_with_bounded_and_retried_invocations(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    models = ws.seed_unique_email(60)
+    function = Function(monkeypatch)
+    machine = _machine(function)
+    machine.run({})
+    assert function.died
+    per_segment = {s: [a for seg, a in function.answers if seg == s] for s in range(SEGMENTS)}
+    # The retry of the dead invocation found its segment still leased, then took it over.
+    assert per_segment[0][0] == "more"
+    assert all(answers[-1] in ("phase done", "done") for answers in per_segment.values())
+    assert sum(a.count("more") for a in per_segment.values()) >= SEGMENTS  # really bounded
+    assert machine.transitions.count("Status") >= 2  # the map ran, then the status said done
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+    assert_clean([models.Account], ws.endpoint)
+    assert handler({"action": "status"}, Context(60)) == {"done": True,
+                                                          "segments": list(range(SEGMENTS))}
+
+
+def test_a_migration_of_two_phases_runs_phase_after_phase(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An alteration is a sweep, then a fill: the map runs the segments of each in turn."""
+    for i in range(20):
+        ws.put_raw(f"ACCT#{i:03d}", email=f"User{i}@x.io")
+    ws.deploy(email=", unique=True")
+    ws.project().make_migrations()
+    ws.project().executor().migrate()
+    models = ws.deploy(email=UNIQUE_EMAIL)
+    assert ws.project().make_migrations().name == "0002_alter_account_email"
+    function = Function(monkeypatch)
+    function.died = True  # no invocation dies here
+    machine = _machine(function)
+    machine.run({})
+    assert machine.transitions.count("Segments") >= 2  # a map for the sweep, one for the fill
+    assert ws.locks() == ws.expected_locks()
+    assert_clean([models.Account], ws.endpoint)
+
+
+def test_duplicates_fail_the_execution_with_the_report(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws.put_raw("ACCT#001", email="a@x.io")
+    ws.put_raw("ACCT#002", email="A@x.io")
+    ws.seed_unique_email(0)
+    function = Function(monkeypatch)
+    function.died = True
+    with pytest.raises(DuplicatesFound) as info:
+        _machine(function).run({})
+    (duplicate,) = info.value.duplicates
+    assert duplicate.value == "a@x.io"

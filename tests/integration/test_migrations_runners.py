@@ -1,0 +1,143 @@
+"""The worker command of deploy/kubernetes/migrate-indexed-job.yaml and
+deploy/batch/migrate-job-definition.json, run the way those runners run it: a Kubernetes
+Indexed Job (one process per index, ``parallelism`` at a time, exit 75 rerun without counting
+as a failure, a killed index retried) and an AWS Batch array job (``AWS_BATCH_JOB_ARRAY_INDEX``,
+retried on 75 and on a kill). Every run ends with exactly the right locks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+from support.deploy_policies import DEPLOY
+from support.invariants import assert_clean
+from support.migrations_workspace import DYNAUNIQUE, Workspace, open_workspace
+
+TABLE = "mig_runner_accounts"
+JOB = "0001_initial#0#F#0"
+MANIFEST = yaml.safe_load((DEPLOY / "kubernetes" / "migrate-indexed-job.yaml").read_text())
+BATCH = json.loads((DEPLOY / "batch" / "migrate-job-definition.json").read_text())
+
+
+@pytest.fixture
+def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+
+
+def _k8s_command(ws: Workspace, index: int, total: int, *extra: str) -> list[str]:
+    """The Indexed Job's container command for ``index``, with the test's module and split
+    (Kubernetes expands ``$(SEGMENT)`` from the completion-index annotation)."""
+    [container] = MANIFEST["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["dynaunique"]
+    args = [str(a) for a in container["args"]]
+    args[args.index("myapp.models")] = ws.module
+    args[args.index("--total-segments") + 1] = str(total)
+    args = [str(index) if a == "$(SEGMENT)" else a for a in args]
+    return [*DYNAUNIQUE, *args, *extra]
+
+
+def _k8s_index(ws: Workspace, index: int, total: int, *extra: str) -> list[int]:
+    """One index of the Indexed Job: a pod, then another while the podFailurePolicy says so
+    (75: Ignore, rerun; 1 or 2: FailJob), up to backoffLimitPerIndex failures. Exit codes."""
+    spec = MANIFEST["spec"]
+    ignore = {c for r in spec["podFailurePolicy"]["rules"] if r["action"] == "Ignore"
+              for c in r["onExitCodes"]["values"]}
+    fail_job = {c for r in spec["podFailurePolicy"]["rules"] if r["action"] == "FailJob"
+                for c in r["onExitCodes"]["values"]}
+    codes: list[int] = []
+    for _ in range(30):
+        code = subprocess.run(_k8s_command(ws, index, total, *extra), cwd=ws.root,
+                              env=ws.process_env(), capture_output=True, timeout=120).returncode
+        codes.append(code)
+        if code == 0 or code in fail_job:
+            return codes
+        if code not in ignore and len([c for c in codes if c not in ignore]) > \
+                spec["backoffLimitPerIndex"]:
+            return codes
+    raise AssertionError(f"index {index} still running after {codes}")
+
+
+def test_an_indexed_job_with_parallelism_1_runs_one_index_after_another(
+        ws: Workspace) -> None:
+    """The first pod does the whole migration (rerun on 75 as the policy says); the pods of the
+    later indexes find nothing to apply. No pod waits for a pod that never comes."""
+    models = ws.seed_unique_email(60)
+    assert MANIFEST["spec"]["completionMode"] == "Indexed"
+    codes = [_k8s_index(ws, i, 3, "--endpoint", ws.endpoint, "--max-seconds", "0.3",
+                        "--max-wcu", "60") for i in range(3)]
+    assert codes[0][-1] == 0 and 75 in codes[0]  # time-bounded pods, rerun until done
+    assert codes[1:] == [[0], [0]]
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+    assert_clean([models.Account], ws.endpoint)
+
+
+def test_an_index_killed_with_sigkill_is_retried_and_takes_its_segment_back(
+        ws: Workspace) -> None:
+    models = ws.seed_unique_email(150)
+    extra = ("--endpoint", ws.endpoint, "--lease-seconds", "2", "--max-wcu", "30")
+    pod = subprocess.Popen(_k8s_command(ws, 1, 2, *extra), cwd=ws.root, env=ws.process_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        recorder = ws.project().recorder()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            (progress,) = recorder.progress(JOB, 2, [1])
+            if progress.pending and len(ws.locks()) >= 10:  # mid-page: locks not yet verified
+                break
+            time.sleep(0.05)
+    finally:
+        os.kill(pod.pid, signal.SIGKILL)
+        assert pod.wait() == -signal.SIGKILL
+    (killed,) = recorder.progress(JOB, 2, [1])
+    assert killed.pending and not killed.done
+    # The Job controller starts the index again, next to index 0's pod. Whichever of the two
+    # finds only the dead pod's segment left waits (the manifest's --wait-seconds) until its
+    # lease expires, takes it over and reconciles the unverified locks its intent names.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        retried = pool.submit(_k8s_index, ws, 1, 2, *extra)
+        other = pool.submit(_k8s_index, ws, 0, 2, *extra)
+        assert retried.result()[-1] == 0 and other.result()[-1] == 0
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+    assert_clean([models.Account], ws.endpoint)
+
+
+def _batch_child(ws: Workspace, index: int, total: int) -> list[int]:
+    """One child of the array job: the job definition's command with AWS_BATCH_JOB_ARRAY_INDEX
+    set, retried as its retryStrategy says (up to ``attempts``)."""
+    command = BATCH["containerProperties"]["command"]
+    assert command[:2] == ["sh", "-c"] and command[2].startswith("exec dynaunique ")
+    script = command[2].replace("exec dynaunique ", f"exec {shlex.join(DYNAUNIQUE)} ", 1)
+    script += f" --endpoint {shlex.quote(ws.endpoint)} --lease-seconds 2"
+    env = ws.process_env(AWS_BATCH_JOB_ARRAY_INDEX=str(index), DYNAUNIQUE_MODULE=ws.module,
+               DYNAUNIQUE_TOTAL_SEGMENTS=str(total))
+    retry = {e["onExitCode"] for e in BATCH["retryStrategy"]["evaluateOnExit"]
+             if "onExitCode" in e and e["action"] == "RETRY"}
+    codes: list[int] = []
+    for _ in range(BATCH["retryStrategy"]["attempts"]):
+        code = subprocess.run(["sh", "-c", script], cwd=ws.root, env=env, capture_output=True,
+                              timeout=120).returncode
+        codes.append(code)
+        if str(code) not in retry:
+            return codes
+    return codes
+
+
+def test_an_array_job_of_8_children_2_at_a_time_finishes(ws: Workspace) -> None:
+    models = ws.seed_unique_email(80)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the compute environment runs two
+        codes = list(pool.map(lambda i: _batch_child(ws, i, 8), range(8)))
+    assert all(c[-1] == 0 for c in codes), codes
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+    assert_clean([models.Account], ws.endpoint)

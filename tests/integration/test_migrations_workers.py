@@ -1,0 +1,321 @@
+"""Workers of a split backfill against the local server: started one after the other, side by
+side, killed and taken over, stopped by their time bound; and what a worker with nothing left
+does. Every run ends with exactly the locks the records require."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from support.migrations_workspace import (
+    DYNAUNIQUE,
+    LiveWriters,
+    Workspace,
+    open_workspace,
+)
+
+from dynaunique.cli import cli
+from dynaunique.errors import MigrationError
+from dynaunique.migrations import Counters, RunState
+from dynaunique.migrations._lease import SegmentLost
+from dynaunique.migrations._ledger import Progress
+
+TABLE = "mig_workers_accounts"
+JOB = "0001_initial#0#F#0"
+
+
+@pytest.fixture
+def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+
+
+def _applied_only(ws: Workspace) -> set[str]:
+    return {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+
+
+def _cli(ws: Workspace, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``dynaunique migrate`` in its own process (a worker the test can kill or time out)."""
+    return subprocess.run(
+        [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, *args], cwd=ws.root,
+        env=ws.process_env(), capture_output=True, text=True, timeout=timeout)
+
+
+class Counting:
+    """A reporter that sums the records processed."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.notes: list[str] = []
+
+    def phase_started(self, label: str, *, estimate: int | None,
+                      so_far: Counters | None = None) -> None:
+        pass
+
+    def advance(self, label: str, delta: Counters) -> None:
+        self.records += delta.records
+
+    def phase_finished(self, label: str, totals: Counters) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+# --- one after the other, side by side -----------------------------------------------------------
+
+
+def test_workers_started_one_after_the_other_finish(ws: Workspace) -> None:
+    """The hang of issue 23: worker 0 of 2 alone used to print "waiting for segment(s) [1]"
+    and never return. Now it runs segment 1 too and applies the migration; worker 1, started
+    after it, finds nothing to apply."""
+    ws.seed_unique_email(30)
+    first = _cli(ws, "--segment", "0", "--total-segments", "2", timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert "Applied 0001_initial" in first.stdout
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == _applied_only(ws)
+    second = _cli(ws, "--segment", "1", "--total-segments", "2", timeout=60)
+    assert second.returncode == 0, second.stderr
+    assert f"No migrations to apply for {ws.module}." in second.stdout
+
+
+def test_workers_side_by_side_split_the_backfill(ws: Workspace) -> None:
+    ws.seed_unique_email(40)
+    errors: list[BaseException] = []
+    reporters = [Counting(), Counting()]
+
+    def worker(index: int) -> None:
+        try:
+            ws.project().executor(worker=(index, 2), page_size=5, poll_seconds=0.05,
+                                  wait_seconds=30, reporter=reporters[index]).migrate()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors
+    assert ws.locks() == ws.expected_locks()
+    assert sum(r.records for r in reporters) == 40  # each record processed once
+    assert ws.ledger() == _applied_only(ws)
+
+
+def test_a_worker_uses_the_recorded_split(ws: Workspace) -> None:
+    ws.seed_unique_email(10)
+    recorder = ws.project().recorder()
+    recorder.start_job(JOB, 2, "fill Account.EMAIL")
+    with pytest.raises(MigrationError, match="started split in 2 segments"):
+        ws.project().executor(worker=(1, 3)).migrate()
+    result = ws.project().executor(worker=(1, 2)).migrate()
+    assert result.applied == ["0001_initial"]
+    assert ws.locks() == ws.expected_locks()
+
+
+# --- nothing left --------------------------------------------------------------------------------
+
+
+def test_a_worker_with_nothing_left_exits_at_once_or_waits_up_to_its_bound(
+        ws: Workspace) -> None:
+    ws.seed_unique_email(20)
+    recorder = ws.project().recorder()
+    recorder.start_job(JOB, 2, "fill Account.EMAIL")
+    other = recorder.acquire(seconds=30, worker=(1, 2))  # a live worker: it renews its lease
+    try:
+        assert other.take(JOB, 2, 1) is not None  # ... and is running segment 1
+        started = time.monotonic()
+        result = ws.project().executor(worker=(0, 2)).migrate()
+        assert time.monotonic() - started < 10
+        assert (result.state, result.waiting, result.applied) == (RunState.IDLE, [1], [])
+        done, open_ = recorder.progress(JOB, 2)
+        assert done.done and not open_.stored  # it ran its own segment, not the leased one
+
+        started = time.monotonic()
+        result = ws.project().executor(worker=(0, 2), wait_seconds=1.0,
+                                       poll_seconds=0.1).migrate()
+        assert result.state == RunState.IDLE
+        assert time.monotonic() - started >= 1.0
+
+        idle = CliRunner().invoke(cli, ["migrate", ws.module, "--endpoint", ws.endpoint,
+                                        "--segment", "0", "--total-segments", "2", "--json"])
+        assert idle.exit_code == 0, idle.output
+        assert json.loads(idle.stdout)["state"] == "idle"
+        assert json.loads(idle.stdout)["waiting"] == [1]
+    finally:
+        other.release()
+    # The lease is given back: the next worker takes segment 1 and finishes.
+    plain = CliRunner().invoke(cli, ["migrate", ws.module, "--endpoint", ws.endpoint,
+                                     "--segment", "0", "--total-segments", "2"])
+    assert plain.exit_code == 0, plain.output
+    assert "Applied 0001_initial" in plain.stdout
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == _applied_only(ws)
+
+
+def test_a_waiting_worker_takes_the_segment_a_worker_gives_back(ws: Workspace) -> None:
+    ws.seed_unique_email(20)
+    recorder = ws.project().recorder()
+    recorder.start_job(JOB, 2, "fill Account.EMAIL")
+    other = recorder.acquire(seconds=30, worker=(1, 2))
+    ident = other.take(JOB, 2, 1)
+    assert ident is not None
+    timer = threading.Timer(0.5, other.release)  # that worker stops (say, its time bound)
+    timer.start()
+    try:
+        result = ws.project().executor(worker=(0, 2), wait_seconds=30,
+                                       poll_seconds=0.05).migrate()
+    finally:
+        timer.join()
+    assert (result.state, result.applied) == (RunState.DONE, ["0001_initial"])
+    assert ws.locks() == ws.expected_locks()
+
+
+# --- killed, taken over --------------------------------------------------------------------------
+
+
+def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
+        ws: Workspace) -> None:
+    """kill -9 of a worker mid-segment: its lease is neither renewed nor given back. Another
+    worker runs its own segment, waits, takes the dead one's segment once its lease expired and
+    resumes it from the checkpoint; the ledger is clean afterwards."""
+    models = ws.seed_unique_email(240)
+    recorder = ws.project().recorder()
+    # A slow worker (20 write units a second) on segment 0 of 2, with a 2-second lease.
+    victim = subprocess.Popen(
+        [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
+         "--total-segments", "2", "--lease-seconds", "2", "--max-wcu", "20"], cwd=ws.root,
+        env=ws.process_env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            (seen,) = recorder.progress(JOB, 2, [0])
+            if seen.last_key is not None:  # a page of segment 0 is checkpointed
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the worker never started its segment")
+    finally:
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait()
+    (dead,) = recorder.progress(JOB, 2, [0])
+    assert not dead.done and dead.counters.records > 0  # killed mid-segment, past a checkpoint
+    assert f"UNIQ#~LEASE#{ws.module}#{JOB}#2#0" in ws.ledger()  # its lease was left behind
+    with LiveWriters(models.Account, 240) as writers:
+        writers.wait_for(3)
+        result = ws.project().executor(worker=(1, 2), lease_seconds=2, wait_seconds=30,
+                                       poll_seconds=0.1, page_size=50).migrate()
+    assert (result.state, result.applied) == (RunState.DONE, ["0001_initial"])
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == _applied_only(ws)  # the dead worker's lease item is cleared too
+
+
+def test_a_checkpoint_of_a_worker_whose_segment_was_taken_over_is_refused(
+        ws: Workspace) -> None:
+    """The fence: a worker that stalled past its lease cannot overwrite the checkpoint of the
+    worker that took its segment over (it would drop that worker's intents)."""
+    ws.seed_unique_email(1)
+    recorder = ws.project().recorder()
+    recorder.save_progress(Progress(JOB, 2, 0), holder="stalled")
+    (stalled,) = recorder.progress(JOB, 2, [0])
+    (taker,) = recorder.progress(JOB, 2, [0])
+    taker.last_key = {"PK": {"S": "ACCT#000"}, "SK": {"S": "PROFILE"}}
+    recorder.save_progress(taker, holder="taker")
+    recorder.save_progress(taker, holder="taker")  # its own later checkpoints land
+    with pytest.raises(SegmentLost, match="taken over by another runner"):
+        recorder.save_progress(stalled, holder="stalled2")
+    (stored,) = recorder.progress(JOB, 2, [0])
+    assert (stored.holder, stored.last_key) == ("taker", taker.last_key)
+
+
+# --- the time bound ------------------------------------------------------------------------------
+
+
+def test_max_seconds_stops_at_a_checkpoint_and_reruns_finish_under_live_writers(
+        ws: Workspace) -> None:
+    models = ws.seed_unique_email(120)
+    states = []
+    with LiveWriters(models.Account, 120) as writers:
+        writers.wait_for(3)
+        for _ in range(40):
+            result = ws.project().executor(segments=2, page_size=10, max_wcu=60).migrate(
+                max_seconds=0.3)
+            states.append(result.state)
+            if result.state == RunState.DONE:
+                break
+            progress = ws.project().recorder().progress(JOB, 2)
+            assert not all(p.done for p in progress)
+            assert any(p.last_key is not None for p in progress)  # checkpointed mid-scan
+    assert states[0] == RunState.MORE and states[-1] == RunState.DONE
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == _applied_only(ws)
+
+
+def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace) -> None:
+    ws.seed_unique_email(250)  # three pages of 100
+    args = ["migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
+            "--total-segments", "1", "--max-wcu", "100"]
+    stopped = CliRunner().invoke(cli, [*args, "--max-seconds", "0.2"])
+    assert stopped.exit_code == 75, stopped.output
+    assert "More to do: stopped at a checkpoint after --max-seconds 0.2" in stopped.stderr
+    (progress,) = ws.project().recorder().progress(JOB, 1)
+    assert progress.last_key is not None and not progress.done
+    finished = CliRunner().invoke(cli, [*args, "--json"])
+    assert finished.exit_code == 0, finished.output
+    assert json.loads(finished.stdout)["state"] == "done"
+    assert ws.locks() == ws.expected_locks()
+    assert ws.ledger() == _applied_only(ws)
+
+
+def test_a_worker_joining_as_the_last_one_leaves_gets_in(ws: Workspace) -> None:
+    """The last worker to leave deletes the workers' lease. A worker joining at that moment —
+    its create refused (the lease was there), the lease gone before it added itself — used to be
+    refused as "another `dynaunique migrate` is running" (seen with Dask tasks coming and
+    going); it now creates the lease anew."""
+    ws.seed_unique_email(1)
+    recorder = ws.project().recorder()
+    first = recorder.acquire(seconds=30, worker=(0, 2))
+    client = recorder.client.client
+
+    def leave(**_: Any) -> None:  # between the joiner's put and its update
+        client.meta.events.unregister("before-call.dynamodb.UpdateItem", leave)
+        first.release()
+
+    client.meta.events.register("before-call.dynamodb.UpdateItem", leave)
+    try:
+        second = recorder.acquire(seconds=30, worker=(1, 2))
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.UpdateItem", leave)
+    try:
+        assert second.take(JOB, 2, 0) is not None
+    finally:
+        second.release()
+    assert ws.ledger() == set()
+
+
+def test_a_run_whose_bound_is_over_before_it_starts_still_makes_progress(
+        ws: Workspace) -> None:
+    """A bound shorter than the run's start-up (a busy machine, a Lambda with little time
+    left) still gets one page done, so reruns on exit 75 always converge."""
+    ws.seed_unique_email(30)
+    states, checkpoints = [], [None]
+    for _ in range(20):
+        result = ws.project().executor(worker=(0, 1), page_size=10).migrate(max_seconds=1e-9)
+        states.append(result.state)
+        if result.state == RunState.DONE:
+            break
+        (progress,) = ws.project().recorder().progress(JOB, 1)
+        assert progress.last_key not in checkpoints  # one page further each run
+        checkpoints.append(progress.last_key)
+    assert states[0] == RunState.MORE and states[-1] == RunState.DONE
+    assert ws.locks() == ws.expected_locks()
