@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dynaunique._items import key_id
-from dynaunique._locks import CONSTRAINT_ATTR, MODEL_ATTR, RESERVED_PREFIX
+from dynaunique._locks import RESERVED_PREFIX
 from dynaunique.migrations._dynamo import call
 from dynaunique.migrations._kinds import PhaseKind, ProgressState
 from dynaunique.migrations._lease import Lease
@@ -156,16 +156,7 @@ def _scan_filter(run: PhaseRun) -> dict[str, Any]:
             "ExpressionAttributeNames": {"#h": run.keys.hash_attr},
             "ExpressionAttributeValues": {":reserved": {"S": RESERVED_PREFIX}},
         }
-    return {
-        "FilterExpression": "begins_with(#h, :prefix) AND #m = :model AND #c = :constraint",
-        "ExpressionAttributeNames": {"#h": run.keys.hash_attr, "#m": MODEL_ATTR,
-                                     "#c": CONSTRAINT_ATTR},
-        "ExpressionAttributeValues": {
-            ":prefix": {"S": f"{RESERVED_PREFIX}{run.name}#"},
-            ":model": {"S": run.phase.model},
-            ":constraint": {"S": run.name},
-        },
-    }
+    return run.lock_filter()
 
 
 def unique(conflicts: list[Conflict]) -> list[Conflict]:
