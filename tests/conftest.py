@@ -1,9 +1,10 @@
 """Shared test configuration.
 
-The local DynamoDB fixtures (``dynamodb``, ``dynaunique_endpoint``) come from dynaunique's pytest
-plugin (``dynaunique._pytest_plugin``), which the ``pytest11`` entry point loads automatically once
-the package is installed (``pip install -e '.[dev]'``); do not list it in ``pytest_plugins``
-(it would be registered twice). Add fixtures here only when several test modules share them.
+The local DynamoDB fixtures (``dynaunique_db``, ``dynaunique_endpoint``) come from dynaunique's
+pytest plugin (``dynaunique.testing._pytest_plugin``), which the ``pytest11`` entry point loads
+automatically once the package is installed (``pip install -e '.[dev]'``); do not list it in
+``pytest_plugins`` (it would be registered twice). Add fixtures here only when several test modules
+share them.
 """
 
 from __future__ import annotations

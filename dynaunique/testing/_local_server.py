@@ -23,8 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from dynaunique._server_rules import drain
 from dynaunique.errors import DynauniqueError
+from dynaunique.testing._server_rules import drain
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -171,8 +171,8 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     """Bind moto's DynamoDB server (serialized, threaded) to ``127.0.0.1:port``.
 
     Unless ``stock_moto``, moto is patched first (a moto whose internals moved raises
-    :class:`dynaunique._moto_patch.MotoPatchError`, so the server refuses to start). Either way,
-    DynamoDB's rules run in front of moto, inside the request lock.
+    :class:`dynaunique.testing._moto_patch.MotoPatchError`, so the server refuses to start).
+    Either way, DynamoDB's rules run in front of moto, inside the request lock.
     """
     import importlib.metadata
     import logging
@@ -184,8 +184,8 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     )
     from werkzeug.serving import make_server
 
-    from dynaunique import _moto_patch
-    from dynaunique._server_rules import DynamoRules
+    from dynaunique.testing import _moto_patch
+    from dynaunique.testing._server_rules import DynamoRules
 
     if not stock_moto:
         _moto_patch.apply()

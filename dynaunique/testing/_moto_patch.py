@@ -15,7 +15,7 @@ else imports it. Stock moto 5.x does three things per request that grow with the
 
 It also makes the item size limit DynamoDB's: moto re-sums an item's size on every attribute it
 sets (O(attributes^2) per item) against its own count and a 405,000-byte cut-off. Here an item
-is checked once, counted as DynamoDB counts it (:func:`dynaunique._server_rules.item_size`)
+is checked once, counted as DynamoDB counts it (:func:`dynaunique.testing._server_rules.item_size`)
 against 400 KB: a put by the server's request checks, an ``UpdateItem`` after it ran (and is
 undone if the item grew too large).
 
@@ -32,7 +32,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from dynaunique._moto_fast import (
+from dynaunique.testing._moto_fast import (
     bisected_scan,
     indexed_delete_item,
     indexed_put_item,

@@ -1,4 +1,5 @@
-"""Async fixtures of dynaunique's pytest plugin (``dynaunique._pytest_plugin`` registers them).
+"""Async fixtures of dynaunique's pytest plugin (``dynaunique.testing._pytest_plugin`` registers
+them).
 
 ``dynaunique_aio_db``: the ``dynaunique_db`` fixture for an async test — the session's local
 server, reset — that also closes the event loop's dynaunique HTTP clients when the test ends,

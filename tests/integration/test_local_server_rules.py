@@ -1,4 +1,4 @@
-"""DynamoDB's rules on the local server (dynaunique._server_rules): item sizes, limits,
+"""DynamoDB's rules on the local server (dynaunique.testing._server_rules): item sizes, limits,
 ClientRequestToken idempotency and the injected-conflict knob — sizes as pure functions, the rest
 end to end over HTTP with boto3 against the session's server.
 """
@@ -13,13 +13,13 @@ import pytest
 from botocore.exceptions import ClientError
 from support.local_server import client, create_table, server_state
 
-from dynaunique._server_rules import MAX_ITEM_BYTES, item_size
 from dynaunique.testing import (
     LocalServerError,
     reset_local_dynamodb,
     set_conflict_rate,
     set_token_window,
 )
+from dynaunique.testing._server_rules import MAX_ITEM_BYTES, item_size
 
 TABLE = "rules"
 

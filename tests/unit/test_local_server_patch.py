@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dynaunique import _moto_patch
+from dynaunique.testing import _moto_patch
 
 
 def test_patch_fits_the_installed_moto() -> None:
