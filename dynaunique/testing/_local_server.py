@@ -177,11 +177,7 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     import importlib.metadata
     import logging
 
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
+    from moto.moto_server import werkzeug_app
     from werkzeug.serving import make_server
 
     from dynaunique.testing import _moto_patch
@@ -193,14 +189,17 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
 
     # One log line per request would only fill the stderr file; errors are still logged.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    dispatcher = DomainDispatcherApplication(create_backend_app)
+    dispatcher = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
     _warm_up(dispatcher)
+    # moto 5.2.5's handler keeps S3's underscored header names; DynamoDB has none, and older
+    # releases (5.2.0 to 5.2.4, which the patch also fits) serve with werkzeug's own handler.
+    handler = getattr(werkzeug_app, "MotoRequestHandler", None)
     return make_server(
         LOCAL_HOST,
         port,
         _SerializedApp(DynamoRules(dispatcher, about=about)),
         threaded=True,
-        request_handler=MotoRequestHandler,
+        request_handler=handler,
     )
 
 
