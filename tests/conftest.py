@@ -28,20 +28,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # --- pytest-xdist: how many workers, and the reliability report from them --------------------
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` (the default), keep some files' tests in one worker each:
-
-    - the ui tests, whose module-scoped ``dynaunique ui`` servers and browser take seconds to
-      start: split over workers, each worker would start its own;
-    - every item collected from a file that is not Python (a docs page's examples, the docs
-      layer), which run in order in one namespace per page: split, a later block would run
-      where the earlier ones did not.
-    """
-    for item in items:
-        if item.path.suffix != ".py" or item.path.parent.name == "ui":
-            item.add_marker(pytest.mark.xdist_group(f"file:{item.path.name}"))
-
-
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (the default, see pyproject.toml): two workers a core. Each worker has its own
     local server (a second process) and most tests wait on HTTP to it, so a core runs two
