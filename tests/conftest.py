@@ -1,12 +1,16 @@
 """Shared test configuration.
 
-The local DynamoDB fixtures (``dynamodb``, ``dynaunique_endpoint``) come from dynaunique's pytest
-plugin (``dynaunique._pytest_plugin``), which the ``pytest11`` entry point loads automatically once
-the package is installed (``pip install -e '.[dev]'``); do not list it in ``pytest_plugins``
-(it would be registered twice). Add fixtures here only when several test modules share them.
+The local DynamoDB fixtures (``dynaunique_db``, ``dynaunique_endpoint``) come from dynaunique's
+pytest plugin (``dynaunique.testing._pytest_plugin``), which the ``pytest11`` entry point loads
+automatically once the package is installed (``pip install -e '.[dev]'``); do not list it in
+``pytest_plugins`` (it would be registered twice). Add fixtures here only when several test modules
+share them.
 """
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 import pytest
 
@@ -19,3 +23,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run the long soak (see tests/reliability/test_soak.py)")
     group.addoption("--soak-ops", type=int, default=None,
                     help="number of soak operations")
+
+
+# --- pytest-xdist: how many workers, and the reliability report from them --------------------
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (the default, see pyproject.toml): two workers a core. Each worker has its own
+    local server (a second process) and most tests wait on HTTP to it, so a core runs two
+    workers' tests better than one (measured in tests/README.md). ``-n 0`` runs in-process."""
+    return 2 * (os.cpu_count() or 1)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller of an xdist run: collect each worker's reliability numbers.
+
+    Workers run tests/reliability/conftest.py, the controller does not (it collects nothing),
+    so the numbers are merged into that module's summary here and printed below."""
+    exported = getattr(node, "workeroutput", {}).get("dynaunique_reliability")
+    if exported:
+        from reliability import conftest as reliability
+
+        reliability._SUMMARY.merge(exported)
+        _WORKER_SUMMARIES.append(reliability)
+
+
+_WORKER_SUMMARIES: list[Any] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    """The controller of an xdist run prints the workers' reliability numbers (without xdist,
+    tests/reliability/conftest.py prints its own)."""
+    if _WORKER_SUMMARIES and config.pluginmanager.hasplugin("dsession"):
+        _WORKER_SUMMARIES[0].pytest_terminal_summary(terminalreporter)

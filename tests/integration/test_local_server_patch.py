@@ -1,5 +1,5 @@
-"""The moto patch (dynaunique._moto_patch): it fits the installed moto, the server runs with it,
-it fails loudly when moto moves, and it answers exactly as stock moto does.
+"""The moto patch (dynaunique.testing._moto_patch): it fits the installed moto, the server runs
+with it, it fails loudly when moto moves, and it answers exactly as stock moto does.
 
 The last point is checked differentially: one script of requests (transactions that land, that are
 cancelled after writing, that are refused mid-way; paginated and segmented scans, queries with

@@ -1,4 +1,4 @@
-"""DynamoDB's rules on the local server (dynaunique._server_rules): item sizes, limits,
+"""DynamoDB's rules on the local server (dynaunique.testing._server_rules): item sizes, limits,
 ClientRequestToken idempotency and the injected-conflict knob — sizes as pure functions, the rest
 end to end over HTTP with boto3 against the session's server.
 """
@@ -17,7 +17,6 @@ from support.local_server import client, create_table, server_state
 from support.tables import raw_items
 
 from dynaunique import TransactionTooLargeError, aio, atomic
-from dynaunique._server_rules import MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, item_size
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import (
     LocalServerError,
@@ -27,6 +26,7 @@ from dynaunique.testing import (
     set_token_window,
     use_endpoint,
 )
+from dynaunique.testing._server_rules import MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, item_size
 
 TABLE = "rules"
 

@@ -14,6 +14,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,20 @@ class Summary:
         with self._lock:
             self.faults.update(injected)
             self.fault_tests += 1
+
+    def export(self) -> dict[str, object]:
+        """What this process measured, as plain data (an xdist worker hands it to the
+        controller, which :meth:`merge` s it: see the root conftest)."""
+        with self._lock:
+            return {"sections": [[title, lines] for title, lines in self.sections],
+                    "faults": dict(self.faults), "fault_tests": self.fault_tests}
+
+    def merge(self, exported: dict[str, Any]) -> None:
+        """Add what :meth:`export` returned in another process."""
+        with self._lock:
+            self.sections.extend((title, list(lines)) for title, lines in exported["sections"])
+            self.faults.update(exported["faults"])
+            self.fault_tests += int(exported["fault_tests"])
 
 
 _SUMMARY = Summary()
@@ -107,6 +122,17 @@ def proxy(dynaunique_db: str, _proxy_server: FaultProxy) -> Iterator[FaultProxy]
     if injected:
         _SUMMARY.add_faults(injected)
     _proxy_server.clear()
+
+
+#: The key of an xdist worker's ``workeroutput`` that carries its :class:`Summary`.
+WORKER_OUTPUT = "dynaunique_reliability"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker, hand the numbers to the controller (which prints them)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[WORKER_OUTPUT] = _SUMMARY.export()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -133,10 +133,17 @@ class Workspace:
 
     def put_raw(self, pk: str, **attributes: Any) -> None:
         """Write a record with a plain PutItem (as data written before any constraint)."""
-        item: dict[str, Any] = {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}
-        for name, value in attributes.items():
-            item[name] = {"N": str(value)} if isinstance(value, int) else {"S": value}
-        self.client.put_item(TableName=self.table, Item=item)
+        self.client.put_item(TableName=self.table, Item=_raw_item(pk, attributes))
+
+    def put_raw_many(self, records: dict[str, dict[str, Any]]) -> None:
+        """Write records (PK → attributes) as :meth:`put_raw` does, 25 to a BatchWriteItem: the
+        same items, a twenty-fifth of the requests (seeding thousands of records)."""
+        requests = [{"PutRequest": {"Item": _raw_item(pk, attributes)}}
+                    for pk, attributes in records.items()]
+        for start in range(0, len(requests), 25):
+            pending: dict[str, Any] = {self.table: requests[start:start + 25]}
+            while pending:
+                pending = self.client.batch_write_item(RequestItems=pending)["UnprocessedItems"]
 
     def scan(self) -> list[dict[str, Any]]:
         """Every item of the table (raw)."""
@@ -149,11 +156,12 @@ class Workspace:
                 return items
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def locks(self) -> dict[str, str]:
-        """Every lock item: hash key → the owner's PK."""
+    def locks(self, items: list[dict[str, Any]] | None = None) -> dict[str, str]:
+        """Every lock item: hash key → the owner's PK (of ``items``, one :meth:`scan`, if given:
+        a table of thousands is then scanned once for both this and :meth:`expected_locks`)."""
         return {
             item["PK"]["S"]: item["owner"]["M"]["PK"]["S"]
-            for item in self.scan()
+            for item in (self.scan() if items is None else items)
             if item["PK"]["S"].startswith("UNIQ#") and not item["PK"]["S"].startswith("UNIQ#~")
         }
 
@@ -161,10 +169,10 @@ class Workspace:
         """The hash keys of every ledger item."""
         return {i["PK"]["S"] for i in self.scan() if i["PK"]["S"].startswith("UNIQ#~")}
 
-    def records(self) -> dict[str, dict[str, Any]]:
+    def records(self, items: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
         """Every record (non-dynaunique item): PK → plain attribute values."""
         out = {}
-        for item in self.scan():
+        for item in (self.scan() if items is None else items):
             pk = item["PK"]["S"]
             if pk.startswith("UNIQ#"):
                 continue
@@ -172,15 +180,23 @@ class Workspace:
         return out
 
     def expected_locks(self, name: str = "EMAIL", field: str = "email",
-                       normalize: Any = str.casefold, when: Any = None) -> dict[str, str]:
+                       normalize: Any = str.casefold, when: Any = None,
+                       items: list[dict[str, Any]] | None = None) -> dict[str, str]:
         """The locks the records require: lock key → owner PK."""
         out = {}
-        for pk, record in self.records().items():
+        for pk, record in self.records(items).items():
             value = record.get(field)
             if value is None or (when is not None and not when(record)):
                 continue
             out[f"UNIQ#{name}#{normalize(value)}"] = pk
         return out
+
+
+def _raw_item(pk: str, attributes: dict[str, Any]) -> dict[str, Any]:
+    item: dict[str, Any] = {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}
+    for name, value in attributes.items():
+        item[name] = {"N": str(value)} if isinstance(value, int) else {"S": value}
+    return item
 
 
 def open_workspace(root: Path, endpoint: str, table: str,

@@ -1,14 +1,18 @@
-"""The local server's moto patch without a server: it fits the installed moto, and names what
-moved or vanished."""
+"""The local server's moto patch without a server: it fits the installed moto, names what moved,
+vanished or changed its source, and patches a changed source only when forced."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import importlib.metadata
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dynaunique import _moto_patch
+from dynaunique.testing import _moto_patch
 
 
 def test_patch_fits_the_installed_moto() -> None:
@@ -28,11 +32,14 @@ def test_a_moved_signature_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         "'consistent_read', 'projection_expression', 'segments')"
     )
     assert _moto_patch.check() == [expected]
+    # A moved signature cannot be forced: the replacement would call it wrongly.
+    monkeypatch.setenv(_moto_patch.FORCE_ENV, "1")
     with pytest.raises(_moto_patch.MotoPatchError) as raised:
         _moto_patch.apply()
     version = importlib.metadata.version("moto")
     assert str(raised.value) == (
-        f"dynaunique's moto patch does not fit moto {version}: {expected}"
+        f"dynaunique's moto patch does not fit moto {version} (verified: moto 5.2.0 to 5.2.5): "
+        f"{expected}. Set DYNAUNIQUE_STOCK_MOTO=1 to run stock moto (slow on large tables)"
     )
 
 
@@ -46,3 +53,82 @@ def test_a_vanished_name_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         "(type object 'Table' has no attribute 'all_items')",
         "moto.dynamodb.exceptions.ItemSizeToUpdateTooLarge is gone",
     ]
+
+
+# A moto whose Table.scan takes the same parameters but does something else.
+def _other_scan(self: Any, filters: Any, limit: Any, exclusive_start_key: Any,
+                filter_expression: Any, index_name: Any, consistent_read: Any,
+                projection_expression: Any, segments: Any) -> Any:
+    raise AssertionError("not called")
+
+
+_REPLACED = [
+    ("moto.dynamodb.models", "DynamoDBBackend", "transact_write_items"),
+    ("moto.dynamodb.models", "DynamoDBBackend", "update_item"),
+    ("moto.dynamodb.models.table", "Table", "put_item"),
+    ("moto.dynamodb.models.table", "Table", "delete_item"),
+    ("moto.dynamodb.models.table", "Table", "query"),
+    ("moto.dynamodb.models.table", "Table", "scan"),
+    ("moto.dynamodb.models.dynamo_type", "LimitedSizeDict", "__setitem__"),
+]
+
+
+def _restore_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let monkeypatch put back every function apply() replaces (moto stays stock here)."""
+    for module, owner, name in _REPLACED:
+        cls = getattr(importlib.import_module(module), owner)
+        monkeypatch.setattr(cls, name, getattr(cls, name))
+
+
+def test_the_verified_sources_are_the_installed_ones() -> None:
+    assert _moto_patch.installed_hashes() == {
+        dotted: next(iter(hashes)) for dotted, hashes in _moto_patch.EXPECTED_SOURCES.items()
+    }
+    assert set(_moto_patch.EXPECTED_SOURCES) == set(_moto_patch.EXPECTED_SIGNATURES)
+
+
+def test_the_source_hash_is_the_sha256_of_the_functions_text(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    text = "def answer(x):\n    return x + 1\n"
+    (tmp_path / "hashed_module.py").write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "hashed_module", raising=False)
+    module = importlib.import_module("hashed_module")
+    assert _moto_patch.source_hash(module.answer) == hashlib.sha256(
+        b"def answer(x):\n    return x + 1\n").hexdigest()[:12]
+
+
+def test_a_changed_source_with_the_same_signature_is_refused(monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    from moto.dynamodb.models.table import Table
+
+    _restore_after(monkeypatch)
+    monkeypatch.delenv(_moto_patch.FORCE_ENV, raising=False)
+    monkeypatch.setattr(Table, "scan", _other_scan)
+    digest = _moto_patch.source_hash(_other_scan)
+    expected = (
+        f"moto.dynamodb.models.table.Table.scan has changed (source sha256 {digest}, "
+        "verified: 5ef1ab21eef0)"
+    )
+    assert _moto_patch.check() == [expected]
+    with pytest.raises(_moto_patch.MotoPatchError) as raised:
+        _moto_patch.apply()
+    version = importlib.metadata.version("moto")
+    assert str(raised.value) == (
+        f"dynaunique's moto patch does not fit moto {version} (verified: moto 5.2.0 to 5.2.5): "
+        f"{expected}. Set DYNAUNIQUE_MOTO_PATCH_FORCE=1 to patch it anyway, or "
+        "DYNAUNIQUE_STOCK_MOTO=1 to run stock moto (slow on large tables)"
+    )
+    assert not _moto_patch.is_applied()
+
+
+def test_the_force_variable_patches_a_changed_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.dynamodb.models.table import Table
+
+    _restore_after(monkeypatch)
+    monkeypatch.setattr(Table, "scan", _other_scan)
+    monkeypatch.setenv(_moto_patch.FORCE_ENV, "1")
+    _moto_patch.apply()
+    assert _moto_patch.is_applied()
+    assert Table.scan.__wrapped__ is _other_scan

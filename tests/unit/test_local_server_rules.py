@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dynaunique._server_rules import attribute_value_size, item_size
+from dynaunique.testing._server_rules import attribute_value_size, item_size
 
 
 @pytest.mark.parametrize(

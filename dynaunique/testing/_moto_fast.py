@@ -1,6 +1,6 @@
-"""moto's DynamoDB functions as :mod:`dynaunique._moto_patch` replaces them: same algorithms,
-costing what the request touches (sorted keys for scans, a partition for queries, an undo log
-for transactions, DynamoDB's item size).
+"""moto's DynamoDB functions as :mod:`dynaunique.testing._moto_patch` replaces them: same
+algorithms, costing what the request touches (sorted keys for scans, a partition for queries, an
+undo log for transactions, DynamoDB's item size).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def size_checked_update(original: Callable[..., Any]) -> Callable[..., Any]:
     def update_item(self: Any, table_name: str, key: Any, *args: Any, **kwargs: Any) -> Any:
         from moto.dynamodb.exceptions import ItemSizeToUpdateTooLarge, MockValidationException
 
-        from dynaunique._server_rules import MAX_ITEM_BYTES, item_size
+        from dynaunique.testing._server_rules import MAX_ITEM_BYTES, item_size
 
         table = self.get_table(table_name)
         try:

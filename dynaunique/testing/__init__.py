@@ -1,13 +1,13 @@
 """Run a local DynamoDB-compatible server for tests and demos, and point PynamoDB models at it.
 
-The server is moto's DynamoDB in *server mode* (real HTTP on ``127.0.0.1``, so boto3 and
-PynamoDB run unchanged), started in a child process with every request serialized by one lock.
-Stock moto lets concurrent transactions interleave — duplicate winners, partial transactions,
-HTTP 500s — so a race test against it proves nothing; the lock makes each request atomic, which
-is the guarantee DynamoDB itself gives. In the child, moto is patched so that a request costs
-what it touches, not the table's size (:mod:`dynaunique._moto_patch`), and DynamoDB's rules that
-moto lacks — ``ClientRequestToken`` idempotency, the transaction, batch and item size limits — are
-enforced in front of it (:mod:`dynaunique._server_rules`), which also lets a test inject
+The server is moto's DynamoDB in *server mode* (real HTTP on ``127.0.0.1``, so boto3 and PynamoDB
+run unchanged), started in a child process with every request serialized by one lock. Stock moto
+lets concurrent transactions interleave — duplicate winners, partial transactions, HTTP 500s — so a
+race test against it proves nothing; the lock makes each request atomic, which is the guarantee
+DynamoDB itself gives. In the child, moto is patched so that a request costs what it touches, not
+the table's size (:mod:`dynaunique.testing._moto_patch`), and DynamoDB's rules that moto lacks —
+``ClientRequestToken`` idempotency, the transaction, batch and item size limits — are enforced in
+front of it (:mod:`dynaunique.testing._server_rules`), which also lets a test inject
 ``TransactionConflict`` cancellations (:func:`set_conflict_rate`).
 
 Public API:
@@ -19,8 +19,14 @@ Public API:
 - :func:`set_token_window` — shorten how long a ``ClientRequestToken`` is remembered.
 - :func:`use_endpoint` and :func:`create_tables` — retarget model classes and create their tables.
 - pytest fixtures ``dynaunique_endpoint`` (session) and ``dynaunique_db`` (per test, clean slate);
-  :mod:`dynaunique._pytest_plugin` is registered as a ``pytest11`` plugin, so they are available
-  wherever dynaunique is installed.
+  :mod:`dynaunique.testing._pytest_plugin` is registered as a ``pytest11`` plugin, so they are
+  available wherever dynaunique is installed; ``dynaunique_aio_db`` (async) is in
+  :mod:`dynaunique.testing.aio`.
+
+This package is the testing kit, as ``sqlalchemy.testing`` is SQLAlchemy's: this module is its
+public face; ``_local_server`` (the server process), ``_server_rules`` (DynamoDB's rules moto
+lacks), ``_moto_patch`` and ``_moto_fast`` (the speed patch and the check of the moto it fits) and
+``_pytest_plugin`` are its internals.
 
 moto, werkzeug and flask (the ``[local]`` extra) are imported only inside the server process, so
 importing this module needs neither them nor pytest.
@@ -44,13 +50,12 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
-from dynaunique import _local_server
-from dynaunique._local_server import (
+from dynaunique.testing import _local_server
+from dynaunique.testing._local_server import (
     LocalServerError,
     _child_env,
     _post_local,
     _pump_lines,
-    _serve_main,
     _shutdown,
 )
 
@@ -356,6 +361,3 @@ def create_tables(*models: type[Model]) -> None:
         seen.add(key)
         model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
 
-
-if __name__ == "__main__":
-    sys.exit(_serve_main())

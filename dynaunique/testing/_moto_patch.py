@@ -15,7 +15,7 @@ else imports it. Stock moto 5.x does three things per request that grow with the
 
 It also makes the item size limit DynamoDB's: moto re-sums an item's size on every attribute it
 sets (O(attributes^2) per item) against its own count and a 405,000-byte cut-off. Here an item
-is checked once, counted as DynamoDB counts it (:func:`dynaunique._server_rules.item_size`)
+is checked once, counted as DynamoDB counts it (:func:`dynaunique.testing._server_rules.item_size`)
 against 400 KB: a put by the server's request checks, an ``UpdateItem`` after it ran (and is
 undone if the item grew too large).
 
@@ -23,16 +23,22 @@ Everything else is moto's own code: the replacements call the original functions
 view of the table, and the transaction is moto's algorithm with the backup swapped for the log.
 :func:`check` lists what this patch expects of moto's internals, so a moto release that moves
 them fails loudly (the server refuses to start, and a test names what moved) instead of silently
-running slow or wrong.
+running slow or wrong: each function it replaces or calls into must exist, take the parameters it
+passes, and have the very source it was verified against (a hash of ``inspect.getsource``,
+recorded for the moto releases in :data:`VERIFIED_MOTO`). A release whose source differs is
+refused unless ``DYNAUNIQUE_MOTO_PATCH_FORCE=1`` (:data:`FORCE_ENV`) says to patch it anyway;
+``DYNAUNIQUE_STOCK_MOTO=1`` runs stock moto instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
-from dynaunique._moto_fast import (
+from dynaunique.testing._moto_fast import (
     bisected_scan,
     indexed_delete_item,
     indexed_put_item,
@@ -42,7 +48,27 @@ from dynaunique._moto_fast import (
     unchecked_setitem,
 )
 
-__all__ = ["EXPECTED_SIGNATURES", "MotoPatchError", "apply", "check", "is_applied"]
+__all__ = [
+    "EXPECTED_SIGNATURES",
+    "EXPECTED_SOURCES",
+    "FORCE_ENV",
+    "VERIFIED_MOTO",
+    "MotoPatchError",
+    "apply",
+    "check",
+    "installed_hashes",
+    "is_applied",
+    "source_hash",
+]
+
+#: The moto releases this patch was verified against: the differential test
+#: (tests/integration/test_local_server_patch.py) and the server's tests passed on them, and the
+#: functions below have the same source in each (pyproject.toml pins the same range).
+VERIFIED_MOTO = "5.2.0 to 5.2.5"
+
+#: Set to ``1`` to apply the patch to a moto whose functions' source differs from the verified
+#: releases' (a missing function or a changed signature is refused all the same).
+FORCE_ENV = "DYNAUNIQUE_MOTO_PATCH_FORCE"
 
 #: Every moto function this patch replaces or calls into, with the parameters it relies on.
 EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
@@ -85,6 +111,24 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     "moto.dynamodb.models.dynamo_type.LimitedSizeDict.__setitem__": ("self", "key", "value"),
 }
 
+#: :func:`source_hash` of each function above, as in the :data:`VERIFIED_MOTO` releases (a set per
+#: function, so a release that changed one function can be added beside the older ones).
+EXPECTED_SOURCES: dict[str, frozenset[str]] = {
+    "moto.dynamodb.models.DynamoDBBackend.transact_write_items": frozenset({"81db2cb7d94e"}),
+    "moto.dynamodb.models.DynamoDBBackend.get_item": frozenset({"290b95c46b38"}),
+    "moto.dynamodb.models.DynamoDBBackend.get_table": frozenset({"a738146035fc"}),
+    "moto.dynamodb.models.DynamoDBBackend.get_keys_value": frozenset({"1f948797496d"}),
+    "moto.dynamodb.models.DynamoDBBackend.put_item": frozenset({"f5d9a5042c77"}),
+    "moto.dynamodb.models.DynamoDBBackend.delete_item": frozenset({"083a4bb1af18"}),
+    "moto.dynamodb.models.DynamoDBBackend.update_item": frozenset({"218984588dd6"}),
+    "moto.dynamodb.models.table.Table.put_item": frozenset({"de23933013ef"}),
+    "moto.dynamodb.models.table.Table.delete_item": frozenset({"1594f7b07616"}),
+    "moto.dynamodb.models.table.Table.all_items": frozenset({"c80d2ee3c896"}),
+    "moto.dynamodb.models.table.Table.query": frozenset({"002b4d00be6d"}),
+    "moto.dynamodb.models.table.Table.scan": frozenset({"5ef1ab21eef0"}),
+    "moto.dynamodb.models.dynamo_type.LimitedSizeDict.__setitem__": frozenset({"d979580fdbe1"}),
+}
+
 #: Module-level names the replacement transaction uses, as ``module: names``.
 EXPECTED_NAMES: dict[str, tuple[str, ...]] = {
     "moto.dynamodb.comparisons": ("get_filter_expression",),
@@ -109,24 +153,66 @@ class MotoPatchError(RuntimeError):
     """moto's internals are not what this patch was written against; the message says what moved."""
 
 
+def source_hash(function: Callable[..., Any]) -> str:
+    """The first 12 hex digits of the SHA-256 of ``inspect.getsource(function)`` (UTF-8).
+
+    ``python -c "from dynaunique.testing._moto_patch import installed_hashes as h; print(h())"``
+    prints them for the installed moto, to record a newly verified release.
+    """
+    return hashlib.sha256(inspect.getsource(function).encode("utf-8")).hexdigest()[:12]
+
+
+def installed_hashes() -> dict[str, str]:
+    """:func:`source_hash` of each function of :data:`EXPECTED_SIGNATURES` in the installed moto."""
+    return {
+        dotted: source_hash(function)
+        for dotted in EXPECTED_SIGNATURES
+        if (function := _find(dotted)) is not None and not isinstance(function, Exception)
+    }
+
+
 def check() -> list[str]:
     """Every way the installed moto differs from what this patch expects; ``[]`` if none."""
+    hard, sources = _problems()
+    return hard + sources
+
+
+def _find(dotted: str) -> Any:
+    """The moto function ``dotted`` names, unwrapped; the exception if it cannot be found."""
+    import importlib
+
+    module_name, _, rest = dotted.rpartition(".")
+    module_name, _, class_name = module_name.rpartition(".")
+    try:
+        owner = getattr(importlib.import_module(module_name), class_name)
+        function = getattr(owner, rest)
+    except (ImportError, AttributeError) as exc:
+        return exc
+    return getattr(function, "__wrapped__", function)
+
+
+def _problems() -> tuple[list[str], list[str]]:
+    """What no force can get past (gone, moved), and the functions whose source differs."""
     import importlib
 
     problems: list[str] = []
+    sources: list[str] = []
     for dotted, expected in EXPECTED_SIGNATURES.items():
-        module_name, _, rest = dotted.rpartition(".")
-        module_name, _, class_name = module_name.rpartition(".")
-        try:
-            owner = getattr(importlib.import_module(module_name), class_name)
-            function = getattr(owner, rest)
-        except (ImportError, AttributeError) as exc:
-            problems.append(f"{dotted} is gone ({exc})")
+        function = _find(dotted)
+        if isinstance(function, Exception):
+            problems.append(f"{dotted} is gone ({function})")
             continue
-        function = getattr(function, "__wrapped__", function)
         actual = tuple(inspect.signature(function).parameters)
         if actual != expected:
             problems.append(f"{dotted} takes {actual}, this patch expects {expected}")
+            continue
+        digest = source_hash(function)
+        if digest not in EXPECTED_SOURCES[dotted]:
+            sources.append(
+                f"{dotted} has changed (source sha256 {digest}, verified: "
+                + ", ".join(sorted(EXPECTED_SOURCES[dotted]))
+                + ")"
+            )
     for module_name, names in EXPECTED_NAMES.items():
         try:
             module = importlib.import_module(module_name)
@@ -136,7 +222,7 @@ def check() -> list[str]:
         problems.extend(
             f"{module_name}.{name} is gone" for name in names if not hasattr(module, name)
         )
-    return problems
+    return problems, sources
 
 
 def is_applied() -> bool:
@@ -151,14 +237,19 @@ def apply() -> None:
 
     Raises:
         MotoPatchError: the installed moto does not have the functions this patch replaces, with
-            the signatures it expects; the message names each one that moved.
+            the signatures it expects, or (unless ``DYNAUNIQUE_MOTO_PATCH_FORCE=1``) their source
+            is not the verified releases'; the message names each one that moved.
     """
-    problems = check()
-    if problems:
+    hard, sources = _problems()
+    forced = os.environ.get(FORCE_ENV) == "1"
+    if hard or (sources and not forced):
         import moto
 
+        hints = [] if hard else [f"{FORCE_ENV}=1 to patch it anyway"]
+        hints.append("DYNAUNIQUE_STOCK_MOTO=1 to run stock moto (slow on large tables)")
         raise MotoPatchError(
-            f"dynaunique's moto patch does not fit moto {moto.__version__}: " + "; ".join(problems)
+            f"dynaunique's moto patch does not fit moto {moto.__version__} (verified: moto "
+            f"{VERIFIED_MOTO}): " + "; ".join(hard + sources) + ". Set " + ", or ".join(hints)
         )
     if is_applied():
         return

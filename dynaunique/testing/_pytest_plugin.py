@@ -44,4 +44,4 @@ if _HAVE_PYTEST:
         reset_local_dynamodb(dynaunique_endpoint)
         return dynaunique_endpoint
 
-    from dynaunique.testing_async import dynaunique_aio_db  # noqa: F401 - async fixtures
+    from dynaunique.testing.aio import dynaunique_aio_db  # noqa: F401 - async fixtures

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from dynaunique._server_rules import drain
 from dynaunique.errors import DynauniqueError
+from dynaunique.testing._server_rules import drain
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -171,21 +171,17 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     """Bind moto's DynamoDB server (serialized, threaded) to ``127.0.0.1:port``.
 
     Unless ``stock_moto``, moto is patched first (a moto whose internals moved raises
-    :class:`dynaunique._moto_patch.MotoPatchError`, so the server refuses to start). Either way,
-    DynamoDB's rules run in front of moto, inside the request lock.
+    :class:`dynaunique.testing._moto_patch.MotoPatchError`, so the server refuses to start).
+    Either way, DynamoDB's rules run in front of moto, inside the request lock.
     """
     import importlib.metadata
     import logging
 
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
+    from moto.moto_server import werkzeug_app
     from werkzeug.serving import make_server
 
-    from dynaunique import _moto_patch
-    from dynaunique._server_rules import DynamoRules
+    from dynaunique.testing import _moto_patch
+    from dynaunique.testing._server_rules import DynamoRules
 
     if not stock_moto:
         _moto_patch.apply()
@@ -193,14 +189,17 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
 
     # One log line per request would only fill the stderr file; errors are still logged.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    dispatcher = DomainDispatcherApplication(create_backend_app)
+    dispatcher = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
     _warm_up(dispatcher)
+    # moto 5.2.5's handler keeps S3's underscored header names; DynamoDB has none, and older
+    # releases (5.2.0 to 5.2.4, which the patch also fits) serve with werkzeug's own handler.
+    handler = getattr(werkzeug_app, "MotoRequestHandler", None)
     return make_server(
         LOCAL_HOST,
         port,
         _SerializedApp(DynamoRules(dispatcher, about=about)),
         threaded=True,
-        request_handler=MotoRequestHandler,
+        request_handler=handler,
     )
 
 
