@@ -313,7 +313,8 @@ def _hook(model: Any, item: Mapping[str, Any]) -> bool | None:
     return None if hook is None else bool(hook(dict(item)))
 
 
-def claim(models: Sequence[Any], item: Mapping[str, Any]) -> tuple[Any | None, str | None]:
+def claim(models: Sequence[Any], item: Mapping[str, Any], *,
+          prefer: Any = None) -> tuple[Any | None, str | None]:
     """The model of ``models`` (the models of one table) that ``item`` is a record of.
 
     Returns ``(model, None)``, ``(None, None)`` when no model claims it (not a record: a
@@ -323,7 +324,8 @@ def claim(models: Sequence[Any], item: Mapping[str, Any]) -> tuple[Any | None, s
     rule their model out; among the rest, the stored discriminator of a polymorphic model
     names the most derived class; else the model whose non-null attributes are all present and
     that knows most of the item's attributes; a tie between models that require the same locks
-    is no problem (the first is taken).
+    is no problem (the first is taken, or ``prefer`` when it is one of them: a writer whose
+    model reads the item exactly as another does keeps it as its own).
     """
     if not models:
         return None, None
@@ -367,6 +369,6 @@ def claim(models: Sequence[Any], item: Mapping[str, Any]) -> tuple[Any | None, s
         except Exception:  # unreadable as this model: not the same locks
             keys.add(frozenset({model.__name__}))
     if len(keys) == 1:
-        return tied[0], None
+        return (prefer if prefer in tied else tied[0]), None
     return None, ("several models fit it equally and require different locks: "
                   + ", ".join(m.__name__ for m in tied))

@@ -135,7 +135,7 @@ def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
     if item is None or len(table_models(cls._du_info.table)) < 2:
         return False
     models = _models(cls._du_info.table)
-    owner, _ = claim(models, item)
+    owner, _ = claim(models, item, prefer=cls)
     return owner is not None and owner._du_info.name != cls._du_info.name
 
 
@@ -215,7 +215,7 @@ class MixedMixin(ReadMixin):
         models = _models(info.table)
         if len(models) < 2:
             return
-        owner, problem = claim(models, after)
+        owner, problem = claim(models, after, prefer=cls)
         required = (set() if owner is None else
                     {r.key for r in locks_of(owner._du_info,
                                              owner._du_lock_inputs(after)).values()})
@@ -262,7 +262,7 @@ class MixedMixin(ReadMixin):
         assert info is not None
         verb = "delete" if op.kind is OpKind.DELETE else "replace"
         key = plain_key({k: item[k] for k in info.key_attributes if k is not None and k in item})
-        owner, problem = claim(_models(info.table), item)
+        owner, problem = claim(_models(info.table), item, prefer=cls)
         if problem is not None:
             raise OtherModelRecordError(
                 f"{info.name} cannot {verb} {key}: which model it is a record of is unclear "

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dynaunique import _render, _server_rules
+from dynaunique import _render
 from dynaunique._render import MAX_BYTES, MAX_ITEMS, check_size, encode
 from dynaunique._sizes import (
     MAX_ITEM_BYTES,
@@ -23,6 +23,7 @@ from dynaunique._sizes import (
     transaction_size,
 )
 from dynaunique.errors import TransactionTooLargeError
+from dynaunique.testing import _server_rules
 
 
 def test_the_limits() -> None:
