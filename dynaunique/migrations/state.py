@@ -17,6 +17,7 @@ import attrs
 
 from dynaunique._items import ModelInfo
 from dynaunique._model.binding import bind_constraint
+from dynaunique._model.sharing import import_path
 from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.normalizers import Composed, compose
@@ -78,24 +79,20 @@ def callable_path(function: Any, *, what: str) -> str:
 
     ``what`` says where the callable was found (``"Account.EMAIL normalize="``) for the message.
     """
-    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
-    owner = getattr(function, "__objclass__", None)  # methods of builtin types: str.casefold
-    module = getattr(function, "__module__", None)
-    if module is None and owner is not None:
-        module = getattr(owner, "__module__", None)
     advice = (
         "migrations store callables by import path: define a named function at module level "
         "(def normalize_email(value): ...) and pass that"
     )
-    if not callable(function) or name is None or module is None:
+    path = import_path(function) if callable(function) else None
+    if path is None:
+        name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+        if isinstance(name, str) and "<lambda>" in name:
+            raise UnrecordableError(f"{what} is a lambda, which has no import path; {advice}")
+        if isinstance(name, str) and "<locals>" in name:
+            raise UnrecordableError(
+                f"{what} is {name}, a function defined inside another function; {advice}"
+            )
         raise UnrecordableError(f"{what} is {function!r}, which has no import path; {advice}")
-    if name == "<lambda>" or "<lambda>" in name:
-        raise UnrecordableError(f"{what} is a lambda, which has no import path; {advice}")
-    if "<locals>" in name:
-        raise UnrecordableError(
-            f"{what} is {name}, a function defined inside another function; {advice}"
-        )
-    path = f"{module}.{name}"
     try:
         found = resolve(path)
     except MigrationError:
