@@ -34,6 +34,7 @@ import botocore.exceptions
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
+from dynaunique import _wire
 from dynaunique.errors import DynauniqueError, OutcomeUnknownError, UnreachableError
 from dynaunique.observe import connection_logger as _log
 from dynaunique.observe import emit, stats
@@ -145,6 +146,7 @@ def connection_for(meta: Any) -> Connection:
                 aws_secret_access_key=secret,
                 aws_session_token=token,
             )
+            _wire.install(connection.client)
             for hook in client_hooks:
                 hook(connection.client)
             _connections[key] = connection

@@ -48,6 +48,7 @@ from dynaunique._writes import (
     RecordDelete,
     RecordPut,
     Write,
+    one_timestamp,
 )
 from dynaunique.errors import (
     ConcurrentModificationError,
@@ -357,14 +358,15 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
     for _ in range(MAX_ATTEMPTS):
         records: dict[int, Write | None] = {}
         plans = []
-        for ident, op in unit.ops.items():
-            if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
-                                 and ident in fresh):
-                records[ident] = None   # deleting what does not exist: nothing to do
-                continue
-            plan = _guard_others(op, op.obj._du_plan(op, stored[ident]), judged.get(ident))
-            records[ident] = plan.writes[0] if plan.writes else None
-            plans.append(plan)
+        with one_timestamp():   # every lock of the unit: one `created`
+            for ident, op in unit.ops.items():
+                if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
+                                     and ident in fresh):
+                    records[ident] = None   # deleting what does not exist: nothing to do
+                    continue
+                plan = _guard_others(op, op.obj._du_plan(op, stored[ident]), judged.get(ident))
+                records[ident] = plan.writes[0] if plan.writes else None
+                plans.append(plan)
         plan = merge(plans, unit.checks).without_deletes(foreign)
         st = stats()
         if st is not None:
