@@ -134,7 +134,7 @@ def connection_for(meta: Any) -> Connection:
         connection = _connections.get(key)
         if connection is None:
             region, host, key_id, secret, token, connect, read, pool, headers = key
-            connection = Connection(
+            connection = _wire.FastConnection(
                 region=region,
                 host=host,
                 connect_timeout_seconds=connect,
@@ -146,7 +146,6 @@ def connection_for(meta: Any) -> Connection:
                 aws_secret_access_key=secret,
                 aws_session_token=token,
             )
-            _wire.install(connection.client)
             for hook in client_hooks:
                 hook(connection.client)
             _connections[key] = connection

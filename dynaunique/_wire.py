@@ -9,7 +9,9 @@ serialization and botocore's parsed responses both hold binary values as ``bytes
 ``tests/unit/test_wire.py`` checks it byte for byte over every operation the library sends).
 
 :func:`install` puts :class:`FastSerializer` in front of a botocore client's serializer (a
-private attribute, ``_serializer``). Everything else stays botocore's: the events, the endpoint,
+private attribute, ``_serializer``); :class:`FastConnection`, the PynamoDB connection the library
+sends through, does so for each botocore client it makes (PynamoDB makes one lazily, and a new one
+when the old one lost its credentials). Everything else stays botocore's: the events, the endpoint,
 the signing, the sending, the parsing — the request still goes through the model's PynamoDB
 connection (``Connection.dispatch``, its signals and settings, and whatever mocks it). Any
 request the fast path does not know (another operation, a parameter outside the operation's
@@ -22,6 +24,8 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
+
+from pynamodb.connection import Connection
 
 #: The operations the library sends: their bodies are made here.
 OPERATIONS = frozenset({
@@ -116,3 +120,22 @@ def install(client: Any) -> bool:
         return False
     client._serializer = FastSerializer(inner)
     return True
+
+
+class FastConnection(Connection):
+    """PynamoDB's ``Connection``, its botocore client serializing through :class:`FastSerializer`.
+
+    Only the client's serializer differs: ``dispatch``, the signals, the settings and
+    ``_make_api_call`` (what PynamoDB's own tests mock) are PynamoDB's.
+    """
+
+    _wired: Any = None
+
+    @property
+    def client(self) -> Any:
+        """PynamoDB's botocore client (made on first use), with the fast serializer installed."""
+        client = super().client
+        if client is not self._wired:
+            install(client)
+            self._wired = client
+        return client

@@ -253,3 +253,35 @@ def test_without_the_private_hooks_requests_still_go_out(monkeypatch: pytest.Mon
         assert sent["TransactItems"][1]["Put"]["Item"]["PK"] == {"S": "UNIQ#EMAIL#h@example.com"}
     finally:
         _connection._connections.clear()
+
+
+def test_a_unit_is_rendered_once_and_shows_the_request_it_sent(
+        checked: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    from dynaunique import _flush, _render, _transaction
+
+    rendered: list[object] = []
+    original = _render.render
+
+    def counting(plan: Any) -> Any:
+        rendered.append(plan)
+        return original(plan)
+
+    monkeypatch.setattr(_render, "render", counting)
+    for module in (_flush, _transaction):
+        monkeypatch.setattr(module, "render", counting, raising=False)
+    sent: list[dict[str, Any]] = []
+    client = _connection.client_for(Wired.Meta)
+    client.meta.events.register_first(
+        "before-call.dynamodb.TransactWriteItems",
+        lambda params, **_: sent.append(json.loads(params["body"])))
+    with dynaunique.atomic() as tx:
+        _full("W#once1").save()
+        _full("W#once2").save()
+    assert len(rendered) == 1
+    assert tx.request is not None
+    assert json.loads(_wire.body(tx.request)) == {
+        k: v for k, v in sent[0].items() if k != "ClientRequestToken"}
+    # A dry run renders once too, and sends nothing.
+    with dynaunique.atomic(dry_run=True) as dry:
+        _full("W#once3").save()
+    assert len(rendered) == 2 and len(sent) == 1 and dry.request is not None
