@@ -272,3 +272,45 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+SINGLE = ("create", "update_unique", "update_plain")
+
+
+def headline(result: Paired) -> str:
+    """One sentence of what the paired run shows, for the page's first lines."""
+    x = "\u00d7"
+    singles = [result.median(c) for c in SINGLE if c in result.ratios]
+    met = [c for c, t in TARGETS.items() if c in result.ratios and result.median(c) <= t]
+    missed = [c for c in TARGETS if c in result.ratios and c not in met]
+    span = f"{min(singles):.2f}{x}\u2013{max(singles):.2f}{x}" if singles else "?"
+    verdict = ("every target is met" if not missed else
+               f"the issue's targets are not met ({len(missed)} of {len(missed) + len(met)} "
+               "missed; see the table)")
+    return (f"Measured on the stub transport against the same writes coded by hand with boto3 "
+            f"under the same client configuration, a single save costs {span} the hand-written "
+            f"code's CPU time (median paired ratio): {verdict}.")
+
+
+def render(result: Paired) -> str:
+    """The page's section of the paired run."""
+    x = "\u00d7"
+    return "\n".join([
+        "## Client-side cost per write, paired against hand-written boto3\n",
+        f"`benchmarks/cases.py`, {result.rounds} rounds: each round runs every case once per "
+        f"implementation, in a rotating order — **{DYNAUNIQUE}**, the **{TUNED}** "
+        "(`benchmarks/handwritten.py`: the same lock-item layout, parameter validation and "
+        f"botocore's retries off as on dynaunique's client) and the **{DEFAULT}** (what "
+        "`boto3.client(\"dynamodb\")` gives). On the stub transport (`benchmarks/transport.py`: "
+        "every request is built, serialized, signed and its answer parsed, but not sent), each "
+        "call timed in the thread's CPU time. Times are medians in µs (machine-specific); ratios "
+        "are dynaunique's time over the other's in the same round, median [interquartile "
+        "range]. The `atomic()` cases create records of a model with one unique field (a "
+        "record and its lock each); the k cases create one record with k unique fields (k + 1 "
+        "items). The targets are issue #26's, against the same client configuration.\n",
+        table(result) + "\n",
+        f"The shared machine's load makes single rounds noisy (see the interquartile ranges); "
+        f"the medians of paired ratios are what is compared. `python -m benchmarks.cases 200` "
+        f"reruns this table alone (about a minute), `python -m benchmarks.ablation` measures "
+        f"each change of the request path switched off ({x} > 1: the change pays).\n",
+    ])

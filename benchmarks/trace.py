@@ -106,3 +106,25 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def render(ours: Trace, theirs: Trace) -> str:
+    """The page's section of the trace."""
+    return "\n".join([
+        "## How far one save's path wanders\n",
+        "`python -m benchmarks.trace`: one create `save()` of the k = 2 model traced with "
+        "`sys.setprofile` — the distinct functions of the library it calls, the modules they are "
+        "in, and the module switches (a library call in another module than the library call "
+        "before it). PynamoDB's own `save()` of the same item, counted over PynamoDB's "
+        "modules, for comparison. Issue #26 aims at ≤ 8 modules and ≤ 20 switches for "
+        "dynaunique, with the structural rewrite of the flush.\n",
+        "| save | functions | modules | module switches |",
+        "|---|---|---|---|",
+        f"| dynaunique `Model(...).save()` (create, k = 2) | {ours.functions} | "
+        f"{len(ours.modules)} | {ours.switches} |",
+        f"| PynamoDB `Model(...).save()` | {theirs.functions} | {len(theirs.modules)} | "
+        f"{theirs.switches} |",
+        "",
+        "dynaunique's modules, in the order the save first enters them: "
+        + ", ".join(f"`{m.split('/', 1)[1]}`" for m in ours.modules) + ".\n",
+    ])
