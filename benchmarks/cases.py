@@ -285,7 +285,7 @@ def headline(result: Paired) -> str:
     missed = [c for c in TARGETS if c in result.ratios and c not in met]
     span = f"{min(singles):.2f}{x}\u2013{max(singles):.2f}{x}" if singles else "?"
     verdict = ("every target is met" if not missed else
-               f"the issue's targets are not met ({len(missed)} of {len(missed) + len(met)} "
+               f"issue #26's targets are not met ({len(missed)} of {len(missed) + len(met)} "
                "missed; see the table)")
     return (f"Measured on the stub transport against the same writes coded by hand with boto3 "
             f"under the same client configuration, a single save costs {span} the hand-written "
