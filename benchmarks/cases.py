@@ -15,7 +15,6 @@ which cancels the drift of a shared machine's speed.
 from __future__ import annotations
 
 import gc
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ import attrs
 import dynaunique
 from benchmarks.handwritten import HandWritten, _now, make_client
 from benchmarks.models import TABLE, BenchAccount, point_at
+from benchmarks.overhead import quantiles
 from benchmarks.transport import stub
 from dynaunique import _connection
 from dynaunique.attributes import UnicodeAttribute
@@ -189,13 +189,6 @@ def cases() -> tuple[Case, ...]:
         out.append(Case(f"k_{k}", f"create, k = {k} unique fields", k + 1,
                         {DYNAUNIQUE: dyn_k(k), **{v: hand_k(v, k) for v in hands}}))
     return tuple(out)
-
-
-def quantiles(samples: list[float]) -> dict[str, float]:
-    """Median, quartiles and the 10th/90th percentiles."""
-    cuts = statistics.quantiles(samples, n=20, method="inclusive")
-    return {"p10": cuts[1], "q1": cuts[4], "median": statistics.median(samples),
-            "q3": cuts[14], "p90": cuts[17]}
 
 
 @attrs.frozen
