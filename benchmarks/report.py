@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks import overhead, roundtrips
+from benchmarks import cases, overhead, roundtrips, trace
 from benchmarks.models import K
 
 if TYPE_CHECKING:
@@ -86,8 +86,9 @@ def render(suite: Suite) -> str:
     add = out.append
     mode = "quick (smoke) run" if suite.quick else "full run"
     add("# Performance\n")
+    cost = (" " + cases.headline(suite.cases)) if suite.cases is not None else ""
     add("dynaunique claims that every write does the physical minimum — one round trip, the "
-        "fewest items — and that its client-side cost stays close to calling boto3 by hand. "
+        f"fewest items — and the counts below show it does.{cost} "
         "This page is generated, numbers and all, by one command from the `benchmarks/` "
         f"folder of the repository ({mode}, {suite.seconds:.0f} s). **Counts and ratios are "
         "the claims.** Absolute times are specific to the machine below, which is a shared "
@@ -104,6 +105,10 @@ def render(suite: Suite) -> str:
         add(f"| {key} | {value} |")
     add("")
     _round_trips(suite, add)
+    if suite.cases is not None:
+        add(cases.render(suite.cases))
+    if suite.trace is not None:
+        add(trace.render(*suite.trace))
     _overhead(suite, add)
     _contention(suite, add)
     _bulk(suite, add)
@@ -217,7 +222,8 @@ def _overhead(suite: Suite, add: Callable[[str], None]) -> None:
     add("The same three saves, round after round: a create, a change of one unique value, a "
         "change of a plain field. Four ways to do each, interleaved in a rotating order: "
         f"**{overhead.DYNAUNIQUE}**; the **{overhead.FLOOR}** (the very request dynaunique "
-        "renders, sent through the same botocore client — the floor any library has); the "
+        "renders, sent through dynaunique's own botocore client, fast serializer included — "
+        "the floor of dynaunique's request path: what it adds is planning and bookkeeping); the "
         f"**{overhead.TUNED}** (`benchmarks/handwritten.py`, botocore's parameter validation and "
         f"retries off like dynaunique's client); the **{overhead.DEFAULT}** (what "
         f"`boto3.client(\"dynamodb\")` gives you). Times are µs per call, median [p10{D}p90] "

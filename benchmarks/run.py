@@ -22,14 +22,16 @@ import attrs
 if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import bulk, contention, overhead, peer, report, roundtrips, server
+from benchmarks import bulk, cases, contention, overhead, peer, report, roundtrips, server, trace
 from benchmarks.bulk import Bulk
+from benchmarks.cases import Paired
 from benchmarks.contention import Run
 from benchmarks.models import fake_credentials
 from benchmarks.overhead import Profile, Result, Stages
 from benchmarks.peer import PeerResult
 from benchmarks.roundtrips import RoundTrips
 from benchmarks.server import Scaling
+from benchmarks.trace import Trace
 from dynaunique.testing import local_dynamodb
 
 
@@ -48,14 +50,15 @@ class Sizes:
     bulk_records: int
     cap_records: int
     cap_wcu: float
+    case_rounds: int
 
 
 QUICK = Sizes(stub_rounds=150, null_rounds=40, warmup=20, profile_rounds=60, stage_rounds=60,
               threads=8, per_thread=5, contention_repeats=1, bulk_records=20, cap_records=20,
-              cap_wcu=100.0)
+              cap_wcu=100.0, case_rounds=20)
 FULL = Sizes(stub_rounds=2000, null_rounds=800, warmup=100, profile_rounds=400, stage_rounds=1000,
              threads=8, per_thread=20, contention_repeats=3, bulk_records=500, cap_records=400,
-             cap_wcu=100.0)
+             cap_wcu=100.0, case_rounds=300)
 
 
 @attrs.frozen
@@ -74,6 +77,8 @@ class Suite:
     bulk: Bulk
     peer: PeerResult
     server: Scaling | None = None
+    cases: Paired | None = None
+    trace: tuple[Trace, Trace] | None = None
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -126,6 +131,10 @@ def execute(args: argparse.Namespace, argv: Sequence[str] | None = None) -> Suit
         else:
             peer_result = PeerResult("OneTable", "", {}, {}, skipped=(
                 "not requested (`--peer on`, or a full run, includes it)"))
+        _say("client cost per write, paired: every case")
+        paired = cases.run(sizes.case_rounds, warmup=min(20, sizes.case_rounds))
+        _say("the path of one save: sys.setprofile")
+        traced = trace.measure()
         _say("client overhead: stub transport")
         timings = [overhead.run_stub(sizes.stub_rounds, sizes.warmup)]
         _say("client overhead: null HTTP server")
@@ -145,7 +154,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str] | None = None) -> Suit
     scaling = server.run(quick=bool(args.quick), say=_say)
     return Suite(command.strip(), bool(args.quick), time.perf_counter() - start, machine, counts,
                  tuple(timings), profiled, steps, tuple(raced), bulk_result, peer_result,
-                 scaling)
+                 scaling, paired, traced)
 
 
 def _jsonable(value: object) -> object:

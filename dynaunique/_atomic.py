@@ -147,7 +147,10 @@ class Atomic:
 
     def _committed(self, flushed: _flush.Flushed) -> None:
         self.plan = flushed.plan
-        self.request = render_checked(flushed.plan) if flushed.plan.has_work else None
+        request = flushed.request   # the very request sent: rendered once
+        if request is None and flushed.plan.has_work:   # a dry run: rendered here
+            request = render_checked(flushed.plan)
+        self.request = request
 
     def explain(self) -> str:
         """The unit's request as readable JSON (after the block has ended)."""

@@ -34,6 +34,7 @@ import botocore.exceptions
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
+from dynaunique import _wire
 from dynaunique.errors import DynauniqueError, OutcomeUnknownError, UnreachableError
 from dynaunique.observe import connection_logger as _log
 from dynaunique.observe import emit, stats
@@ -133,7 +134,7 @@ def connection_for(meta: Any) -> Connection:
         connection = _connections.get(key)
         if connection is None:
             region, host, key_id, secret, token, connect, read, pool, headers = key
-            connection = Connection(
+            connection = _wire.FastConnection(
                 region=region,
                 host=host,
                 connect_timeout_seconds=connect,

@@ -39,6 +39,7 @@ from dynaunique._connection import Steps, connection_for, policy_for, run
 from dynaunique._items import LockRef
 from dynaunique._kinds import Kind
 from dynaunique._plan import Plan, merge
+from dynaunique._render import render
 from dynaunique._transaction import execute_steps, same_item
 from dynaunique._writes import (
     RECORD_WRITES,
@@ -48,6 +49,7 @@ from dynaunique._writes import (
     RecordDelete,
     RecordPut,
     Write,
+    one_timestamp,
 )
 from dynaunique.errors import (
     ConcurrentModificationError,
@@ -114,8 +116,7 @@ class Flushable(Protocol):
 
     def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool: ...
 
-    def _du_others_guard(self, op: Op,
-                         judged: Mapping[str, Any] | None) -> OthersGuard | None: ...
+    def _du_others_guard(self, op: Op, judged: Mapping[str, Any] | None) -> OthersGuard | None: ...
 
     def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None: ...
 
@@ -136,12 +137,13 @@ class Op:
 
 @attrs.define(eq=False)
 class Flushed:
-    """What a flush planned and got back."""
+    """What a flush planned, sent (``request``: rendered once, without its token) and got back."""
 
     plan: Plan
     response: dict[str, Any]
     #: The record write of each op (by ``id(obj)``), None for an op that had nothing to do.
     records: dict[int, Write | None]
+    request: dict[str, Any] | None = None
 
 
 @attrs.define(eq=False)
@@ -357,14 +359,15 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
     for _ in range(MAX_ATTEMPTS):
         records: dict[int, Write | None] = {}
         plans = []
-        for ident, op in unit.ops.items():
-            if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
-                                 and ident in fresh):
-                records[ident] = None   # deleting what does not exist: nothing to do
-                continue
-            plan = _guard_others(op, op.obj._du_plan(op, stored[ident]), judged.get(ident))
-            records[ident] = plan.writes[0] if plan.writes else None
-            plans.append(plan)
+        with one_timestamp():   # every lock of the unit: one `created`
+            for ident, op in unit.ops.items():
+                if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
+                                     and ident in fresh):
+                    records[ident] = None   # deleting what does not exist: nothing to do
+                    continue
+                plan = _guard_others(op, op.obj._du_plan(op, stored[ident]), judged.get(ident))
+                records[ident] = plan.writes[0] if plan.writes else None
+                plans.append(plan)
         plan = merge(plans, unit.checks).without_deletes(foreign)
         st = stats()
         if st is not None:
@@ -372,12 +375,13 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
         if dry_run:
             return Flushed(plan, {}, records)
         response: dict[str, Any] = {}
+        request = render(plan) if plan.has_work else None
         if plan.has_work:
             repeats = [w for i, w in records.items()
                        if w is not None and unit.ops[i].obj._du_state.unknown == w]
             try:
                 response = yield from execute_steps(plan, connection, policy=policy,
-                                                    repeats=repeats)
+                                                    repeats=repeats, request=request)
             except ForeignLockError as exc:
                 # Locks another record holds were never this unit's to delete: leave them.
                 # The next request carries every record guard again.
@@ -400,7 +404,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
         for ident, op in unit.ops.items():
             op.obj._du_state.unknown = None
             yield from op.obj._du_finish_steps(op, records[ident], response)
-        return Flushed(plan, response, records)
+        return Flushed(plan, response, records, request)
     gave_up = ConcurrentModificationError(
         "the records of this write kept changing while it was retried; try again",
         model=type(next(iter(unit.ops.values())).obj).__name__ if unit.ops else "",

@@ -7,10 +7,11 @@ reorders items, so it is not used). Each guard is rendered here and nowhere else
 
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
-import uuid
+import os
+import secrets
+import threading
 from collections.abc import Mapping
 from decimal import Decimal
 from functools import lru_cache
@@ -274,12 +275,47 @@ def check_size(request: Mapping[str, Any], encoded: bytes | None = None) -> None
 
 
 def new_token(request: Mapping[str, Any], encoded: bytes | None = None) -> str:
-    """A ClientRequestToken for one logical call: a random part plus the request's digest.
+    """A ClientRequestToken for one logical call: unique, 36 characters (DynamoDB's limit).
 
-    Content alone would make a genuine create → delete → create of the same values within
-    DynamoDB's 10-minute token window look like a resend; the random part prevents that. The
-    token is made once per call and reused by its resends, so the digest only has to be
-    deterministic within this process.
+    ``<24 hex digits: this process's random prefix>-<11 hex digits: a counter>``. The prefix is
+    96 random bits drawn when the module is imported and again in the child after a ``fork``,
+    so two processes (on any machines) share one with probability about n² / 2⁹⁷; the counter
+    makes every call of one process different (wrapping draws a new prefix). A token must never
+    name two different calls within DynamoDB's 10-minute window — a genuine create → delete →
+    create of the same values would look like a resend — and it need not say anything about
+    the request: it is made once per call and reused by that call's resends. ``request`` and
+    ``encoded`` are not read (the token once hashed them; the signature stays for its callers).
     """
-    digest = hashlib.sha256(encoded if encoded is not None else encode(request)).hexdigest()
-    return f"{uuid.uuid4().hex[:12]}-{digest[:23]}"
+    global _counter
+    with _token_lock:
+        _counter += 1
+        if _counter >= _COUNTER_END:
+            _new_prefix()
+            _counter = 1
+        count = _counter
+        prefix = _prefix
+    return f"{prefix}-{count:011x}"
+
+
+#: The counter's 11 hex digits.
+_COUNTER_END = 16 ** 11
+_token_lock = threading.Lock()
+_prefix = ""
+_counter = 0
+
+
+def _new_prefix() -> None:
+    global _prefix, _counter
+    _prefix = secrets.token_hex(12)
+    _counter = 0
+
+
+def _after_fork() -> None:
+    # A forked child must not repeat its parent's tokens, nor inherit a lock held at the fork.
+    global _token_lock
+    _token_lock = threading.Lock()
+    _new_prefix()
+
+
+_new_prefix()
+os.register_at_fork(after_in_child=_after_fork)

@@ -240,9 +240,14 @@ def refusal(refused: Refused) -> DynauniqueError:
 
 def execute_steps(plan: Plan, connection: Connection, *,
                   policy: RetryPolicy = DEFAULT_POLICY,
-                  repeats: Collection[Write] = ()) -> Steps[dict[str, Any]]:
-    """The logic of :func:`execute`, without I/O (see ``dynaunique._connection.Steps``)."""
-    request = render(plan)
+                  repeats: Collection[Write] = (),
+                  request: Mapping[str, Any] | None = None) -> Steps[dict[str, Any]]:
+    """The logic of :func:`execute`, without I/O (see ``dynaunique._connection.Steps``).
+
+    ``request``: the plan's :func:`~dynaunique._render.render`, when the caller has it already.
+    """
+    if request is None:
+        request = render(plan)
     if plan.is_transaction:
         encoded = encode(request)
         check_size(request, encoded)

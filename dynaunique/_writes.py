@@ -8,7 +8,9 @@ for a value moving between two records of one unit of work, its old holder), loc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextvars
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -179,6 +181,33 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
+#: The one timestamp of the unit of work being planned (see :func:`one_timestamp`).
+_unit_time: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "dynaunique_unit_time", default=None)
+
+
+@contextmanager
+def one_timestamp() -> Iterator[None]:
+    """Inside the block, :func:`stamp` is one :func:`now` for all: every lock a unit of work
+    writes carries the same ``created`` (they are written in one request, at one time)."""
+    token = _unit_time.set([])
+    try:
+        yield
+    finally:
+        _unit_time.reset(token)
+
+
+def stamp() -> str:
+    """The time to stamp a new lock with: the unit's one timestamp inside
+    :func:`one_timestamp` (taken at its first use), else :func:`now`."""
+    held = _unit_time.get()
+    if held is None:
+        return now()
+    if not held:
+        held.append(now())
+    return held[0]
+
+
 def unchanged_guard(
     info: ModelInfo,
     loaded: Mapping[str, Typed],
@@ -232,7 +261,7 @@ def lock_put(info: ModelInfo, lock: LockRef, owner: TypedKey, item: Mapping[str,
             constraint=lock.constraint,
             value=lock.value,
             hashed=lock.hashed,
-            created=created if created is not None else now(),
+            created=created if created is not None else stamp(),
             ttl=(info.ttl_attr, ttl) if info.ttl_attr is not None and ttl is not None else None,
             secret=secret_id(info.secret()) if lock.hashed else None,
         ),

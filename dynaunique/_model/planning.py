@@ -126,7 +126,7 @@ class PlanningMixin(MixedMixin):
         reads: set[str] = set()
         old_locks = self._du_old_locks(loaded, reads)
         plan = plan_save(info, item=item, new_locks=new_locks, loaded_item=loaded,
-                         old_locks=old_locks, now=_writes.now(), condition=cond,
+                         old_locks=old_locks, now=_writes.stamp(), condition=cond,
                          use_version=add_version_condition, condition_reads=reads,
                          reown=of_another_model(type(self), loaded))
         self._du_state.new_locks = (plan, new_locks, frozenset(new_reads))
@@ -206,7 +206,7 @@ class PlanningMixin(MixedMixin):
             info, update=update_expr, predicted_item=predicted, predicted_complete=complete,
             loaded_item=loaded if loaded is not None else self.serialize(null_check=False),
             old_locks=old_locks, new_locks=new_locks, lock_relevant=lock_relevant,
-            now=_writes.now(), condition=condition_only, use_version=op.add_version_condition,
+            now=_writes.stamp(), condition=condition_only, use_version=op.add_version_condition,
             condition_reads=reads, reown=reown)
 
     # --- the unit of work's planning hooks (dynaunique._flush) ------------------------------------

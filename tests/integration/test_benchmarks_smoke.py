@@ -33,6 +33,8 @@ HEADINGS = (
     "# Performance",
     "## Machine and versions",
     "## Round trips and items per operation",
+    "## Client-side cost per write, paired against hand-written boto3",
+    "## How far one save's path wanders",
     "## Client-side overhead per save",
     "## Throughput under contention",
     "## Bulk: migration backfill and audit, per record",
@@ -62,7 +64,18 @@ def test_quick_suite_writes_the_report_with_every_table(dynaunique_db: str, tmp_
                                                                    read), key
     assert suite.roundtrips.state.clean
 
-    # 2. Overhead: every implementation timed on both transports.
+    # 2. The paired cases (every write shape, every implementation) and the trace of one save.
+    assert suite.cases is not None and suite.cases.rounds == bench.QUICK.case_rounds
+    assert set(suite.cases.ratios) == {"create", "update_unique", "update_plain", "atomic_10",
+                                       "atomic_100", "k_1", "k_2", "k_5", "k_10"}
+    for times in suite.cases.times.values():
+        assert all(q["median"] > 0 for q in times.values())
+    assert suite.trace is not None
+    ours, theirs = suite.trace
+    assert ours.functions > 0 and "dynaunique/_flush.py" in ours.modules
+    assert theirs.functions > 0 and "pynamodb/models.py" in theirs.modules
+
+    # 3. Overhead: every implementation timed on both transports.
     assert [r.transport for r in suite.overhead] == ["stub (before-send handler)",
                                                      "null HTTP server on 127.0.0.1"]
     for result in suite.overhead:
@@ -76,7 +89,7 @@ def test_quick_suite_writes_the_report_with_every_table(dynaunique_db: str, tmp_
             assert set(suite.stages.steps[op]) == set(overhead.STEP_NAMES)
             assert suite.stages.save[op] > 0 and suite.stages.floor[op] > 0
 
-    # 3. Contention: one account per email, every lock right, one request per attempt at least.
+    # 4. Contention: one account per email, every lock right, one request per attempt at least.
     assert [r.implementation for r in suite.contention] == ["dynaunique", "hand-written boto3"]
     for race in suite.contention:
         assert race.errors == 0

@@ -17,6 +17,8 @@ from dynaunique import (
     InvalidValueError,
     Model,
     UniqueConstraint,
+    _writes,
+    atomic,
     normalizers,
 )
 from dynaunique._model.stored import serialize_checked, stored_problem
@@ -148,3 +150,28 @@ def test_a_value_its_attribute_refuses_is_named_and_a_hashed_one_never_quoted() 
         "_Badged.plain = SECRET-REPR cannot be stored as a NumberAttribute: Object of type "
         "_Secret is not JSON serializable")
     assert isinstance(shown.value.__cause__, TypeError)
+
+
+Stamped = declare("Stamped", "unit_stamped", meta={"region": "us-east-1",
+                                                    "host": "http://127.0.0.1:9"},
+                  pk=pk_attr(), a=UnicodeAttribute(unique=True), b=UnicodeAttribute(unique=True))
+
+
+def test_every_lock_of_one_unit_carries_one_timestamp(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[str] = []
+
+    def now() -> str:
+        taken.append(f"2026-01-01T00:00:00.{len(taken):06d}+00:00")
+        return taken[-1]
+
+    monkeypatch.setattr(_writes, "now", now)
+    with atomic(dry_run=True) as tx:
+        Stamped(pk="1", a="x", b="y").save()
+        Stamped(pk="2", a="z", b="w").save()
+    assert tx.request is not None
+    created = [slot["Put"]["Item"]["created"] for slot in tx.request["TransactItems"]
+               if "created" in slot["Put"]["Item"]]
+    assert created == [{"S": "2026-01-01T00:00:00.000000+00:00"}] * 4
+    assert taken == ["2026-01-01T00:00:00.000000+00:00"]
+    # Outside a unit, each lock write stamps its own time.
+    assert _writes.stamp() == "2026-01-01T00:00:00.000001+00:00"

@@ -8,10 +8,11 @@ test_model.py and test_races.py.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import marshal
+import os
 import random
+import re
+import threading
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from botocore.exceptions import (
 )
 from support.declare import declare, pk_attr, sk_attr
 
+from dynaunique import _render
 from dynaunique._connection import RetryPolicy
 from dynaunique._items import LockRef
 from dynaunique._plan import Plan, merge
@@ -305,17 +307,53 @@ def test_check_size_ignores_single_writes() -> None:
 # --- tokens --------------------------------------------------------------------------------------
 
 
-def test_new_token_is_short_random_and_carries_the_request_digest() -> None:
+def test_new_token_is_a_process_prefix_and_a_counter_within_36_characters() -> None:
     request = render(create_plan())
     first, second = new_token(request), new_token(request)
-    digest = hashlib.sha256(marshal.dumps(request, 2)).hexdigest()
-    assert len(first) <= 36
-    assert len(second) <= 36
-    assert first != second
-    assert first.endswith(digest[:23])
-    assert second.endswith(digest[:23])
-    other = new_token(render(update_plan()))
-    assert other[-23:] != first[-23:]
+    assert re.fullmatch(r"[0-9a-f]{24}-[0-9a-f]{11}", first), first
+    assert len(first) == len(second) == 36      # DynamoDB's limit
+    prefix, count = first.split("-")
+    # Same process: the same random prefix, the next count — whatever the request.
+    assert second == f"{prefix}-{int(count, 16) + 1:011x}"
+    assert new_token(render(update_plan())) == f"{prefix}-{int(count, 16) + 2:011x}"
+
+
+def test_new_tokens_are_unique_across_threads() -> None:
+    tokens: list[str] = []
+
+    def make() -> None:
+        tokens.extend(new_token({}) for _ in range(2000))
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(tokens)) == len(tokens) == 8000
+
+
+def test_a_wrapping_counter_draws_a_new_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    prefix = new_token({}).split("-")[0]
+    monkeypatch.setattr(_render, "_counter", 16 ** 11 - 2)
+    assert new_token({}) == f"{prefix}-{16 ** 11 - 1:011x}"
+    wrapped = new_token({})
+    assert wrapped.endswith("-00000000001") and not wrapped.startswith(prefix)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_repeat_its_parents_tokens() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first token, then gone
+        os.write(write, new_token({}).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    parent = new_token({})
+    assert len(child) == 36
+    assert child.split("-")[0] != parent.split("-")[0]
 
 
 def test_every_resend_of_one_call_reuses_its_token_and_a_new_call_gets_a_new_one() -> None:

@@ -1,0 +1,130 @@
+"""How hard a save's path is to follow: one create ``save()`` traced with ``sys.setprofile``.
+
+    python -m benchmarks.trace
+
+Counts, over the Python calls one create of the k = 2 model (``benchmarks.models``) makes on the
+stub transport, those into the library's own modules: distinct functions, distinct modules, and
+module switches — a library call whose module is not the module of the library call before it.
+The same is counted for PynamoDB's own ``Model.save()`` of a plain PynamoDB model (PynamoDB's
+modules), as the comparison. Deterministic: the counts are the claims, not timings.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Trace:
+    """What one traced call touched of one package."""
+
+    package: str
+    functions: int
+    modules: tuple[str, ...]
+    switches: int
+
+
+def trace(call: Callable[[], Any], package: str) -> Trace:
+    """Run ``call`` under ``sys.setprofile`` and count its calls into ``package``'s modules."""
+    marker = f"/{package}/"
+    functions: set[tuple[str, str]] = set()
+    modules: dict[str, None] = {}
+    switches = 0
+    last: list[str | None] = [None]
+
+    def profiler(frame: Any, event: str, arg: Any) -> None:
+        nonlocal switches
+        if event != "call":
+            return
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if marker not in path:
+            return
+        module = package + "/" + path.rsplit(marker, 1)[1]
+        functions.add((module, frame.f_code.co_qualname))
+        modules.setdefault(module)
+        if last[0] is not None and last[0] != module:
+            switches += 1
+        last[0] = module
+
+    sys.setprofile(profiler)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return Trace(package, len(functions), tuple(modules), switches)
+
+
+def measure() -> tuple[Trace, Trace]:
+    """(dynaunique's create ``save()``, PynamoDB's own ``save()``), both on the stub transport."""
+    from pynamodb.attributes import UnicodeAttribute
+    from pynamodb.models import Model as PynamoModel
+
+    from benchmarks.models import BenchAccount, fake_credentials, point_at
+    from benchmarks.transport import stub
+
+    fake_credentials()
+    stub(point_at("http://127.0.0.1:9"))
+
+    class Plain(PynamoModel):
+        class Meta:
+            table_name = "bench_plain"
+            region = "us-east-1"
+            host = "http://127.0.0.1:9"
+
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+        email = UnicodeAttribute()
+        username = UnicodeAttribute()
+        name = UnicodeAttribute(null=True)
+
+    stub(Plain._get_connection().connection.client)
+    # Warm both paths (first calls load botocore's models and fill caches), then trace one each.
+    for i in range(3):
+        BenchAccount(pk=f"T#{i}", email=f"t{i}@Example.com", username=f"t{i}", name="n").save()
+        Plain(pk=f"T#{i}", email="e", username="u", name="n").save()
+    ours = trace(lambda: BenchAccount(pk="T#x", email="tx@Example.com", username="tx",
+                                      name="n").save(), "dynaunique")
+    theirs = trace(lambda: Plain(pk="T#x", email="e", username="u", name="n").save(), "pynamodb")
+    return ours, theirs
+
+
+def main() -> None:
+    """Print the counts."""
+    if __package__ in (None, ""):
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    for t in measure():
+        print(f"{t.package}: {t.functions} functions in {len(t.modules)} modules, "
+              f"{t.switches} module switches")
+        for module in t.modules:
+            print(f"    {module}")
+
+
+if __name__ == "__main__":
+    main()
+
+
+def render(ours: Trace, theirs: Trace) -> str:
+    """The page's section of the trace."""
+    return "\n".join([
+        "## How far one save's path wanders\n",
+        "`python -m benchmarks.trace`: one create `save()` of the k = 2 model traced with "
+        "`sys.setprofile` — the distinct functions of the library it calls, the modules they are "
+        "in, and the module switches (a library call in another module than the library call "
+        "before it). PynamoDB's own `save()` of the same item, counted over PynamoDB's "
+        "modules, for comparison. Issue #26 aims at ≤ 8 modules and ≤ 20 switches for "
+        "dynaunique, with the structural rewrite of the flush.\n",
+        "| save | functions | modules | module switches |",
+        "|---|---|---|---|",
+        f"| dynaunique `Model(...).save()` (create, k = 2) | {ours.functions} | "
+        f"{len(ours.modules)} | {ours.switches} |",
+        f"| PynamoDB `Model(...).save()` | {theirs.functions} | {len(theirs.modules)} | "
+        f"{theirs.switches} |",
+        "",
+        "dynaunique's modules, in the order the save first enters them: "
+        + ", ".join(f"`{m.split('/', 1)[1]}`" for m in ours.modules) + ".\n",
+    ])
