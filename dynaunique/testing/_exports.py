@@ -11,6 +11,7 @@ lines ``{"Item": {...}}`` of DynamoDB JSON (binaries in base64). Not API.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import json
@@ -62,18 +63,16 @@ def write_export(root: str | Path, table: str, items: Iterable[Mapping[str, Any]
     (folder / "data").mkdir(parents=True, exist_ok=True)
     (folder / "_started").write_bytes(b"")
     names = [f"{uuid.uuid4().hex[:26]}.json.gz" for _ in range(files)]
-    outs = [gzip.open(folder / "data" / name, "wt", encoding="utf-8") for name in names]
     counts = [0] * files
-    try:
+    with contextlib.ExitStack() as stack:
+        outs = [stack.enter_context(gzip.open(folder / "data" / name, "wt", encoding="utf-8"))
+                for name in names]
         for number, item in enumerate(items):
             slot = number % files
             line = json.dumps({"Item": {k: _json_attribute(v) for k, v in item.items()}},
                               separators=(",", ":"))
             outs[slot].write(line + "\n")
             counts[slot] += 1
-    finally:
-        for out in outs:
-            out.close()
     lines = []
     for name, count in zip(names, counts, strict=True):
         digest = _md5(folder / "data" / name)
