@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,7 +18,7 @@ from dynaunique.model import Model
 from ._judge import Finding, _recheck, _unreadable
 from ._kinds import KINDS
 from ._reads import _scan_pages
-from ._stored import _interpret, _is_lock_item, _lock_info, _Record
+from ._stored import LockInfo, _interpret, _is_lock_item, _lock_info, _Record
 from ._tables import Cost, _call, _Meter, _Table, _tables
 
 Progress = Callable[[int, "int | None"], None]
@@ -162,11 +162,10 @@ def _scan_segment(table: _Table, segment: int, total: int, meter: _Meter,
     return snapshot
 
 
-def _suspect(table: _Table, lock_item: dict[str, Any] | None,
+def _suspect(table: _Table, lock: LockInfo | None,
              holders: Sequence[TypedKey]) -> list[TypedKey] | None:
-    """The record keys to read with a lock key whose lock item (None: none) and requiring
-    records ``holders`` a scan saw, when they disagree; None when they agree."""
-    lock = _lock_info(table, lock_item) if lock_item is not None else None
+    """The record keys to read with a lock key whose lock (None: none) and requiring records
+    ``holders`` a scan saw, when they disagree; None when they agree."""
     owner = owner_key(table.key_attributes, lock.owner if lock is not None else None)
     if (lock is not None and lock.constraint in table.declared and owner is not None
             and len(holders) == 1 and key_id(holders[0]) == key_id(owner)):
@@ -182,7 +181,9 @@ def _suspects(table: _Table, snapshot: _Snapshot) -> dict[str, list[TypedKey]]:
             requirers.setdefault(key, []).append(record.ref.key)
     suspects: dict[str, list[TypedKey]] = {}
     for key in sorted(set(snapshot.locks) | set(requirers)):
-        keys = _suspect(table, snapshot.locks.get(key), requirers.get(key, []))
+        item = snapshot.locks.get(key)
+        keys = _suspect(table, _lock_info(table, item) if item is not None else None,
+                        requirers.get(key, []))
         if keys is not None:
             suspects[key] = keys
     return suspects
@@ -200,9 +201,8 @@ class _SecretTally:
         self._current: dict[str, str | None] = {}
         self._confirmed: set[str] = set()
 
-    def add(self, item: Mapping[str, Any], required: bool) -> None:
-        """Count lock item ``item``; ``required``: a record's values require its key."""
-        lock = _lock_info(self._table, item)
+    def add(self, lock: LockInfo, required: bool) -> None:
+        """Count ``lock``; ``required``: a record's values require its key."""
         if not lock.hashed or lock.constraint not in self._hashed:
             return
         self._seen.setdefault(lock.constraint, Counter())[lock.secret_id] += 1
@@ -225,7 +225,7 @@ def _secret_warnings(table: _Table, snapshot: _Snapshot) -> list[SecretWarning]:
     required = {key for record in snapshot.records for key in record.requires or {}}
     tally = _SecretTally(table)
     for key, item in snapshot.locks.items():
-        tally.add(item, key in required)
+        tally.add(_lock_info(table, item), key in required)
     return tally.warnings()
 
 

@@ -185,6 +185,8 @@ def _item(line: bytes, name: str, number: int) -> dict[str, Any]:
         item = parsed["Item"]
         if not isinstance(item, dict):
             raise TypeError("Item is not a map")
+        if b'"B' not in line:  # no binary anywhere (B, BS, BOOL): the item is as read
+            return item
         return {k: _attribute(v) for k, v in item.items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise AuditError(f"line {number} of {name} is not a DYNAMODB_JSON item "

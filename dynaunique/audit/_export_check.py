@@ -35,7 +35,7 @@ from ._export import Export, open_export
 from ._judge import Finding, _recheck, _unreadable
 from ._reads import _MAX_RECORDS_PER_READ
 from ._spill import RUN_ROWS, _Spill
-from ._stored import _interpret, _Record
+from ._stored import _interpret, _lock_info, _Record
 from ._tables import _call, _Meter, _Table, _tables
 
 #: Row kinds, in the order a lock key's rows are read back.
@@ -140,11 +140,12 @@ def _audit_table(table: _Table, export: Export, meter: _Meter, on_item: Callable
                     lock_item = payload
                 elif len(holders) <= _MAX_RECORDS_PER_READ:  # a read takes no more
                     holders.append(payload)
-            if lock_item is not None:
-                tally.add(lock_item, bool(holders))
+            lock = _lock_info(table, lock_item) if lock_item is not None else None
+            if lock is not None:
+                tally.add(lock, bool(holders))
             if key == "":
                 continue
-            record_keys = _suspect(table, lock_item, holders)
+            record_keys = _suspect(table, lock, holders)
             if record_keys is not None:
                 suspects += 1
                 finding = _recheck(table, key, record_keys, meter)
