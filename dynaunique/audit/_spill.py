@@ -2,8 +2,9 @@
 
 The export audit (:mod:`dynaunique.audit._export_check`) needs, for every lock key, the lock item
 and the records that require it — rows that arrive in the order of the export's files, not by
-key. :class:`_Spill` keeps at most ``run_rows`` rows in memory: each full batch is sorted and
-written to a temporary file (``marshal``, the rows are plain data it wrote itself), and
+key. :class:`_Spill` keeps at most ``run_rows`` rows in memory (each payload marshalled): each
+full batch is sorted and written to a temporary file (``marshal``: the rows are plain data it
+wrote itself), and
 :meth:`_Spill.sorted` merges the runs (``heapq.merge``), at most :data:`_FAN_IN` files open at
 once (more runs are first merged into fewer). docs/decisions.md says why this and not sqlite or
 an in-memory dict, with the measurement.
@@ -21,7 +22,8 @@ from typing import IO, Any
 #: One row: (sort key, kind, payload): sorted by key, then kind; payload is plain data.
 Row = tuple[str, int, Any]
 
-#: Rows held in memory before a sorted run is written (about 30 MB of small rows).
+#: Rows held in memory before a sorted run is written (their payloads marshalled: a lock item
+#: is about 300 bytes, so some 40 MB).
 RUN_ROWS = 100_000
 #: Runs merged at once (open files).
 _FAN_IN = 64
@@ -85,7 +87,8 @@ class _Spill:
 
     def add(self, row: Row) -> None:
         """Keep one row (written out with its batch once ``run_rows`` are held)."""
-        self._rows.append(row)
+        # The payload is held marshalled: a few hundred bytes, not a tree of small dicts.
+        self._rows.append((row[0], row[1], marshal.dumps(row[2])))
         self.count += 1
         if len(self._rows) >= self._run_rows:
             self._flush()
@@ -100,14 +103,17 @@ class _Spill:
         """Every row added, sorted by (key, kind). Adding rows afterwards is not allowed."""
         if not self._runs:
             self._rows.sort(key=_order)
-            yield from self._rows
-            return
-        self._flush()
-        while len(self._runs) > _FAN_IN:
-            # Merge the oldest runs first, so rows of equal (key, kind) keep their order.
-            first, self._runs = self._runs[:_FAN_IN], self._runs[_FAN_IN:]
-            merged = _write_run(heapq.merge(*map(_read_run, first), key=_order), self._tmp.name)
-            for path in first:
-                os.remove(path)
-            self._runs.insert(0, merged)
-        yield from heapq.merge(*map(_read_run, self._runs), key=_order)
+            rows: Iterable[Row] = self._rows
+        else:
+            self._flush()
+            while len(self._runs) > _FAN_IN:
+                # Merge the oldest runs first, so rows of equal (key, kind) keep their order.
+                first, self._runs = self._runs[:_FAN_IN], self._runs[_FAN_IN:]
+                merged = _write_run(heapq.merge(*map(_read_run, first), key=_order),
+                                    self._tmp.name)
+                for path in first:
+                    os.remove(path)
+                self._runs.insert(0, merged)
+            rows = heapq.merge(*map(_read_run, self._runs), key=_order)
+        for key, kind, payload in rows:
+            yield key, kind, marshal.loads(payload)
