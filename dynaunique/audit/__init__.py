@@ -12,6 +12,8 @@ them):
 * :func:`check` — a full audit: one scan of each table (parallel segments when asked), every
   suspicious lock key confirmed by a TransactGetItems (a serializable snapshot of the lock, its
   owner and the records that require it), so writes racing with the scan are never reported.
+  :func:`check_export` finds the same from a DynamoDB export to S3 instead of a scan (no read
+  capacity for the table's items, memory flat), each suspect confirmed on the live table.
 
 :func:`plan_repair` turns an :class:`AuditReport` into guarded writes (pure), and
 :func:`apply_repair` sends them. Hashed locks carry a fingerprint of the secret that made their
@@ -46,6 +48,7 @@ from dynaunique.errors import AuditError as AuditError
 
 from . import _kinds, _pages
 from ._check import AuditReport, SecretWarning, TableSummary, check
+from ._export_check import ExportReport, ExportSummary, check_export
 from ._judge import Evidence, Finding
 from ._kinds import (
     ActionKind,
@@ -131,6 +134,8 @@ __all__ = [
     "Cost",
     "Evidence",
     "ExpectedLock",
+    "ExportReport",
+    "ExportSummary",
     "Finding",
     "FindingKind",
     "LockCounts",
@@ -151,6 +156,7 @@ __all__ = [
     "TableSummary",
     "apply_repair",
     "check",
+    "check_export",
     "count_locks",
     "hashed_attributes",
     "list_locks",

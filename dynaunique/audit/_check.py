@@ -18,7 +18,7 @@ from dynaunique.model import Model
 from ._judge import Finding, _recheck, _unreadable
 from ._kinds import KINDS
 from ._reads import _scan_pages
-from ._stored import _interpret, _is_lock_item, _lock_info, _Record
+from ._stored import LockInfo, _interpret, _is_lock_item, _lock_info, _Record
 from ._tables import Cost, _call, _Meter, _Table, _tables
 
 Progress = Callable[[int, "int | None"], None]
@@ -126,6 +126,21 @@ class _Snapshot:
         self.other += other.other
 
 
+def _classify(table: _Table, item: dict[str, Any]) -> _Record | bool | None:
+    """What one stored item is to the audit: True for a lock, a :class:`_Record` for a record
+    of a loaded model (readable or not), None for a system item, False for anything else."""
+    kind = _is_lock_item(table, item)
+    if kind is None or kind:
+        return kind
+    key = key_of(table.key_attributes, item)
+    if key is None:
+        return False
+    record = _interpret(table, key, item, keep_item=False)
+    if record.requires is None and record.problem is None:
+        return False
+    return record
+
+
 def _scan_segment(table: _Table, segment: int, total: int, meter: _Meter,
                   on_page: Callable[[int], None], page_size: int | None = None) -> _Snapshot:
     snapshot = _Snapshot()
@@ -135,22 +150,27 @@ def _scan_segment(table: _Table, segment: int, total: int, meter: _Meter,
                             total_segments=total if parallel else None, on_page=on_page,
                             **params):
         snapshot.scanned += 1
-        kind = _is_lock_item(table, item)
-        if kind is None:
+        what = _classify(table, item)
+        if what is None:
             snapshot.system += 1
-        elif kind:
+        elif what is True:
             snapshot.locks[item[table.hash_attr]["S"]] = item
+        elif what is False:
+            snapshot.other += 1
         else:
-            key = key_of(table.key_attributes, item)
-            if key is None:
-                snapshot.other += 1
-                continue
-            record = _interpret(table, key, item, keep_item=False)
-            if record.requires is None and record.problem is None:
-                snapshot.other += 1
-            else:
-                snapshot.records.append(record)
+            snapshot.records.append(what)
     return snapshot
+
+
+def _suspect(table: _Table, lock: LockInfo | None,
+             holders: Sequence[TypedKey]) -> list[TypedKey] | None:
+    """The record keys to read with a lock key whose lock (None: none) and requiring records
+    ``holders`` a scan saw, when they disagree; None when they agree."""
+    owner = owner_key(table.key_attributes, lock.owner if lock is not None else None)
+    if (lock is not None and lock.constraint in table.declared and owner is not None
+            and len(holders) == 1 and key_id(holders[0]) == key_id(owner)):
+        return None
+    return [*holders, *([owner] if owner is not None else [])]
 
 
 def _suspects(table: _Table, snapshot: _Snapshot) -> dict[str, list[TypedKey]]:
@@ -161,38 +181,59 @@ def _suspects(table: _Table, snapshot: _Snapshot) -> dict[str, list[TypedKey]]:
             requirers.setdefault(key, []).append(record.ref.key)
     suspects: dict[str, list[TypedKey]] = {}
     for key in sorted(set(snapshot.locks) | set(requirers)):
-        holders = requirers.get(key, [])
         item = snapshot.locks.get(key)
-        lock = _lock_info(table, item) if item is not None else None
-        owner = owner_key(table.key_attributes, lock.owner if lock is not None else None)
-        if (lock is not None and lock.constraint in table.declared and owner is not None
-                and len(holders) == 1 and key_id(holders[0]) == key_id(owner)):
-            continue
-        suspects[key] = holders + ([owner] if owner is not None else [])
+        keys = _suspect(table, _lock_info(table, item) if item is not None else None,
+                        requirers.get(key, []))
+        if keys is not None:
+            suspects[key] = keys
     return suspects
+
+
+class _SecretTally:
+    """Counts the hashed locks of each constraint by the fingerprint they carry, and whether
+    one of them shows the current secret is right: carrying its fingerprint, or (a lock
+    without one) required by a record's values."""
+
+    def __init__(self, table: _Table) -> None:
+        self._table = table
+        self._hashed = table.hashed
+        self._seen: dict[str, Counter[str | None]] = {}
+        self._current: dict[str, str | None] = {}
+        self._confirmed: set[str] = set()
+
+    def add(self, lock: LockInfo, required: bool) -> None:
+        """Count ``lock``; ``required``: a record's values require its key."""
+        if not lock.hashed or lock.constraint not in self._hashed:
+            return
+        self._seen.setdefault(lock.constraint, Counter())[lock.secret_id] += 1
+        if lock.constraint not in self._current:
+            self._current[lock.constraint] = self._table.secret_id(lock.constraint)
+        if (lock.secret_id == self._current[lock.constraint]
+                or (lock.secret_id is None and required)):
+            self._confirmed.add(lock.constraint)
+
+    def warnings(self) -> list[SecretWarning]:
+        """The hashed constraints none of whose locks the current secret made."""
+        return [SecretWarning(self._table.name, name, str(self._current[name]),
+                              tuple(sorted(counts.items(), key=lambda c: (-c[1], c[0] or ""))))
+                for name, counts in sorted(self._seen.items()) if name not in self._confirmed]
 
 
 def _secret_warnings(table: _Table, snapshot: _Snapshot) -> list[SecretWarning]:
     """The hashed constraints of ``table`` whose locks the scan saw, none made with the current
-    secret: carrying its fingerprint, or (a lock without one) required by a record's values."""
-    hashed = table.hashed
+    secret (:class:`_SecretTally`)."""
     required = {key for record in snapshot.records for key in record.requires or {}}
-    seen: dict[str, Counter[str | None]] = {}
-    current: dict[str, str | None] = {}
-    confirmed: set[str] = set()
+    tally = _SecretTally(table)
     for key, item in snapshot.locks.items():
-        lock = _lock_info(table, item)
-        if not lock.hashed or lock.constraint not in hashed:
-            continue
-        seen.setdefault(lock.constraint, Counter())[lock.secret_id] += 1
-        if lock.constraint not in current:
-            current[lock.constraint] = table.secret_id(lock.constraint)
-        if (lock.secret_id == current[lock.constraint]
-                or (lock.secret_id is None and key in required)):
-            confirmed.add(lock.constraint)
-    return [SecretWarning(table.name, name, str(current[name]),
-                          tuple(sorted(counts.items(), key=lambda c: (-c[1], c[0] or ""))))
-            for name, counts in sorted(seen.items()) if name not in confirmed]
+        tally.add(_lock_info(table, item), key in required)
+    return tally.warnings()
+
+
+def _ordered(findings: list[Finding]) -> tuple[Finding, ...]:
+    """Findings in the order reports list them: by kind, table, lock key, holders."""
+    order = {kind: i for i, kind in enumerate(KINDS)}
+    return tuple(sorted(findings, key=lambda f: (order[f.kind], f.table, f.lock_key,
+                                                 [h.label for h in f.holders])))
 
 
 def check(models: Sequence[type[Model]], *, segments: int = 1,
@@ -244,8 +285,5 @@ def check(models: Sequence[type[Model]], *, segments: int = 1,
             confirm = functools.partial(_recheck, table, meter=meter)
             confirmed = pool.map(confirm, suspects, suspects.values())
             findings.extend(f for f in confirmed if f is not None)
-    order = {kind: i for i, kind in enumerate(KINDS)}
-    findings.sort(key=lambda f: (order[f.kind], f.table, f.lock_key,
-                                 [h.label for h in f.holders]))
-    return AuditReport(tuple(summaries), tuple(findings), meter.cost(), tuple(models),
+    return AuditReport(tuple(summaries), _ordered(findings), meter.cost(), tuple(models),
                        tuple(warnings))

@@ -261,25 +261,45 @@ def _print_report(report: audit.AuditReport, output: Output) -> None:
 @click.option("--segments", default=None, type=click.IntRange(1, 1000000), metavar="N",
               help="Scan each table as N parallel segments (one thread each; default 1, or "
                    "[tool.dynaunique] segments).")
+@click.option("--export", "export", metavar="PATH",
+              help="Read a DynamoDB export to S3 (its folder, or s3://bucket/prefix) instead of "
+                   "scanning; each suspect is confirmed on the live table.")
+@click.option("--s3-endpoint", envvar="AWS_ENDPOINT_URL_S3", metavar="URL",
+              help="S3 endpoint URL for an s3:// --export (also AWS_ENDPOINT_URL_S3).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @endpoint_option
-def check_command(module: str, segments: int | None, as_json: bool,
-                  endpoint: str | None) -> None:
+def check_command(module: str, segments: int | None, export: str | None,
+                  s3_endpoint: str | None, as_json: bool, endpoint: str | None) -> None:
     """Check that MODULE's locks and records agree: exit 0 when clean, 1 with findings.
 
     Finds orphan locks (owner gone or no longer holding the value), missing locks, locks held
     by a record that no longer holds the value while another one does, duplicates (records
     sharing a normalized value) and locks of constraints no model declares. Costs one scan of
-    each table plus one TransactGetItems per suspicious lock key.
+    each table plus one TransactGetItems per suspicious lock key; with --export, no scan: the
+    export's table is read from the export, and only its suspects from the table.
     """
+    if export is not None and segments is not None:
+        raise click.UsageError("--segments splits a scan; --export reads no table")
     with _reported():
         models, scan_segments = _models(module, endpoint, segments)
-        report = _run_check(models, scan_segments, as_json)
+        if export is not None:
+            with _progress(not as_json) as progress:
+                report: audit.AuditReport = audit.check_export(
+                    models, export, s3_endpoint=s3_endpoint, progress=progress)
+        else:
+            report = _run_check(models, scan_segments, as_json)
     if as_json:
         click.echo(to_json(report.to_dict()))
     else:
         output = Output()
+        if isinstance(report, audit.ExportReport):
+            read = report.export
+            output.note(f"Read export {read.export_arn.rsplit('/', 1)[-1]} (taken "
+                        f"{read.exported_at or 'at an unknown time'}) from {read.where}")
         _print_report(report, output)
+        if isinstance(report, audit.ExportReport):
+            output.note(f"{report.export.suspects} suspect(s) in the export, "
+                        f"{report.export.cleared} cleared by a consistent read of the table")
         output.note(f"cost: {report.cost.describe()}", "dim")
     click.get_current_context().exit(0 if report.clean else 1)
 
