@@ -256,6 +256,10 @@ class Reader:
         (the shard is left at the record before it, to be read again)."""
         shard_id = shard["ShardId"]
         iterator = self._iterator(shard)
+        if iterator is None:  # closed, and only what comes next was asked for: skipped
+            self._checkpoint(Position(shard_id, None, done=True))
+            self._done.add(shard_id)
+            return True
         while iterator is not None:
             try:
                 page = self._send("GetRecords", ShardIterator=iterator, Limit=self.limit)
