@@ -45,7 +45,7 @@ def test_a_server_refuses_to_start_when_the_patch_does_not_fit(tmp_path: Any,
         LocalDynamoDB(startup_timeout=30).start()
 
 
-# --- same answers as stock moto ----------------------------------------------------------------
+# --- same answers as stock moto -------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +208,7 @@ def test_cancelled_transactions_do_not_grow_the_servers_memory() -> None:
     assert sizes[-1] - sizes[0] < 15, sizes
 
 
-# --- stream records: the patch keeps moto's shard as moto keeps it ---------------------------------
+# --- stream records: the patch keeps moto's shard as moto keeps it --------------------------------
 
 
 def stream_script(endpoint: str) -> list[Any]:

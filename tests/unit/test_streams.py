@@ -82,7 +82,7 @@ def test_the_table_of_an_arn() -> None:
         table_of_arn("arn:aws:s3:::bucket")
 
 
-# --- the reader over an in-memory stream -----------------------------------------------------------
+# --- the reader over an in-memory stream ----------------------------------------------------------
 
 
 def _error(code: str) -> ClientError:
@@ -238,7 +238,7 @@ def test_an_expired_iterator_is_taken_again_from_the_position() -> None:
 def test_trimmed_records_stop_the_reader_with_what_to_do() -> None:
     streams = lineage()
     streams.trimmed = True
-    with pytest.raises(StreamsError, match="were trimmed .* run dynaunique check"):
+    with pytest.raises(StreamsError, match=r"were trimmed .* run dynaunique check"):
         reader(FakeTable(), streams, RecordingGuard()).read_all(lambda result: None)
 
 
