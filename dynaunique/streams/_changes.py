@@ -148,9 +148,10 @@ class Suspects:
 def suspects_of(table: _Table, change: Change) -> Suspects:
     """The lock keys ``change`` touches, with the records to read with each.
 
-    A lock item's change: its key, with the owners its images name. A record's change: every
-    lock key its old and its new image require (as the audit computes them: ``claim`` says
-    whose record it is, ``locks_of`` what it requires), with the record. An item no loaded
+    A lock item's change: its key, with the owners its images name. A record's change: the
+    lock keys its old or its new image requires (as the audit computes them: ``claim`` says
+    whose record it is, ``locks_of`` what it requires) — for a MODIFY, only those required by
+    one image and not the other — with the record. An item no loaded
     model claims — a record of a model without constraints on a shared table, a system item —
     touches none. An image whose locks cannot be computed makes the record a suspect of its own.
     """
@@ -169,11 +170,16 @@ def suspects_of(table: _Table, change: Change) -> Suspects:
     key = key_of(table.key_attributes, change.keys)
     if key is None:
         return found
+    required = []
     for image in images:
         record = _interpret(table, key, image, keep_item=False)
         if record.requires is None:
             found.unreadable.setdefault(key_id(key), key)
-            continue
-        for lock_key in record.requires:
-            found.add_lock(lock_key, [key])
+        required.append(set(record.requires or {}))
+    if len(required) == 2 and not found.unreadable:
+        # A change that leaves the record's lock keys as they were cannot have broken them:
+        # only the keys it stopped or started requiring are suspects.
+        required = [required[0] ^ required[1]]
+    for lock_key in sorted(set().union(*required)):
+        found.add_lock(lock_key, [key])
     return found

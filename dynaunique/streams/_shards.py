@@ -25,7 +25,7 @@ import attrs
 import botocore.client
 from pynamodb.connection import Connection
 
-from dynaunique._connection import Refused, RetryPolicy, send
+from dynaunique._connection import Refused, RetryPolicy, _meta_value, send
 from dynaunique._endpoint import region_in_url
 from dynaunique._locks import untyped
 from dynaunique._writes import now
@@ -69,11 +69,14 @@ def streams_connection(table: _Table) -> Connection:
     """A Streams API connection for ``table``'s models: their endpoint when it is not AWS's own
     DynamoDB endpoint (a local server serves both APIs), signed as their connection is."""
     meta = table.models[0].Meta
-    host = getattr(meta, "host", None)
+    # As the models' own connection reads them: Meta first, then PynamoDB's settings file.
+    host = _meta_value(meta, "host")
     if host is not None and region_in_url(host) is not None:
         host = None  # https://dynamodb.<region>.amazonaws.com: Streams has its own endpoint
     return _StreamsConnection(
-        region=getattr(meta, "region", None), host=host,
+        region=_meta_value(meta, "region"), host=host,
+        connect_timeout_seconds=_meta_value(meta, "connect_timeout_seconds"),
+        read_timeout_seconds=_meta_value(meta, "read_timeout_seconds"),
         aws_access_key_id=getattr(meta, "aws_access_key_id", None),
         aws_secret_access_key=getattr(meta, "aws_secret_access_key", None),
         aws_session_token=getattr(meta, "aws_session_token", None))

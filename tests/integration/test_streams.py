@@ -405,3 +405,23 @@ def test_the_lambda_handler_logs_json_lines_when_nothing_else_is_configured(
     assert (logged["event"], logged["kind"], logged["level"]) == (
         "stream_finding", "missing", "WARNING")
     assert logged["message"] == "ACCT#2 / PROFILE holds EMAIL 'b@x.io' but no lock protects it"
+
+
+def test_a_change_that_keeps_the_records_lock_keys_costs_no_read(
+        raw: Any, dynaunique_db: str) -> None:
+    ada = Account(pk="ACCT#1", email="ada@x.io", username="ada")
+    ada.save()
+    before = len(stream_records(dynaunique_db))
+    raw.update_item(TableName=TABLE, Key=sm.account_key("ACCT#1"),
+                    UpdateExpression="SET note = :n",
+                    ExpressionAttributeValues={":n": {"S": "hello"}})
+    ada.refresh()
+    ada.username = "countess"
+    ada.save()
+    guard = Guard(sm.MODELS)
+    untouched, moved = after(stream_records(dynaunique_db), before)[:1], after(
+        stream_records(dynaunique_db), before + 1)
+    assert guard.judge(untouched, table=TABLE).cost.total == 0
+    # A moved handle: the record's MODIFY names the old and new HANDLE keys, not EMAIL's.
+    result = guard.judge(moved, table=TABLE)
+    assert (result.findings, result.cost.count("TransactGetItems")) == ((), 2)
