@@ -87,8 +87,13 @@ def watch_command(module: str, start: str, once: bool, as_json: bool, repair: bo
     output = Output()
     models, _ = open_models(module, endpoint)
     guard = Guard(models, repair=repair)
+    # A table no loaded model declares a constraint on holds no lock to guard (and needs no
+    # stream).
+    guarded = [table for table in guard.tables.values() if table.declared]
+    if not guarded:
+        raise CannotRun(f"no model of {module!r} declares a unique constraint: nothing to watch")
     readers: Sequence[Reader] = [Reader(guard, table, start=start, consumer=consumer)
-                                 for table in guard.tables.values()]
+                                 for table in guarded]
     counts, failed, on_batch = _printer(as_json, output)
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     try:

@@ -425,3 +425,19 @@ def test_a_change_that_keeps_the_records_lock_keys_costs_no_read(
     # A moved handle: the record's MODIFY names the old and new HANDLE keys, not EMAIL's.
     result = guard.judge(moved, table=TABLE)
     assert (result.findings, result.cost.count("TransactGetItems")) == ((), 2)
+
+
+def test_watch_of_models_without_constraints_exits_2(dynaunique_db: str, tmp_path: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "plain_models.py").write_text(
+        "from dynaunique import Model\n"
+        "from dynaunique.attributes import UnicodeAttribute\n\n"
+        "class Plain(Model):\n"
+        "    class Meta:\n"
+        "        table_name = 'plain'\n\n"
+        "    pk = UnicodeAttribute(hash_key=True)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = CliRunner().invoke(cli, ["watch", "plain_models", "--once", "--endpoint",
+                                      dynaunique_db])
+    assert result.exit_code == 2, result.output
+    assert "declares a unique constraint: nothing to watch" in result.output
