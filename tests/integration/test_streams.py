@@ -100,10 +100,16 @@ def test_a_record_written_without_its_lock_is_missing(raw: Any, dynaunique_db: s
 
 def test_a_lock_deleted_by_hand_is_missing(raw: Any, dynaunique_db: str) -> None:
     Account(pk="ACCT#1", email="ada@x.io", username="ada").save()
+    assert watch_json(dynaunique_db) == (0, [])  # the save's records are read and checkpointed
     raw.delete_item(TableName=TABLE, Key=sm.lock_pk("UNIQ#HANDLE#ada"))
     code, findings = watch_json(dynaunique_db)
     assert code == 1
     assert summary(findings) == {("missing", "HANDLE", "ada", ("ACCT#1",), None)}
+    # Found from the lock's REMOVE alone (the record did not change).
+    (removed,) = [r for r in stream_records(dynaunique_db)
+                  if r["dynamodb"]["Keys"]["PK"]["S"] == "UNIQ#HANDLE#ada"
+                  and r["eventName"] == "REMOVE"]
+    assert findings[0]["sequences"] == [removed["dynamodb"]["SequenceNumber"]]
 
 
 def test_a_value_changed_by_hand_leaves_an_orphan_and_a_missing_lock(
