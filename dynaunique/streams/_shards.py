@@ -157,7 +157,7 @@ class Reader:
     """Reads ``table``'s stream for ``guard``, shard by shard, checkpointing in the ledger."""
 
     def __init__(self, guard: Guard, table: _Table, *, start: str = "trim-horizon",
-                 consumer: str = "watch", limit: int = 1000,
+                 consumer: str = "watch", limit: int = 1000, max_pages: int = 100,
                  connection: Connection | None = None) -> None:
         if start not in STARTS:
             raise ConfigurationError(f"--from must be one of {', '.join(STARTS)}, not {start!r}")
@@ -165,6 +165,9 @@ class Reader:
         self.table = table
         self.start = STARTS[start]
         self.limit = limit
+        #: GetRecords pages read from one shard in one pass at most, so that a pass ends even
+        #: while writes keep coming (the next pass goes on from there).
+        self.max_pages = max_pages
         self.streams = connection if connection is not None else streams_connection(table)
         self.arn, label = self._stream()
         self.checkpoints = Checkpoints(table, consumer, label)
@@ -255,9 +258,11 @@ class Reader:
         self._read[position.shard] = position.sequence
 
     def read_shard(self, shard: dict[str, Any], on_batch: Callable[[BatchResult], None]) -> bool:
-        """Read one shard from its position to its current end; False when a record failed
-        (the shard is left at the record before it, to be read again)."""
+        """Read one shard from its position to its current end (at most ``max_pages`` pages);
+        False when a record failed (the shard is left at the record before it, to be read
+        again)."""
         shard_id = shard["ShardId"]
+        pages = 0
         iterator = self._iterator(shard)
         if iterator is None:  # closed, and only what comes next was asked for: skipped
             self._checkpoint(Position(shard_id, None, done=True))
@@ -301,7 +306,8 @@ class Reader:
             elif records:
                 self._read[shard_id] = sequence
             self._iterators[shard_id] = iterator = str(following)
-            if not records:
+            pages += 1
+            if not records or pages >= self.max_pages:
                 return True
         return True
 

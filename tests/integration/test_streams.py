@@ -447,3 +447,13 @@ def test_watch_of_models_without_constraints_exits_2(dynaunique_db: str, tmp_pat
                                       dynaunique_db])
     assert result.exit_code == 2, result.output
     assert "declares a unique constraint: nothing to watch" in result.output
+
+
+def test_watch_prints_the_findings_as_check_does_when_piped(raw: Any, dynaunique_db: str) -> None:
+    raw.put_item(TableName=TABLE, Item={**sm.account_key("ACCT#2"), "email": {"S": "b@x.io"}})
+    result = watch(dynaunique_db)
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines() == [
+        "kind\tconstraint\tvalue\tlock owner\trecords holding it\twhy",
+        "missing lock\tEMAIL\tb@x.io\t-\tACCT#2 / PROFILE\tno lock"]
+    assert "1 finding(s)" in result.stderr

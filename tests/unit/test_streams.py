@@ -252,3 +252,15 @@ def test_a_second_consumer_of_the_same_name_is_refused() -> None:
     reader(ledger, streams, RecordingGuard()).read_all(lambda result: None)
     with pytest.raises(ConfigurationError, match="another consumer of that name"):
         stale._checkpoint(Position("child", "31"))
+
+
+def test_a_pass_reads_at_most_max_pages_of_a_shard_and_the_next_goes_on() -> None:
+    ledger, streams, guard = FakeTable(), lineage(), RecordingGuard()
+    streams.shards["child"]["records"].extend(str(n) for n in range(33, 40))
+    table = _Table("accounts", ledger, (), "PK", "SK", None, frozenset())
+    bounded = Reader(guard, table, max_pages=3, connection=streams)  # type: ignore[arg-type]
+    bounded.read_all(lambda result: None)
+    # The parent's third read is its end (no page counted); the child stops after three pages.
+    assert guard.batches == [["10", "11"], ["12"], ["30", "31"], ["32", "33"], ["34", "35"]]
+    bounded.read_all(lambda result: None)
+    assert guard.batches[5:] == [["36", "37"], ["38", "39"]]
