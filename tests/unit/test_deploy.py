@@ -172,14 +172,22 @@ def test_the_state_machine_maps_over_the_segments_and_loops_on_more() -> None:
         assert targets - {None} <= set(graph)
 
 
-def test_the_terraform_migrate_module_parses_and_is_consistent() -> None:
-    files = {path.name: _hcl(f"migrate/{path.name}")
-             for path in sorted(MIGRATE_TERRAFORM.glob("*.tf"))}
+def _submodule(folder: str) -> tuple[dict[str, Any], str]:
+    """A Terraform submodule of deploy/terraform, checked offline: its four files parse, every
+    variable used is declared and every declared one used, its versions are the root's. Its
+    parsed files and its whole text."""
+    directory = TERRAFORM / folder
+    files = {path.name: _hcl(f"{folder}/{path.name}") for path in sorted(directory.glob("*.tf"))}
     assert sorted(files) == ["main.tf", "outputs.tf", "variables.tf", "versions.tf"]
     declared = {name.strip('"') for block in files["variables.tf"]["variable"] for name in block}
-    text = "".join(path.read_text() for path in MIGRATE_TERRAFORM.glob("*.tf"))
+    text = "".join(path.read_text() for path in directory.glob("*.tf"))
     assert set(re.findall(r"\bvar\.(\w+)", text)) == declared
     assert files["versions.tf"] == _hcl("versions.tf")
+    return files, text
+
+
+def test_the_terraform_migrate_module_parses_and_is_consistent() -> None:
+    _submodule("migrate")
 
 
 # --- the worker templates: Kubernetes Indexed Job, AWS Batch array job ---------------------------
@@ -224,7 +232,6 @@ def test_the_batch_job_definition_starts_at_the_array_index_and_retries_more_to_
 # --- the stream guard ----------------------------------------------------------------------------
 
 STREAM_GUARD_TEMPLATE = DEPLOY / "cloudformation" / "dynaunique-stream-guard.yaml"
-STREAM_GUARD_TERRAFORM = TERRAFORM / "stream-guard"
 
 
 def _by_sid(document: dict[str, Any]) -> dict[str, set[str]]:
@@ -288,13 +295,7 @@ def test_the_stream_guard_stack_maps_the_stream_to_the_handler_reporting_item_fa
 
 
 def test_the_terraform_stream_guard_module_parses_and_is_consistent() -> None:
-    files = {path.name: _hcl(f"stream-guard/{path.name}")
-             for path in sorted(STREAM_GUARD_TERRAFORM.glob("*.tf"))}
-    assert sorted(files) == ["main.tf", "outputs.tf", "variables.tf", "versions.tf"]
-    declared = {name.strip('"') for block in files["variables.tf"]["variable"] for name in block}
-    text = "".join(path.read_text() for path in STREAM_GUARD_TERRAFORM.glob("*.tf"))
-    assert set(re.findall(r"\bvar\.(\w+)", text)) == declared
-    assert files["versions.tf"] == _hcl("versions.tf")
+    files, text = _submodule("stream-guard")
     assert 'file("${path.module}/../../iam/stream-guard-lambda.json")' in text
     assert 'file("${path.module}/../../iam/stream-guard-repair.json")' in text
     assert '"dynaunique.streams.aws_lambda.handler"' in text
