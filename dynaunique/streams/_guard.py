@@ -10,8 +10,9 @@ time the record is read the table may have moved on.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -127,20 +128,18 @@ class Guard:
                 sources.setdefault((change.table, key), []).append(change.sequence)
         findings: list[Finding] = []
         for name, found in suspects.items():
-            for key, wanted in found.locks.items():
+            table_ = self.tables[name]
+            checks: list[tuple[str, Callable[[], Finding | None]]] = [
+                (key, functools.partial(self._recheck, table_, key, list(wanted.values()), meter))
+                for key, wanted in found.locks.items()]
+            checks += [(_record_name(record_key),
+                        functools.partial(self._reread, table_, record_key, meter))
+                       for record_key in found.unreadable.values()]
+            for source, check in checks:
                 try:
-                    finding = self._recheck(self.tables[name], key, list(wanted.values()), meter)
-                except AuditError as exc:
-                    for sequence in sources.get((name, key), ()):
-                        failed.setdefault(sequence, str(exc))
-                    continue
-                if finding is not None:
-                    findings.append(finding)
-            for record_key in found.unreadable.values():
-                try:
-                    finding = self._reread(self.tables[name], record_key, meter)
-                except AuditError as exc:
-                    for sequence in sources.get((name, _record_name(record_key)), ()):
+                    finding = check()
+                except AuditError as exc:  # its reads failed: its records are retried
+                    for sequence in sources.get((name, source), ()):
                         failed.setdefault(sequence, str(exc))
                     continue
                 if finding is not None:

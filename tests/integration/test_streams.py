@@ -457,3 +457,21 @@ def test_watch_prints_the_findings_as_check_does_when_piped(raw: Any, dynaunique
         "kind\tconstraint\tvalue\tlock owner\trecords holding it\twhy",
         "missing lock\tEMAIL\tb@x.io\t-\tACCT#2 / PROFILE\tno lock"]
     assert "1 finding(s)" in result.stderr
+
+
+def test_a_record_whose_reads_fail_is_failed_and_the_others_are_judged(
+        dynaunique_db: str) -> None:
+    from reliability.proxy import Fault, FaultProxy
+
+    with FaultProxy(dynaunique_db) as proxy:
+        raw = raw_tables(proxy.url, *sm.MODELS)
+        for n in (1, 2):
+            raw.put_item(TableName=TABLE, Item={**sm.account_key(f"ACCT#{n}"),
+                                                "email": {"S": f"u{n}@x.io"}})
+        records = stream_records(dynaunique_db)
+        # Every read of u1's lock is dropped: the retries run out, that record is retried.
+        proxy.inject(Fault.DROP_BEFORE, times=100, operations=frozenset({"TransactGetItems"}),
+                     when=lambda _, body: "UNIQ#EMAIL#u1@x.io" in json.dumps(body))
+        result = Guard(sm.MODELS).judge(records, table=TABLE)
+    assert result.failed == (records[0]["dynamodb"]["SequenceNumber"],)
+    assert [(f.kind, f.lock_key) for f in result.findings] == [("missing", "UNIQ#EMAIL#u2@x.io")]
