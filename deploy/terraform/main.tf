@@ -1,4 +1,4 @@
-# A DynamoDB table ready for dynaunique, and the IAM policies of its three roles.
+# A DynamoDB table ready for dynaunique, and the IAM policies of its roles.
 # See docs/deploying.md.
 
 locals {
@@ -10,6 +10,9 @@ locals {
     application = "saves, updates, deletes, get_by_unique, atomic()"
     operator    = "dynaunique locks, check, repair"
     migrator    = "dynaunique makemigrations, migrate, showmigrations"
+    # The stream guard: dynaunique watch, and what its --repair adds (docs/operating-locks.md).
+    stream-guard        = "dynaunique watch (reads, checkpoints, the stream)"
+    stream-guard-repair = "what dynaunique watch --repair adds"
   }
 }
 
@@ -18,6 +21,10 @@ resource "aws_dynamodb_table" "this" {
   billing_mode = "PAY_PER_REQUEST"
   hash_key     = var.hash_key
   range_key    = var.range_key
+
+  # The stream guard reads it (deploy/terraform/stream-guard consumes it with a Lambda function).
+  stream_enabled   = true
+  stream_view_type = "NEW_AND_OLD_IMAGES"
 
   attribute {
     name = var.hash_key

@@ -25,9 +25,10 @@ def _register() -> None:
     from dynaunique.cli import _locks as locks
     from dynaunique.cli import _migrations as migrations
     from dynaunique.cli import _ui as ui
+    from dynaunique.cli import _watch as watch
     from dynaunique.cli._demo import command as demo
 
-    for module in (demo, locks, migrations, ui):
+    for module in (demo, locks, migrations, ui, watch):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -47,6 +47,8 @@ class LedgerKind(Kind):
     JOB = "job"
     PROGRESS = "progress"
     LEASE = "lease"
+    #: A stream consumer's position in one shard (``dynaunique.streams``).
+    STREAM = "stream"
 
 
 class LeaseMode(Kind):

@@ -21,6 +21,9 @@ MIGRATION_PREFIX = f"{SYSTEM_PREFIX}MIGRATION#"
 JOB_PREFIX = f"{SYSTEM_PREFIX}JOB#"
 PROGRESS_PREFIX = f"{SYSTEM_PREFIX}PROGRESS#"
 LEASE_PREFIX = f"{SYSTEM_PREFIX}LEASE#"
+#: A stream consumer's position in one shard (``dynaunique.streams``):
+#: ``UNIQ#~STREAM#<consumer>#<stream label>#<shard id>``.
+STREAM_PREFIX = f"{SYSTEM_PREFIX}STREAM#"
 
 
 def ledger_key(keys: TableKeys, app: str, prefix: str, *parts: object) -> dict[str, Any]:

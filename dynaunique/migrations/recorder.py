@@ -20,6 +20,8 @@ hash key                                      ``ledger`` holds
                                               workers), ``workers`` (worker id → expiry)
 ``UNIQ#~LEASE#<app>#<job>#<total>#<i>``       the worker running segment *i* of the job:
                                               ``holder``, ``expires``
+``UNIQ#~STREAM#<consumer>#<label>#<shard>``   a stream consumer's position in one shard
+                                              (``dynaunique.streams``): ``sequence``, ``done``
 ============================================  ==================================================
 
 A *job* is one phase of one operation of one migration in one direction:

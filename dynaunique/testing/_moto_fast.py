@@ -167,9 +167,14 @@ def size_checked_update(original: Callable[..., Any]) -> Callable[..., Any]:
         except MockValidationException:  # an incomplete key: moto's own error, as it words it
             return original(self, table_name, key, *args, **kwargs)
         before = copy.deepcopy(table.get_item(hash_value, range_value))
+        shard = table.stream_shard
+        records = len(shard.items) if shard is not None else 0
         item = original(self, table_name, key, *args, **kwargs)
         if item_size({name: _wire(v) for name, v in item.attrs.items()}) > MAX_ITEM_BYTES:
             _restore(table, hash_value, range_value, before)
+            if shard is not None:
+                # moto appended the update's stream record: a refused update leaves none.
+                del shard.items[records:]
             raise ItemSizeToUpdateTooLarge()
         return item
 

@@ -17,7 +17,7 @@ It also makes the item size limit DynamoDB's: moto re-sums an item's size on eve
 sets (O(attributes^2) per item) against its own count and a 405,000-byte cut-off. Here an item
 is checked once, counted as DynamoDB counts it (:func:`dynaunique.testing._server_rules.item_size`)
 against 400 KB: a put by the server's request checks, an ``UpdateItem`` after it ran (and is
-undone if the item grew too large).
+undone, with the stream record moto appended for it, if the item grew too large).
 
 Everything else is moto's own code: the replacements call the original functions with a narrower
 view of the table, and the transaction is moto's algorithm with the backup swapped for the log.

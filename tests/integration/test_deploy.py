@@ -32,7 +32,7 @@ from support.migrations_workspace import Workspace
 from dynaunique import Model, UniqueViolation, atomic, normalizers
 from dynaunique.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
 from dynaunique.cli import cli
-from dynaunique.testing import create_tables, use_endpoint
+from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 
 # The item kinds of a TransactWriteItems, and the action DynamoDB checks for each.
 _TRANSACT_WRITE_ACTIONS = {"Put": "dynamodb:PutItem", "Update": "dynamodb:UpdateItem",
@@ -249,3 +249,163 @@ def test_migrator_policy_grants_exactly_what_migrations_send(
     assert_policy_is_exact("migrator", sent, ws.table)
 
 
+
+
+# --- the stream guard's roles ---------------------------------------------------------------------
+
+#: The Streams API's operations (X-Amz-Target DynamoDBStreams_20120810.*): authorized on the
+#: stream's ARN, ``<table ARN>/stream/<label>``, not on the table's.
+_STREAM_OPERATIONS = frozenset({"DescribeStream", "GetShardIterator", "GetRecords",
+                                "ListStreams"})
+_STREAM_ARN = f"{TABLE_ARN}/stream/*"
+#: What Lambda's poller of a DynamoDB event source mapping needs on the function's role (AWS
+#: Lambda's documentation, "Execution role permissions"): not requests our code sends, so they
+#: cannot be recorded here; the policy must hold exactly these beside what the handler sends.
+LAMBDA_POLLER_ACTIONS = {"dynamodb:DescribeStream", "dynamodb:GetRecords",
+                         "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+
+
+def by_resource(policy: Mapping[str, Any]) -> dict[str, set[str]]:
+    """A policy's actions per resource (each statement names one)."""
+    granted: dict[str, set[str]] = {}
+    for statement in policy["Statement"]:
+        (resource,) = statement["Resource"]
+        granted.setdefault(resource, set()).update(statement["Action"])
+    return granted
+
+
+def needed_by_resource(records: Iterable[Recorded], table: str) -> dict[str, set[str]]:
+    """The actions the recorded requests need, per resource: the table's, or its stream's."""
+    records = list(records)
+    stream = [r for r in records if r.operation in _STREAM_OPERATIONS]
+    rest = [r for r in records if r.operation not in _STREAM_OPERATIONS]
+    assert set().union(*map(tables_of, rest)) == {table}
+    for record in stream:  # every stream request is about this table's stream
+        where = record.body.get("StreamArn") or record.body.get("ShardIterator", "")
+        assert f":table/{table}/stream/" in where, record
+    needed = {TABLE_ARN: set(iam_actions(rest))}
+    if stream:
+        needed[_STREAM_ARN] = set(iam_actions(stream))
+    return needed
+
+
+def assert_grants_exactly(granted: Mapping[str, set[str]],
+                          needed: Mapping[str, set[str]]) -> None:
+    """Per resource, nothing missing and nothing unused; and the check can fail."""
+    assert set(granted) == set(needed)
+    for resource, actions in needed.items():
+        assert verdict(actions, granted[resource]) == {"missing": [], "unused": []}, resource
+        for action in sorted(granted[resource]):
+            assert verdict(actions, granted[resource] - {action}) == {
+                "missing": [action], "unused": []}
+
+
+def _stream_drift(endpoint: str) -> Any:
+    import support.stream_models as sm
+
+    use_endpoint(endpoint, *sm.MODELS)
+    create_tables(*sm.MODELS)
+    raw = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+    sm.StreamAccount(pk="ACCT#1", email="old@x.io", username="ada", phone="+15550001").save()
+    sm.StreamAccount(pk="ACCT#9", email="gone@x.io").save()
+    raw.update_item(TableName=sm.TABLE, Key=sm.account_key("ACCT#1"),
+                    UpdateExpression="SET email = :e",
+                    ExpressionAttributeValues={":e": {"S": "new@x.io"}})       # orphan + missing
+    raw.delete_item(TableName=sm.TABLE, Key=sm.account_key("ACCT#9"))       # orphan
+    raw.put_item(TableName=sm.TABLE, Item={**sm.account_key("ACCT#2"),       # foreign owner
+                                           "email": {"S": "gone@x.io"}})
+    return sm
+
+
+def test_stream_guard_policy_grants_exactly_what_watch_sends(proxy: FaultProxy) -> None:
+    """`dynaunique watch --once` on drift, then again (a restart: it reads its checkpoints):
+    every request is allowed by deploy/iam/stream-guard.json — the table's reads and the
+    checkpoints on the table, the Streams API on its stream — and nothing more."""
+    sm = _stream_drift(proxy.url)
+    proxy.clear()
+    runs = [CliRunner().invoke(cli, ["watch", sm.__name__, "--once", "--endpoint", proxy.url])
+            for _ in range(2)]
+    assert [r.exit_code for r in runs] == [1, 0], runs[0].output
+    needed = needed_by_resource(proxy.records(), sm.TABLE)
+    assert_grants_exactly(by_resource(load_policy("stream-guard")), needed)
+
+
+def _lambda_event(endpoint: str, table: str) -> dict[str, Any]:
+    """The table's stream records so far, as Lambda delivers them to the function."""
+    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1")
+    raw = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+    arn = raw.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    records = streams.get_records(ShardIterator=iterator)["Records"]
+    event: dict[str, Any] = json.loads(json.dumps(
+        {"Records": [{**r, "eventSourceARN": arn} for r in records]}, default=str))
+    return event
+
+
+def merged(*policies: Mapping[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for policy in policies:
+        for resource, actions in policy.items():
+            out.setdefault(resource, set()).update(actions)
+    return out
+
+
+def test_stream_guard_repair_policy_adds_exactly_what_repair_sends(
+        proxy: FaultProxy, dynaunique_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler with DYNAUNIQUE_REPAIR=1 deletes an orphan, writes a missing lock and hands
+    a lock over: beyond its reads it sends exactly what deploy/iam/stream-guard-repair.json
+    grants; `watch --once --repair` on the same drift sends exactly what stream-guard.json and
+    stream-guard-repair.json grant together."""
+    from dynaunique.streams import aws_lambda
+
+    sm = _stream_drift(proxy.url)
+    event = _lambda_event(proxy.url, sm.TABLE)
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", sm.__name__)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
+    monkeypatch.setenv("DYNAUNIQUE_REPAIR", "1")
+    monkeypatch.setattr(aws_lambda, "_guards", {})
+    proxy.clear()
+    assert aws_lambda.handler(event, None) == {"batchItemFailures": []}
+    repairs = [r.body["TransactItems"] for r in proxy.records()
+               if r.operation == "TransactWriteItems"]
+    assert len(repairs) == 3  # delete_orphan, put_missing, transfer
+    lambda_table = by_resource(load_policy("stream-guard-lambda"))[TABLE_ARN]
+    needed = needed_by_resource(proxy.records(), sm.TABLE)
+    assert_grants_exactly(by_resource(load_policy("stream-guard-repair")),
+                          {TABLE_ARN: needed[TABLE_ARN] - lambda_table})
+
+    reset_local_dynamodb(dynaunique_db)
+    sm = _stream_drift(proxy.url)  # the same drift again, on a fresh table
+    proxy.clear()
+    result = CliRunner().invoke(cli, ["watch", sm.__name__, "--once", "--json", "--repair",
+                                      "--endpoint", proxy.url])
+    assert result.exit_code == 1, result.output
+    kinds = sorted(json.loads(line)["repair"]["action"]["kind"]
+                   for line in result.stdout.splitlines() if '"repair"' in line)
+    assert kinds == ["delete_orphan", "put_missing", "transfer"]
+    assert_grants_exactly(merged(by_resource(load_policy("stream-guard")),
+                                 by_resource(load_policy("stream-guard-repair"))),
+                          needed_by_resource(proxy.records(), sm.TABLE))
+
+
+def test_stream_guard_lambda_policy_is_the_handler_and_lambdas_poller(
+        proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler, invoked with the event Lambda delivers, sends only consistent reads of the
+    table; the function's role (deploy/iam/stream-guard-lambda.json) grants those plus what
+    Lambda's poller needs on the stream, nothing more."""
+    from dynaunique.streams import aws_lambda
+
+    sm = _stream_drift(proxy.url)
+    event = _lambda_event(proxy.url, sm.TABLE)
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", sm.__name__)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
+    monkeypatch.setattr(aws_lambda, "_guards", {})
+    proxy.clear()
+    assert aws_lambda.handler(event, None) == {"batchItemFailures": []}
+    needed = needed_by_resource(proxy.records(), sm.TABLE)
+    assert needed == {TABLE_ARN: {"dynamodb:GetItem"}}
+    assert_grants_exactly(by_resource(load_policy("stream-guard-lambda")), {
+        **needed, _STREAM_ARN: LAMBDA_POLLER_ACTIONS - {"dynamodb:ListStreams"},
+        "*": {"dynamodb:ListStreams"}})

@@ -45,7 +45,7 @@ def test_a_server_refuses_to_start_when_the_patch_does_not_fit(tmp_path: Any,
         LocalDynamoDB(startup_timeout=30).start()
 
 
-# --- same answers as stock moto ----------------------------------------------------------------
+# --- same answers as stock moto -------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +206,57 @@ def test_cancelled_transactions_do_not_grow_the_servers_memory() -> None:
                     "TransactionCanceledException")
             sizes.append(resident_megabytes(server.pid))
     assert sizes[-1] - sizes[0] < 15, sizes
+
+
+# --- stream records: the patch keeps moto's shard as moto keeps it --------------------------------
+
+
+def stream_script(endpoint: str) -> list[Any]:
+    """Writes on a table with a NEW_AND_OLD_IMAGES stream; then its records, without what
+    differs between two runs (event ids, times)."""
+    import boto3
+
+    ddb = client(endpoint)
+    create_table(ddb, "streamed")
+    ddb.update_table(TableName="streamed", StreamSpecification={
+        "StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+    ddb.put_item(TableName="streamed", Item={"PK": {"S": "A"}, "v": {"N": "1"}})
+    ddb.put_item(TableName="streamed", Item={"PK": {"S": "A"}, "v": {"N": "2"}})
+    ddb.update_item(TableName="streamed", Key={"PK": {"S": "A"}}, UpdateExpression="SET w = :w",
+                    ExpressionAttributeValues={":w": {"S": "x"}})
+    # Refused: the update would make the item larger than DynamoDB allows.
+    out: list[Any] = [answer(ddb.update_item, TableName="streamed", Key={"PK": {"S": "A"}},
+                             UpdateExpression="SET big = :b",
+                             ExpressionAttributeValues={":b": {"S": "x" * 500_000}})["error"]
+                      ["Code"]]
+    tx = ddb.transact_write_items
+    out.append(answer(tx, TransactItems=[put("streamed", "B"), update("streamed", "A",
+                                                                      {"S": "t"})]))
+    out.append(answer(tx, TransactItems=[  # cancelled after writing
+        put("streamed", "C"), update("streamed", "B", {"S": "u"}),
+        update("streamed", "NOPE", {"N": "1"}, ConditionExpression="attribute_exists(PK)")])
+        ["error"]["Code"])
+    out.append(answer(tx, TransactItems=[put("streamed", "D"), put("streamed", "D")])
+               ["error"]["Code"])  # refused mid-way
+    ddb.delete_item(TableName="streamed", Key={"PK": {"S": "B"}})
+    arn = ddb.describe_table(TableName="streamed")["Table"]["LatestStreamArn"]
+    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    for record in streams.get_records(ShardIterator=iterator)["Records"]:
+        data = record["dynamodb"]
+        out.append((record["eventName"], data["SequenceNumber"], data["Keys"],
+                    data.get("OldImage"), data.get("NewImage")))
+    return out
+
+
+def test_the_patched_server_keeps_the_stream_records_stock_moto_keeps(
+        dynaunique_db: str, stock_endpoint: str) -> None:
+    patched = stream_script(dynaunique_db)
+    assert patched == stream_script(stock_endpoint)
+    events = [(entry[0], entry[2]["PK"]["S"]) for entry in patched[4:]]
+    # Every write that landed, once, in order; nothing of the refused or cancelled ones.
+    assert events == [("INSERT", "A"), ("MODIFY", "A"), ("MODIFY", "A"), ("INSERT", "B"),
+                      ("MODIFY", "A"), ("REMOVE", "B")]

@@ -87,7 +87,10 @@ def test_terraform_module_parses_and_is_consistent() -> None:
     assert ttl['"ttl"']["for_each"] == "${var.ttl_attribute == null ? [] : [var.ttl_attribute]}"
     [locals_block] = main["locals"]
     roles = set(locals_block["roles"])
-    assert roles == {"application", "operator", "migrator"}
+    assert roles == {"application", "operator", "migrator", "stream-guard",
+                     "stream-guard-repair"}
+    assert table["stream_enabled"] is True
+    assert table["stream_view_type"] == '"NEW_AND_OLD_IMAGES"'
     placeholder = locals_block["placeholder_arn"].strip('"')
     assert placeholder == TABLE_ARN
     assert 'file("${path.module}/../iam/${each.key}.json")' in text
@@ -169,14 +172,22 @@ def test_the_state_machine_maps_over_the_segments_and_loops_on_more() -> None:
         assert targets - {None} <= set(graph)
 
 
-def test_the_terraform_migrate_module_parses_and_is_consistent() -> None:
-    files = {path.name: _hcl(f"migrate/{path.name}")
-             for path in sorted(MIGRATE_TERRAFORM.glob("*.tf"))}
+def _submodule(folder: str) -> tuple[dict[str, Any], str]:
+    """A Terraform submodule of deploy/terraform, checked offline: its four files parse, every
+    variable used is declared and every declared one used, its versions are the root's. Its
+    parsed files and its whole text."""
+    directory = TERRAFORM / folder
+    files = {path.name: _hcl(f"{folder}/{path.name}") for path in sorted(directory.glob("*.tf"))}
     assert sorted(files) == ["main.tf", "outputs.tf", "variables.tf", "versions.tf"]
     declared = {name.strip('"') for block in files["variables.tf"]["variable"] for name in block}
-    text = "".join(path.read_text() for path in MIGRATE_TERRAFORM.glob("*.tf"))
+    text = "".join(path.read_text() for path in directory.glob("*.tf"))
     assert set(re.findall(r"\bvar\.(\w+)", text)) == declared
     assert files["versions.tf"] == _hcl("versions.tf")
+    return files, text
+
+
+def test_the_terraform_migrate_module_parses_and_is_consistent() -> None:
+    _submodule("migrate")
 
 
 # --- the worker templates: Kubernetes Indexed Job, AWS Batch array job ---------------------------
@@ -216,3 +227,78 @@ def test_the_batch_job_definition_starts_at_the_array_index_and_retries_more_to_
     assert ("137", "RETRY") in actions  # a killed child is retried
     max_seconds = float(command[2].split("--max-seconds ")[1].split()[0])
     assert definition["timeout"]["attemptDurationSeconds"] > max_seconds + 300
+
+
+# --- the stream guard ----------------------------------------------------------------------------
+
+STREAM_GUARD_TEMPLATE = DEPLOY / "cloudformation" / "dynaunique-stream-guard.yaml"
+
+
+def _by_sid(document: dict[str, Any]) -> dict[str, set[str]]:
+    return {s["Sid"]: set(s["Action"]) for s in document["Statement"]}
+
+
+def test_the_table_has_a_new_and_old_images_stream_and_the_stream_guards_policies() -> None:
+    """The table template enables the stream the guard needs, and its two stream guard policies
+    are deploy/iam/stream-guard.json and stream-guard-repair.json, statement by statement, on
+    the table and on its stream."""
+    from cfnlint.decode import decode
+
+    template, problems = decode(str(TEMPLATE))
+    assert problems == []
+    resources = template["Resources"]
+    assert resources["Table"]["Properties"]["StreamSpecification"] == {
+        "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    for name, role in (("StreamGuardPolicy", "stream-guard"),
+                       ("StreamGuardRepairPolicy", "stream-guard-repair")):
+        document = resources[name]["Properties"]["PolicyDocument"]
+        assert _by_sid(document) == _by_sid(load_policy(role)), role
+    guard = resources["StreamGuardPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert [s["Resource"] for s in guard] == [{"Fn::GetAtt": ["Table", "Arn"]},
+                                              {"Fn::Sub": "${Table.Arn}/stream/*"}]
+    assert template["Outputs"]["StreamArn"]["Value"] == {"Fn::GetAtt": ["Table", "StreamArn"]}
+
+
+def test_the_stream_guard_stack_passes_cfn_lint() -> None:
+    assert lint(STREAM_GUARD_TEMPLATE) == []
+
+
+def test_the_stream_guard_stack_maps_the_stream_to_the_handler_reporting_item_failures() -> None:
+    """An event source mapping on the stream with ReportBatchItemFailures, the package's
+    handler, and a role that is exactly deploy/iam/stream-guard-lambda.json (plus the repair
+    policy when asked, and the failure queue)."""
+    from cfnlint.decode import decode
+
+    from dynaunique.streams import aws_lambda
+
+    template, problems = decode(str(STREAM_GUARD_TEMPLATE))
+    assert problems == []
+    resources = template["Resources"]
+    mapping = resources["Mapping"]["Properties"]
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["EventSourceArn"] == {"Ref": "StreamArn"}
+    assert mapping["BisectBatchOnFunctionError"] is True
+    assert mapping["DestinationConfig"] == {
+        "OnFailure": {"Destination": {"Fn::GetAtt": ["FailedRecords", "Arn"]}}}
+    function = resources["Function"]["Properties"]
+    module, name = function["Handler"].rsplit(".", 1)
+    assert (module, name) == (aws_lambda.__name__, "handler")
+    assert set(function["Environment"]["Variables"]) == {"DYNAUNIQUE_MODULE",
+                                                         "DYNAUNIQUE_REPAIR"}
+    guard, repair = resources["FunctionRole"]["Properties"]["Policies"]
+    statements = _by_sid(guard["PolicyDocument"])
+    assert statements.pop("FailedRecordsGoToTheQueue") == {"sqs:SendMessage"}
+    assert statements == _by_sid(load_policy("stream-guard-lambda"))
+    condition, when_repairing, otherwise = repair["Fn::If"]
+    assert (condition, otherwise) == ("Repairs", {"Ref": "AWS::NoValue"})
+    assert _by_sid(when_repairing["PolicyDocument"]) == _by_sid(load_policy("stream-guard-repair"))
+
+
+def test_the_terraform_stream_guard_module_parses_and_is_consistent() -> None:
+    files, text = _submodule("stream-guard")
+    assert 'file("${path.module}/../../iam/stream-guard-lambda.json")' in text
+    assert 'file("${path.module}/../../iam/stream-guard-repair.json")' in text
+    assert '"dynaunique.streams.aws_lambda.handler"' in text
+    [mapping] = [r['"aws_lambda_event_source_mapping"'] for r in files["main.tf"]["resource"]
+                 if '"aws_lambda_event_source_mapping"' in r]
+    assert mapping['"stream"']["function_response_types"] == ['"ReportBatchItemFailures"']

@@ -1,0 +1,42 @@
+"""The stream guard: find drift as it happens, from the table's DynamoDB stream.
+
+Writes that bypass dynaunique (raw boto3, another service, the console, a restore, a bulk
+import) leave records without locks, locks without records and duplicates. ``dynaunique check``
+finds them with a scan of the whole table; the stream guard finds them from the writes
+themselves. For every INSERT, MODIFY and REMOVE of a record of a loaded model with constraints,
+or of a lock item, it works out the lock values the change touches (from its old and new
+images, as the audit computes a record's locks) and re-checks each with one consistent read of
+the lock, its owner and the records that touched it — judged by the audit's own judge, so the
+findings are the audit's kinds and fields. DynamoDB does not deliver a transaction's records
+together or in order with other transactions', so a finding is never made from a stream record:
+only from what is stored when the guard reads it.
+
+Two ways in: :mod:`dynaunique.streams.aws_lambda` (a Lambda handler for an event source mapping,
+reporting batch item failures) and ``dynaunique watch MODULE`` (:class:`Reader`: reads the
+shards itself and checkpoints its position per shard in the table's ledger).
+docs/operating-locks.md ("Stream guard") says how to deploy it, what it reports and what it
+costs.
+"""
+
+from __future__ import annotations
+
+from ._changes import Change, StreamRecordError, change_of, suspects_of
+from ._guard import BatchResult, Guard, finding_dict, streams_logger
+from ._shards import STARTS, Checkpoints, Position, Reader, StreamsError, streams_connection
+
+__all__ = [
+    "STARTS",
+    "BatchResult",
+    "Change",
+    "Checkpoints",
+    "Guard",
+    "Position",
+    "Reader",
+    "StreamRecordError",
+    "StreamsError",
+    "change_of",
+    "finding_dict",
+    "streams_connection",
+    "streams_logger",
+    "suspects_of",
+]

@@ -1,0 +1,78 @@
+"""An AWS Lambda handler for a DynamoDB Streams event source mapping: the stream guard.
+
+Each invocation receives a batch of the table's stream records (``event["Records"]``, each with
+``eventName``, ``eventSourceARN`` and ``dynamodb``: ``Keys``, ``OldImage``, ``NewImage``,
+``SequenceNumber``) and judges every lock value they touch on a consistent read
+(:class:`dynaunique.streams.Guard`). Findings are log events of the ``dynaunique.streams``
+logger (``stream_finding``; CloudWatch receives them once logging is configured, which the
+handler does when the Lambda runtime has not: JSON lines at ``DYNAUNIQUE_LOG_LEVEL``). It
+answers ``{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}, ...]}`` — the records it
+could not handle (malformed, of a table no loaded model uses, or whose reads failed) — so that,
+with ``FunctionResponseTypes: [ReportBatchItemFailures]`` on the mapping, Lambda retries from the
+first failed record instead of the whole batch.
+
+Configuration comes from the environment: ``DYNAUNIQUE_MODULE`` (the models module, required),
+``DYNAUNIQUE_REPAIR`` (``1``/``true``: send the audit's guarded repair for what is found; off by
+default), ``DYNAUNIQUE_LOG_LEVEL`` (default ``WARNING``) and ``AWS_ENDPOINT_URL_DYNAMODB``.
+A warm container keeps its guard (models loaded once, hashed constraints confirmed so far).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from dynaunique.errors import ConfigurationError
+
+from ._guard import Guard, streams_logger
+
+_TRUE = ("1", "true", "yes", "on")
+_guards: dict[tuple[str, str | None, bool], Guard] = {}
+
+
+class _JsonLines(logging.Formatter):
+    """One JSON object a line: the event's fields and its message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "dynaunique", {})
+        return json.dumps({**fields, "level": record.levelname, "message": record.getMessage()},
+                          default=str)
+
+
+def _configure_logging() -> None:
+    if streams_logger.handlers:  # configured by the application (or a warm container)
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(_JsonLines())
+    streams_logger.addHandler(handler)
+    streams_logger.setLevel(os.environ.get("DYNAUNIQUE_LOG_LEVEL", "WARNING").upper())
+    streams_logger.propagate = False
+
+
+def guard() -> Guard:
+    """The guard the environment configures (one per module, endpoint and repair setting)."""
+    module = os.environ.get("DYNAUNIQUE_MODULE")
+    if not module:
+        raise ConfigurationError("set DYNAUNIQUE_MODULE to the models module (a dotted path)")
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None
+    repair = os.environ.get("DYNAUNIQUE_REPAIR", "").strip().lower() in _TRUE
+    key = (module, endpoint, repair)
+    if key not in _guards:
+        from dynaunique.cli._common import open_models  # the CLI's one model loader
+
+        models, _ = open_models(module, endpoint)
+        _guards[key] = Guard(models, repair=repair)
+    return _guards[key]
+
+
+def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+    """The Lambda entry point: a batch of stream records in, the failed ones out."""
+    _configure_logging()
+    records = event.get("Records")
+    if not isinstance(records, list):
+        raise ConfigurationError("not a DynamoDB Streams event: it has no Records list")
+    result = guard().judge(records)
+    return {"batchItemFailures": [{"itemIdentifier": s} for s in result.failed]}
