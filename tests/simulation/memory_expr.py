@@ -67,12 +67,17 @@ def normal(value: Any) -> Any:
     if kind == "SS":
         return (kind, frozenset(inner))
     if kind == "BS":
-        return (kind, frozenset(base64.b64decode(b) for b in inner))
+        return (kind, frozenset(_bytes(b) for b in inner))
     if kind == "NS":
         return (kind, frozenset(Decimal(n).normalize() for n in inner))
     if kind == "B":
-        return ("B", base64.b64decode(inner))
+        return ("B", _bytes(inner))
     return (kind, inner)
+
+
+def _bytes(value: str | bytes) -> bytes:
+    """A binary value: bytes as botocore takes them, base64 text as the wire carries them."""
+    return value if isinstance(value, bytes) else base64.b64decode(value)
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -304,7 +309,7 @@ def operand_value(node: Any, item: Item) -> Any:
         return None
     (vkind, inner), = value.items()
     if vkind == "B":
-        return {"N": str(len(base64.b64decode(inner)))}
+        return {"N": str(len(_bytes(inner)))}
     if vkind in ("S", "SS", "NS", "BS", "L", "M"):
         return {"N": str(len(inner))}
     raise Unsupported(f"size() of a {vkind} value is not modelled")
