@@ -1,7 +1,7 @@
 """The recorded corpus: every request a chosen part of the library's test suite sent to the local
 server, with the server's answer, replayed against the in-memory model (and a fresh server).
 
-Record it (about 5 minutes on the shared 2-core machine; it rewrites :data:`CORPUS`)::
+Record it (about 15 minutes on the shared 2-core machine; it rewrites :data:`CORPUS`)::
 
     python -m tests.simulation.corpus record
 
@@ -54,14 +54,19 @@ from .memory import MemoryDynamoDB, Unsupported
 
 CORPUS = Path(__file__).with_name("corpus.jsonl.gz")
 
-#: The test files whose requests make the corpus: the model, atomic(), async, mixed tables,
-#: audit, migrations, every way of declaring a constraint.
+#: The test files whose requests make the corpus: the model, atomic(), async, mixed tables (and
+#: their property test), audit and repair, migrations (runners, workers, secrets), every way of
+#: declaring a constraint, hostile lookups, errors, races.
 RECORDED_TESTS = (
     "tests/integration/test_model.py", "tests/integration/test_atomic.py",
     "tests/integration/test_aio.py", "tests/integration/test_mixed_tables.py",
     "tests/integration/test_audit.py", "tests/integration/test_keys_and_versions.py",
     "tests/integration/declaring", "tests/integration/test_migrations_runners.py",
-    "tests/integration/test_model_compat.py",
+    "tests/integration/test_model_compat.py", "tests/integration/test_audit_conditional_repair.py",
+    "tests/integration/test_migrations_workers.py",
+    "tests/integration/test_mixed_table_property.py", "tests/integration/test_lookup_hostile.py",
+    "tests/integration/test_errors.py", "tests/integration/test_races.py",
+    "tests/integration/test_migrations_secrets.py", "tests/integration/test_audit_secrets.py",
 )
 
 _TARGET = "DynamoDB_20120810."

@@ -15,6 +15,9 @@ DescribeTable, DeleteTable, ListTables, UpdateTimeToLive). Expressions: :mod:`.m
 (conditions, projections) and :mod:`.memory_update` (update expressions); reads and table
 requests: :mod:`.memory_reads`.
 
+**Numbers** are stored as DynamoDB stores them, without insignificant zeros (``"1.0"`` is
+``"1"``; :mod:`dynaunique.testing._numbers`, which the local server applies too).
+
 **Its order.** A scan returns items sorted by hash key then range key (numbers as numbers), a
 segment is the first byte of the MD5 of the hash key's text modulo ``TotalSegments``: the local
 server's (moto's) order, so pages agree request by request on the recorded corpus. DynamoDB's
@@ -53,9 +56,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from dynaunique.testing._numbers import NUMBER_OPERATIONS, canonical_request
 
 from . import memory_reads
 from .memory_expr import (
@@ -70,7 +75,7 @@ from .memory_expr import (
     same_value,
     validation,
 )
-from .memory_update import apply_update
+from .memory_update import apply_update, parse_update
 
 __all__ = ["TOKEN_WINDOW", "Fault", "Item", "MemoryDynamoDB", "Unsupported", "client_error",
            "condition_holds", "same_value"]
@@ -206,6 +211,8 @@ class MemoryDynamoDB:
                fault: Fault | None = None) -> dict[str, Any]:
         """Answer one request as DynamoDB does (raising its ``ClientError`` on a refusal)."""
         params = copy.deepcopy(dict(params))
+        if operation in NUMBER_OPERATIONS:   # "1.0" is stored as "1", as DynamoDB stores it
+            params = canonical_request(params)
         handler = _HANDLERS.get(operation)
         if handler is None:
             raise Unsupported(f"operation {operation} is not modelled")
@@ -237,21 +244,27 @@ class MemoryDynamoDB:
     # --- writes
 
     def planned(self, operation: str, kind: str, params: Mapping[str, Any],
-                placeholders: Expressions) -> tuple[str, Item | None, Item | None]:
-        """(item id, the item now, the item after the write — None: deleted/none)."""
+                placeholders: Expressions) -> tuple[str, Item | None, Callable[[], Item | None]]:
+        """(item id, the item now, the item after the write — None: deleted/none — computed
+        once its condition held: an update's path errors come after a failed condition)."""
         table = params["TableName"]
         if kind == "Put":
             item = params["Item"]
             ident, _ = self.key(operation, table, item)
             _check_values(item)
-            return ident, self.items[table].get(ident), copy.deepcopy(item)
+            return ident, self.items[table].get(ident), lambda: copy.deepcopy(item)
         ident, key = self.key(operation, table, params["Key"], exact=True)
         old = self.items[table].get(ident)
         if kind == "Update":
-            new = apply_update(params, placeholders, old, key)
-            _check_values(new)
-            return ident, old, new
-        return ident, old, (None if kind == "Delete" else copy.deepcopy(old))
+            actions = parse_update(params, placeholders, key)
+
+            def updated() -> Item:
+                new = apply_update(actions, old, key)
+                _check_values(new)
+                return new
+
+            return ident, old, updated
+        return ident, old, (lambda: None) if kind == "Delete" else (lambda: copy.deepcopy(old))
 
     def store(self, table: str, ident: str, new: Item | None) -> None:
         if new is None:
@@ -280,7 +293,7 @@ def _condition(params: Mapping[str, Any], placeholders: Expressions, item: Item 
 def _single(db: MemoryDynamoDB, operation: str, kind: str, params: dict[str, Any]) -> Any:
     table = params["TableName"]
     placeholders = Expressions(params)
-    ident, old, new = db.planned(operation, kind, params, placeholders)
+    ident, old, after = db.planned(operation, kind, params, placeholders)
     if not _condition(params, placeholders, old):
         extra = ({"Item": copy.deepcopy(old)} if old is not None and params.get(
             "ReturnValuesOnConditionCheckFailure") == "ALL_OLD" else {})
@@ -289,6 +302,7 @@ def _single(db: MemoryDynamoDB, operation: str, kind: str, params: dict[str, Any
     returns = params.get("ReturnValues", "NONE")
     if returns not in ("NONE", "ALL_OLD") and not (kind == "Update" and returns == "ALL_NEW"):
         raise Unsupported(f"{operation} ReturnValues={returns} is not modelled")
+    new = after()
     db.store(table, ident, new)
     if returns == "ALL_NEW":
         return {"Attributes": copy.deepcopy(new)}
@@ -338,13 +352,13 @@ def _transact_write(db: MemoryDynamoDB, params: dict[str, Any], fault: Fault | N
         if unknown:
             raise Unsupported(f"{kind} parameters {sorted(unknown)} are not modelled")
         placeholders = Expressions(body)
-        ident, old, new = db.planned(operation, kind, body, placeholders)
+        ident, old, after = db.planned(operation, kind, body, placeholders)
         if kind == "ConditionCheck" and "ConditionExpression" not in body:
             raise validation("The ConditionCheck action requires a ConditionExpression")
         if (body["TableName"], ident) in seen:
             raise validation("Transaction request cannot include multiple operations on one item")
         seen.add((body["TableName"], ident))
-        planned.append((kind, body, placeholders, ident, old, new))
+        planned.append((kind, body, placeholders, ident, old, after))
     reasons = []
     for _kind, body, placeholders, _ident, old, _new in planned:
         if _condition(body, placeholders, old):
@@ -366,9 +380,10 @@ def _transact_write(db: MemoryDynamoDB, params: dict[str, Any], fault: Fault | N
         raise client_error(operation, "TransactionCanceledException",
                            f"Transaction cancelled, please refer cancellation reasons for "
                            f"specific reasons [{codes}]", CancellationReasons=reasons)
-    for kind, body, _placeholders, ident, _old, new in planned:
-        if kind != "ConditionCheck":
-            db.store(body["TableName"], ident, new)
+    written = [(body["TableName"], ident, after()) for kind, body, _p, ident, _old, after in planned
+               if kind != "ConditionCheck"]   # every update computed before any is stored
+    for table, ident, new in written:
+        db.store(table, ident, new)
     if token is not None:
         db.tokens[token] = (digest, db.now, {})
     return {}

@@ -127,14 +127,14 @@ def _invalid_path() -> Exception:
     return validation("The document path provided in the update expression is invalid for update")
 
 
-def apply_update(params: Mapping[str, Any], placeholders: Expressions, item: Item | None,
-                 key: Item) -> Item:
-    """``params``' ``UpdateExpression`` applied to ``item`` (a missing item starts as its key)."""
+Actions = list[tuple[str, Path, Any]]
+
+
+def parse_update(params: Mapping[str, Any], placeholders: Expressions, key: Item) -> Actions:
+    """``params``' ``UpdateExpression`` read and checked against the key (no item needed)."""
     parser = _UpdateParser(params["UpdateExpression"], placeholders)
     actions = parser.actions()
     parser.done()
-    old = item or {}
-    new = copy.deepcopy(item) if item is not None else copy.deepcopy(dict(key))
     for i, (_, path, _) in enumerate(actions):
         if str(path[0]) in key:
             raise validation(f"One or more parameter values were invalid: Cannot update "
@@ -143,6 +143,13 @@ def apply_update(params: Mapping[str, Any], placeholders: Expressions, item: Ite
             if _overlap(path, other):
                 raise validation("Invalid UpdateExpression: Two document paths overlap with "
                                  "each other; must remove or rewrite one of these paths")
+    return actions
+
+
+def apply_update(actions: Actions, item: Item | None, key: Item) -> Item:
+    """The parsed update ``actions`` applied to ``item`` (a missing item starts as its key)."""
+    old = item or {}
+    new = copy.deepcopy(item) if item is not None else copy.deepcopy(dict(key))
     planned = [(clause, path, None if clause == "REMOVE" else _rhs(node, old))
                for clause, path, node in actions]
     for clause, path, value in planned:
