@@ -13,6 +13,8 @@ its request lock and moto. For the operations that need it, it reads the JSON re
   first answer again without applying anything, with other ``TransactItems`` an
   ``IdempotentParameterMismatchException``. A cancelled or failed request does not consume its
   token, so a retry after ``TransactionConflict`` is applied normally;
+- spells every number of a request as DynamoDB stores it (``"1.0"`` as ``"1"``:
+  :mod:`dynaunique.testing._numbers`);
 - cancels a chosen fraction of ``TransactWriteItems`` with ``TransactionConflict``, deterministic
   for a seed, when a test asks through the control endpoint.
 
@@ -43,6 +45,7 @@ from dynaunique._sizes import (
     item_size,
     transaction_size,
 )
+from dynaunique.testing._numbers import NUMBER_OPERATIONS, canonical_request, might_hold_numbers
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -261,6 +264,8 @@ class DynamoRules:
             _check_utf8(body)
         except _Refusal as refusal:
             return _Answer.refusal(refusal).send(start_response)
+        if operation in NUMBER_OPERATIONS and might_hold_numbers(body):
+            body = _spell_numbers(body, environ)
         check = _CHECKS.get(operation)
         if check is None:
             return self._app(environ, start_response)
@@ -343,6 +348,23 @@ class DynamoRules:
         except (ValueError, KeyError, TypeError) as exc:
             return _Answer.json("400 Bad Request", {"error": str(exc)})
         return _Answer.json("200 OK", self.state())
+
+
+def _spell_numbers(body: bytes, environ: WSGIEnvironment) -> bytes:
+    """The body with its numbers spelled as DynamoDB stores them, put back for moto."""
+    try:
+        request = json.loads(body)
+    except ValueError:  # moto answers malformed JSON its own way
+        return body
+    if not isinstance(request, dict):
+        return body
+    spelled = canonical_request(request)
+    if spelled == request:
+        return body
+    body = json.dumps(spelled).encode("utf-8")
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    return body
 
 
 def _read_body(environ: WSGIEnvironment) -> bytes:

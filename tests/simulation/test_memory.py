@@ -120,18 +120,18 @@ def _memory() -> MemoryDynamoDB:
 def test_unsupported_expressions_are_refused_loudly() -> None:
     memory = _memory()
     key = {"PK": {"S": "R0"}, "SK": {"S": "PROFILE"}}
-    with pytest.raises(Unsupported, match="begins_with"):
+    with pytest.raises(Unsupported, match="ends_with"):
         memory.handle("PutItem", {"TableName": TABLE, "Item": key,
-                                  "ConditionExpression": "begins_with(#a, :v)",
+                                  "ConditionExpression": "ends_with(#a, :v) = :v",
                                   "ExpressionAttributeNames": {"#a": "PK"},
                                   "ExpressionAttributeValues": {":v": {"S": "R"}}})
-    with pytest.raises(Unsupported, match="not modelled"):
+    with pytest.raises(Unsupported, match="UPDATED_NEW"):
         memory.handle("UpdateItem", {"TableName": TABLE, "Key": key,
-                                     "UpdateExpression": "ADD #n :v",
+                                     "UpdateExpression": "ADD #n :v", "ReturnValues": "UPDATED_NEW",
                                      "ExpressionAttributeNames": {"#n": "n"},
                                      "ExpressionAttributeValues": {":v": {"N": "1"}}})
-    with pytest.raises(Unsupported, match="Scan"):
-        memory.handle("Scan", {"TableName": TABLE})
+    with pytest.raises(Unsupported, match="ExecuteStatement"):
+        memory.handle("ExecuteStatement", {"Statement": "SELECT * FROM t"})
     assert memory.items[TABLE] == {}
 
 
@@ -155,3 +155,113 @@ def test_a_transaction_applies_all_or_nothing_with_positional_reasons() -> None:
     assert response["CancellationReasons"][1]["Item"] == r0
     assert memory.get(TABLE, r1) is None   # nothing of the cancelled transaction applied
     assert "t1" not in memory.tokens       # a cancelled transaction does not use its token up
+
+
+def _key(pk: str) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}
+
+
+def test_update_expressions_compute_from_the_item_before_the_update() -> None:
+    memory = _memory()
+    memory.handle("PutItem", {"TableName": TABLE, "Item": {
+        **_key("R0"), "n": {"N": "1"}, "tags": {"SS": ["a", "b"]}, "gone": {"S": "x"},
+        "owner": {"M": {"PK": {"S": "R9"}, "deep": {"M": {"x": {"S": "1"}}}}},
+        "list": {"L": [{"S": "p"}]}}})
+    answer = memory.handle("UpdateItem", {
+        "TableName": TABLE, "Key": _key("R0"), "ReturnValues": "ALL_NEW",
+        "UpdateExpression": "SET #o.#d.#x = :v, #c = if_not_exists(#c, :z) + :one, "
+                            "#l = list_append(#l, :more), #m = #n REMOVE #g ADD #n :one, "
+                            "#t :new",
+        "ExpressionAttributeNames": {"#o": "owner", "#d": "deep", "#x": "x", "#c": "count",
+                                     "#l": "list", "#g": "gone", "#n": "n", "#t": "tags",
+                                     "#m": "was"},
+        "ExpressionAttributeValues": {":v": {"S": "2"}, ":z": {"N": "10"}, ":one": {"N": "1"},
+                                      ":more": {"L": [{"S": "q"}]}, ":new": {"SS": ["c"]}}})
+    assert answer == {"Attributes": {
+        **_key("R0"), "n": {"N": "2"}, "was": {"N": "1"}, "count": {"N": "11"},
+        "tags": {"SS": ["a", "b", "c"]}, "list": {"L": [{"S": "p"}, {"S": "q"}]},
+        "owner": {"M": {"PK": {"S": "R9"}, "deep": {"M": {"x": {"S": "2"}}}}}}}
+    memory.handle("UpdateItem", {"TableName": TABLE, "Key": _key("R0"),
+                                 "UpdateExpression": "DELETE #t :old REMOVE #o.#p",
+                                 "ExpressionAttributeNames": {"#t": "tags", "#o": "owner",
+                                                              "#p": "PK"},
+                                 "ExpressionAttributeValues": {":old": {"SS": ["a", "c"]}}})
+    stored = memory.get(TABLE, _key("R0"))
+    assert stored is not None
+    assert stored["tags"] == {"SS": ["b"]}
+    assert stored["owner"] == {"M": {"deep": {"M": {"x": {"S": "2"}}}}}
+
+
+@pytest.mark.parametrize(("expression", "names", "code_fragment"), [
+    ("SET #a = :v, #a = :v", {"#a": "x"}, "overlap"),
+    ("SET #a.#b = :v", {"#a": "nope", "#b": "x"}, "document path"),
+    ("SET #k = :v", {"#k": "PK"}, "part of the key"),
+    ("SET #a = :v", {"#a": "x", "#unused": "y"}, "unused"),
+])
+def test_invalid_updates_are_refused_with_a_validation_error(
+        expression: str, names: dict[str, str], code_fragment: str) -> None:
+    memory = _memory()
+    memory.handle("PutItem", {"TableName": TABLE, "Item": _key("R0")})
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        memory.handle("UpdateItem", {"TableName": TABLE, "Key": _key("R0"),
+                                     "UpdateExpression": expression,
+                                     "ExpressionAttributeNames": names,
+                                     "ExpressionAttributeValues": {":v": {"S": "1"}}})
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert code_fragment in refused.value.response["Error"]["Message"]
+    assert memory.get(TABLE, _key("R0")) == _key("R0")
+
+
+def test_conditions_compare_numbers_strings_and_sizes() -> None:
+    memory = _memory()
+    item = {**_key("R0"), "n": {"N": "10"}, "s": {"S": "abc"},
+            "owner": {"M": {"lease": {"N": "5"}}}}
+    memory.handle("PutItem", {"TableName": TABLE, "Item": item})
+    def holds(expression: str, values: dict[str, Any]) -> bool:
+        names = {f"#{name}": name for name in ("n", "s", "owner", "lease", "missing")}
+        used = {k: v for k, v in names.items() if k in expression}
+        try:
+            memory.handle("PutItem", {
+                "TableName": TABLE, "Item": item, "ConditionExpression": expression,
+                "ExpressionAttributeNames": used, "ExpressionAttributeValues": values})
+        except botocore.exceptions.ClientError as exc:
+            assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+            return False
+        return True
+    assert holds("#n < :v", {":v": {"N": "9.5e1"}})            # numbers as numbers, not text
+    assert not holds("#n >= :v", {":v": {"N": "11"}})
+    assert holds("#owner.#lease < :v OR #owner.#lease = :v", {":v": {"N": "5"}})
+    assert not holds("#s < :v", {":v": {"N": "1"}})               # another type: false
+    assert holds("size(#s) = :v AND begins_with(#s, :p)", {":v": {"N": "3"}, ":p": {"S": "ab"}})
+    assert not holds("#missing = :v", {":v": {"S": "x"}})          # missing: false
+    assert holds("NOT (#missing = :v) AND #n BETWEEN :a AND :b",
+                 {":v": {"S": "x"}, ":a": {"N": "1"}, ":b": {"N": "10"}})
+    assert holds("#s IN (:a, :b)", {":a": {"S": "x"}, ":b": {"S": "abc"}})
+
+
+def test_a_failed_condition_is_reported_before_an_update_path_that_cannot_be_set() -> None:
+    """The corpus found it: a lease update ``SET #l.#w.#me`` on a ledger without ``workers``
+    whose guard fails is a ConditionalCheckFailedException, not a ValidationException."""
+    memory = _memory()
+    memory.handle("PutItem", {"TableName": TABLE, "Item": {**_key("R0"), "mode": {"S": "one"}}})
+    params = {"TableName": TABLE, "Key": _key("R0"), "ConditionExpression": "#m = :workers",
+              "UpdateExpression": "SET #w.#me = :v",
+              "ExpressionAttributeNames": {"#m": "mode", "#w": "workers", "#me": "me"},
+              "ExpressionAttributeValues": {":workers": {"S": "workers"}, ":v": {"N": "1"}}}
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        memory.handle("UpdateItem", params)
+    assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    params["ExpressionAttributeValues"][":workers"] = {"S": "one"}
+    with pytest.raises(botocore.exceptions.ClientError) as invalid:
+        memory.handle("UpdateItem", params)   # the guard holds: now the path is the error
+    assert invalid.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_numbers_are_stored_as_dynamodb_spells_them() -> None:
+    memory = _memory()
+    memory.handle("PutItem", {"TableName": TABLE, "Item": {
+        **_key("R0"), "n": {"N": "1.0"}, "m": {"M": {"x": {"N": "2.50"}}}, "s": {"NS": ["1E+2"]},
+        "z": {"N": "-0.00"}}})
+    assert memory.get(TABLE, _key("R0")) == {**_key("R0"), "n": {"N": "1"},
+                                            "m": {"M": {"x": {"N": "2.5"}}},
+                                            "s": {"NS": ["100"]}, "z": {"N": "0"}}
