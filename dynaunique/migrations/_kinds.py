@@ -47,6 +47,7 @@ class LedgerKind(Kind):
     JOB = "job"
     PROGRESS = "progress"
     LEASE = "lease"
+    BUDGET = "budget"
 
 
 class LeaseMode(Kind):

@@ -21,6 +21,7 @@ MIGRATION_PREFIX = f"{SYSTEM_PREFIX}MIGRATION#"
 JOB_PREFIX = f"{SYSTEM_PREFIX}JOB#"
 PROGRESS_PREFIX = f"{SYSTEM_PREFIX}PROGRESS#"
 LEASE_PREFIX = f"{SYSTEM_PREFIX}LEASE#"
+BUDGET_PREFIX = f"{SYSTEM_PREFIX}BUDGET#"
 
 
 def ledger_key(keys: TableKeys, app: str, prefix: str, *parts: object) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 from dynaunique._items import LockRef, TypedKey
 from dynaunique._items import plain_key as plain_key
 from dynaunique.errors import MigrationError
+from dynaunique.migrations._budget import limiter
 from dynaunique.migrations._dynamo import describe_table
 from dynaunique.migrations._hooks import Countdown
 from dynaunique.migrations._kinds import (
@@ -56,7 +57,6 @@ from dynaunique.migrations._settle import Keeper
 from dynaunique.migrations._worker import Deadline, settled, work_phase
 from dynaunique.migrations.loader import MigrationLoader
 from dynaunique.migrations.operations import MigrationContext, Phase
-from dynaunique.migrations.ratelimit import TokenBucket
 from dynaunique.migrations.recorder import MigrationRecorder, TableKeys
 
 
@@ -72,7 +72,9 @@ class MigrationExecutor:
     * ``wait_seconds`` — how long a worker waits, polling every ``poll_seconds``, when every
       open segment is leased by a running worker, before it ends its run as ``idle``;
     * ``only`` — a worker runs its segment *I* alone (a Step Functions Map item);
-    * ``max_wcu`` — cap on write units per second (in worker mode, the total over N workers);
+    * ``max_wcu`` — cap on write units per second (in worker mode, the total over all workers,
+      shared through the ledger); ``max_rcu`` — the same for the scan's read units;
+    * ``concurrency`` — lock writes of a page in flight at once, per segment;
     * ``accept_other_secret`` — hashed locks the current lock secret did not make are judged
       as its own: a sweep deletes them as stale, a backfill locks beside them (rotating the
       secret). Without it a phase that meets them stops with a :class:`MigrationError`.
@@ -88,6 +90,8 @@ class MigrationExecutor:
         segments: int = 1,
         worker: tuple[int, int] | None = None,
         max_wcu: float | None = None,
+        max_rcu: float | None = None,
+        concurrency: int = 1,
         reporter: Reporter | None = None,
         lease_seconds: float = 60.0,
         page_size: int = 100,
@@ -116,8 +120,13 @@ class MigrationExecutor:
         self.only = only
         self.conflict_cap = conflict_cap
         self.accept_other_secret = accept_other_secret
-        rate = max_wcu / worker[1] if (max_wcu is not None and worker is not None) else max_wcu
-        self.bucket = TokenBucket(rate) if rate is not None else None
+        if not 1 <= concurrency <= 256:
+            raise MigrationError("concurrency must be between 1 and 256")
+        self.concurrency = concurrency
+        self.bucket = limiter(recorder.client, recorder.keys, recorder.app, "WCU", max_wcu,
+                              worker=worker)
+        self.reads = limiter(recorder.client, recorder.keys, recorder.app, "RCU", max_rcu,
+                             worker=worker)
         self._tables: dict[str, TableKeys] = {recorder.table: recorder.keys}
         #: The test-only crash hook (set by ``_hooks.fail_after_records``), or None.
         self._countdown: Countdown | None = None
@@ -299,7 +308,8 @@ class MigrationExecutor:
         return SegmentRunner(keeper, self.recorder, self.reporter, worker=self._worker_name(),
                              threads=1 if self.worker is not None else self.segments,
                              page_size=self.page_size, conflict_cap=self.conflict_cap,
-                             bucket=self.bucket, deadline=deadline)
+                             bucket=self.bucket, deadline=deadline,
+                             concurrency=self.concurrency, reads=self.reads)
 
     # --- the seams tests act at: every lock write, every processed record -----------------------
 
