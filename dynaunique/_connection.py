@@ -253,10 +253,8 @@ def send_steps(connection: Connection, operation: str, params: Mapping[str, Any]
                policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
                ambiguous: bool = False,
                on_throttle: Callable[[str], None] | None = None) -> Steps[dict[str, Any]]:
-    """The logic of :func:`send`, without I/O: yields each attempt and each backoff.
-
-    ``on_throttle(code)`` is told of each throttling refusal before its backoff (an adaptive
-    rate, :class:`dynaunique.migrations.ratelimit.AIMD`, slows down on it)."""
+    """The logic of :func:`send`, without I/O: yields each attempt and each backoff
+    (``on_throttle(code)`` is told of each throttling refusal: an adaptive rate slows down)."""
     conflicts = 0
     network = 0
     st = stats()
@@ -354,14 +352,13 @@ def _backoff(operation: str, params: Mapping[str, Any], reason: str, attempt: in
 def send(connection: Connection, operation: str, params: Mapping[str, Any], *,
          policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
          sleep: Callable[[float], None] = time.sleep,
-         ambiguous: bool = False,
-         on_throttle: Callable[[str], None] | None = None) -> dict[str, Any]:
+         ambiguous: bool = False, on_throttle: Callable[[str], None] | None = None
+         ) -> dict[str, Any]:
     """Send one request through ``connection``, retrying as the error table says.
 
     ``resend_safe=False``: after a failure that may have been applied, raise
     :class:`~dynaunique.errors.OutcomeUnknownError` instead of resending. ``ambiguous=True``:
     an earlier call already resent this request (carried into :class:`Refused`).
-    ``on_throttle``: see :func:`send_steps`.
 
     :raises Refused: DynamoDB refused the request (condition failed, validation, …).
     :raises UnreachableError: DynamoDB was never reached; nothing was applied.

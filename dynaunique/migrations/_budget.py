@@ -4,10 +4,10 @@
 The item holds ``tokens``, the epoch time ``at`` they were counted and a ``version``. A
 worker that needs units reads it (strongly consistent), refills it for the time passed
 (``rate`` per second, at most one second's worth), and takes a *chunk* — a twentieth of a
-second's worth, at least what it needs — with an update conditioned on the ``version`` it read
-(optimistic concurrency: a worker that lost the race reads again). When the bucket holds less
-than it needs, it sleeps until the refill covers it: bounded, no busy loop. The take itself is
-a write and pays one unit out of the chunk.
+second's worth, at least 10 units (or what it needs) — with an update conditioned on the
+``version`` it read (optimistic concurrency: a worker that lost the race reads again). When
+the bucket holds less than it needs, it sleeps until the refill covers it: bounded, no busy
+loop. The take itself is a write and pays one unit out of the chunk.
 
 Whatever the number of workers, they take at most ``rate`` units per second on average (after a
 burst of one second's worth) — about 20 takes per second of the item, far below what one item
@@ -63,7 +63,9 @@ class SharedBudget:
         # One second's worth; at least two units, so that a take from a full bucket always
         # gets one besides its own.
         self.capacity = max(self.rate, 2.0)
-        self.chunk = max(1.0, self.rate / 20)
+        # A take costs a read and a write: take enough at a time that they stay a small part
+        # (at most a tenth), and about 20 takes per second of the item at most.
+        self.chunk = max(self.rate / 20, min(10.0, self.capacity - 1.0))
         self.key = budget_key(keys, app, name)
         self._clock = clock
         self._sleep = sleep

@@ -85,8 +85,9 @@ class AIMD:
     (a limit nothing reached would decrease nothing), never below ``floor``; the throttles of
     one ``interval`` count once (the requests in flight when throttling begins all get it).
     Every full ``interval`` without a throttle adds ``increase`` units per second (default: a
-    tenth of the rate the last decrease started from), up to ``ceiling`` — or, without a
-    ceiling, until the rate is back where the decrease started, when the limit is lifted.
+    tenth of the ceiling, or without one of the rate the last decrease started from), up to
+    ``ceiling`` — or, without a ceiling, until the rate is back where the decrease started,
+    when the limit is lifted.
 
     Pure apart from the injected clock; thread-safe.
     """
@@ -160,7 +161,8 @@ class AIMD:
             start = observed if current is None else min(current, observed or current)
             start = max(start, self.floor)
             self._rate = max(self.floor, start * self.decrease)
-            self._step = self._increase if self._increase is not None else start / 10
+            self._step = self._increase if self._increase is not None else (
+                (self.ceiling or start) / 10)
             self._lift_at = start if self.ceiling is None else None
             self._changed = self._decreased = now
             self.decreases += 1
