@@ -26,7 +26,13 @@ from typing import Any
 
 from dynaunique._locks import untyped
 from dynaunique.errors import MigrationError
-from dynaunique.migrations._dynamo import LEDGER_ATTR, ConditionFailed, TableKeys, call
+from dynaunique.migrations._dynamo import (
+    LEDGER_ATTR,
+    ConditionFailed,
+    TableKeys,
+    batch_delete,
+    call,
+)
 from dynaunique.migrations._kinds import LedgerKind
 from dynaunique.migrations._ledger import BUDGET_PREFIX, ledger_key
 from dynaunique.migrations.ratelimit import Limiter
@@ -144,6 +150,12 @@ class SharedBudget:
         return 0.0
 
 
+def clear_budgets(client: Any, keys: TableKeys, app: str) -> None:
+    """Delete ``app``'s budget items (the last worker leaving; one joining meanwhile makes
+    them again and deletes them when it leaves)."""
+    batch_delete(client, keys.table, [budget_key(keys, app, name) for name in BUDGETS])
+
+
 def limiter(client: Any, keys: TableKeys, app: str, name: str, cap: float | None, *,
             worker: tuple[int, int] | None) -> Limiter:
     """What a runner's writes (``name`` ``WCU``) or scan reads (``RCU``) pay through: the
@@ -155,3 +167,11 @@ def limiter(client: Any, keys: TableKeys, app: str, name: str, cap: float | None
     if worker is None:
         return Limiter(cap)
     return Limiter(cap, shared=SharedBudget(client, keys, app, name, cap))
+
+
+def limiters(recorder: Any, worker: tuple[int, int] | None, max_wcu: float | None,
+             max_rcu: float | None) -> tuple[Limiter, Limiter]:
+    """The writes' and the scan's limiters of a runner whose ledger is ``recorder``'s."""
+    return tuple(  # type: ignore[return-value]
+        limiter(recorder.client, recorder.keys, recorder.app, name, cap, worker=worker)
+        for name, cap in (("WCU", max_wcu), ("RCU", max_rcu)))

@@ -21,15 +21,10 @@ from typing import Any
 from dynaunique._locks import untyped
 from dynaunique._writes import now
 from dynaunique.errors import MigrationError
-from dynaunique.migrations._dynamo import (
-    LEDGER_ATTR,
-    ConditionFailed,
-    TableKeys,
-    batch_delete,
-    call,
-)
+from dynaunique.migrations._budget import clear_budgets
+from dynaunique.migrations._dynamo import LEDGER_ATTR, ConditionFailed, TableKeys, call
 from dynaunique.migrations._kinds import LeaseMode, LedgerKind
-from dynaunique.migrations._ledger import BUDGET_PREFIX, LEASE_PREFIX, ledger_key
+from dynaunique.migrations._ledger import LEASE_PREFIX, ledger_key
 
 
 class SegmentLost(MigrationError):
@@ -279,18 +274,13 @@ class Lease:
                      ExpressionAttributeValues={":workers": {"S": LeaseMode.WORKERS.value}})
             except ConditionFailed:
                 return
-        try:
+        with contextlib.suppress(ConditionFailed):  # other workers are still on it
             call(client, "delete_item", TableName=table, Key=self._main,
                  ConditionExpression="#l.#m = :workers AND size(#l.#w) = :zero",
                  ExpressionAttributeNames=names,
                  ExpressionAttributeValues={":workers": {"S": LeaseMode.WORKERS.value},
                                             ":zero": {"N": "0"}})
-        except ConditionFailed:
-            return  # other workers are still on it
-        # The last worker out: the shared capacity budgets go too (a worker joining meanwhile
-        # makes its own again; it deletes them when it leaves).
-        batch_delete(client, table, [ledger_key(self.keys, self.app, BUDGET_PREFIX, name)
-                                     for name in ("WCU", "RCU")])
+            clear_budgets(client, self.keys, self.app)  # the last worker out: budgets too
 
     def release(self) -> None:
         """Stop renewing and give the lease back (best effort: it expires anyway)."""

@@ -85,7 +85,7 @@ class InFlight:
 
 def _duplicates(ws: Workspace, concurrency: int, flight: InFlight | None = None
                 ) -> DuplicatesFound:
-    executor = ws.project().executor(concurrency=concurrency, page_size=25)
+    executor = ws.project().executor(concurrency=concurrency, page_size=200)  # one page
     if flight is not None:
         executor._put_lock = flight.wrap(executor._put_lock)  # type: ignore[method-assign]
     with pytest.raises(DuplicatesFound) as info:
@@ -97,13 +97,19 @@ def _duplicates(ws: Workspace, concurrency: int, flight: InFlight | None = None
 
 
 def test_concurrency_reports_the_duplicates_one_at_a_time_does_and_ends_with_exact_locks(
-        ws: Workspace) -> None:
+        ws: Workspace, proxy: FaultProxy) -> None:
     models = _seed_with_duplicates(ws, 120)
     one_at_a_time = _report(_duplicates(ws, 1))
     assert len(one_at_a_time) == DUPLICATES
     _forget_locks(ws)
+    # The first put of a contested lock is slow: the other record of the same page that
+    # requires it must still wait for it (one task, in scan order), not overtake it.
+    proxy.inject(Fault.DELAY_BEFORE, operations={"PutItem"}, delay=0.5,
+                 when=lambda operation, body: body.get("Item", {}).get("PK", {}).get("S")
+                 == "UNIQ#EMAIL#dup0@x.io")
     flight = InFlight()
     assert _report(_duplicates(ws, 16, flight)) == one_at_a_time
+    assert proxy.injected[Fault.DELAY_BEFORE] == 1
     assert 1 < flight.most <= 16  # really in flight at once, never more than asked
     # And with the application writing meanwhile: the same report, then exact locks.
     _forget_locks(ws)
