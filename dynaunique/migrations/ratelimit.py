@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -112,7 +113,8 @@ class AIMD:
         self._changed = clock()
         self._lift_at: float | None = None
         self._decreased: float | None = None
-        self._spent: list[tuple[float, float]] = []
+        self._spent: deque[tuple[float, float]] = deque()
+        self._spent_sum = 0.0
         self._lock = threading.Lock()
         #: How many throttling refusals were seen, and how many decreased the rate.
         self.throttles = 0
@@ -139,14 +141,18 @@ class AIMD:
 
     def _observed(self, now: float) -> float:
         horizon = now - self.interval
-        self._spent = [(t, u) for t, u in self._spent if t > horizon]
-        return sum(u for _, u in self._spent) / self.interval
+        while self._spent and self._spent[0][0] <= horizon:
+            self._spent_sum -= self._spent.popleft()[1]
+        if not self._spent:
+            self._spent_sum = 0.0  # no float drift
+        return max(0.0, self._spent_sum) / self.interval
 
     def spent(self, units: float) -> None:
         """``units`` were spent now (what the rate is measured by when it decreases)."""
         with self._lock:
             now = self._clock()
             self._spent.append((now, units))
+            self._spent_sum += units
             self._observed(now)
 
     def throttled(self, code: str = "") -> float | None:
