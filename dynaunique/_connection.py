@@ -252,8 +252,10 @@ def run(steps: Steps[_T], *, sleep: Callable[[float], None] = time.sleep) -> _T:
 
 def send_steps(connection: Connection, operation: str, params: Mapping[str, Any], *,
                policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
-               ambiguous: bool = False) -> Steps[dict[str, Any]]:
-    """The logic of :func:`send`, without I/O: yields each attempt and each backoff."""
+               ambiguous: bool = False,
+               on_throttle: Callable[[str], None] | None = None) -> Steps[dict[str, Any]]:
+    """The logic of :func:`send`, without I/O: yields each attempt and each backoff
+    (``on_throttle(code)`` is told of each throttling refusal: an adaptive rate slows down)."""
     conflicts = 0
     network = 0
     st = stats()
@@ -289,6 +291,8 @@ def send_steps(connection: Connection, operation: str, params: Mapping[str, Any]
                     raise DynauniqueError(f"{what} ({conflicts} tries); try again later"
                                           ) from error
                 reason = "conflict" if _conflict(response) else "throttling"
+                if reason == "throttling" and on_throttle is not None:
+                    on_throttle(code)
                 yield _backoff(operation, params, reason, conflicts, policy.delay(conflicts),
                                False, code)
                 continue
@@ -349,7 +353,8 @@ def _backoff(operation: str, params: Mapping[str, Any], reason: str, attempt: in
 def send(connection: Connection, operation: str, params: Mapping[str, Any], *,
          policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
          sleep: Callable[[float], None] = time.sleep,
-         ambiguous: bool = False) -> dict[str, Any]:
+         ambiguous: bool = False, on_throttle: Callable[[str], None] | None = None
+         ) -> dict[str, Any]:
     """Send one request through ``connection``, retrying as the error table says.
 
     ``resend_safe=False``: after a failure that may have been applied, raise
@@ -361,7 +366,7 @@ def send(connection: Connection, operation: str, params: Mapping[str, Any], *,
     :raises OutcomeUnknownError: the resends ran out after a failure that may have applied.
     """
     return run(send_steps(connection, operation, params, policy=policy, resend_safe=resend_safe,
-                          ambiguous=ambiguous), sleep=sleep)
+                          ambiguous=ambiguous, on_throttle=on_throttle), sleep=sleep)
 
 
 _R = TypeVar("_R")

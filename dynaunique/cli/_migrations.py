@@ -30,6 +30,7 @@ from rich.text import Text
 
 from dynaunique.cli._common import endpoint_option, exit_code_of, load_models, open_models
 from dynaunique.cli._output import Output
+from dynaunique.cli._throughput import throughput_options
 from dynaunique.cli._workers import print_result, worker_options
 from dynaunique.errors import DynauniqueError
 from dynaunique.migrations import (
@@ -283,8 +284,7 @@ def _key_text(key: dict[str, Any]) -> str:
                    "--total-segments).")
 @click.option("--total-segments", type=click.IntRange(1, 1000), default=None,
               help="How many segments the workers split each backfill into.")
-@click.option("--max-wcu", type=click.FloatRange(min=0.1), default=None,
-              help="Cap on write capacity units per second (over all workers).")
+@throughput_options
 @click.option("--accept-other-secret", is_flag=True,
               help="Treat hashed locks the current lock secret did not make as its own (after "
                    "retiring a secret on purpose): sweep them, re-lock under the current one. "
@@ -295,7 +295,8 @@ def _key_text(key: dict[str, Any]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_handle_errors
 def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,
-            segment: int | None, total_segments: int | None, max_wcu: float | None,
+            segment: int | None, total_segments: int | None, concurrency: int | None,
+            max_wcu: float | None, max_rcu: float | None,
             accept_other_secret: bool, max_seconds: float | None, wait_seconds: float,
             lease_seconds: float | None, dask: str | None, migrations_dir: Path | None,
             endpoint: str | None,
@@ -330,7 +331,8 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
         reporter = PlainReporter(err)
     worker = (segment, total_segments) if segment is not None and total_segments else None
     executor: MigrationExecutor = project.executor(
-        segments=segments, max_wcu=max_wcu, worker=worker, reporter=reporter,
+        segments=segments, max_wcu=max_wcu, max_rcu=max_rcu, concurrency=concurrency,
+        worker=worker, reporter=reporter,
         accept_other_secret=accept_other_secret, wait_seconds=wait_seconds,
         lease_seconds=lease_seconds)
     if show_plan:
@@ -345,6 +347,7 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
             result = run_on_dask(module, dask, total_segments=total_segments or segments or 1,
                                  target=target, unit_seconds=max_seconds or 300.0,
                                  lease_seconds=lease_seconds, max_wcu=max_wcu,
+                                 max_rcu=max_rcu, concurrency=concurrency,
                                  endpoint=endpoint, migrations_dir=migrations_dir,
                                  wait_seconds=wait_seconds)
         else:

@@ -37,6 +37,7 @@ def _distributed() -> Any:
 def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str | None = None,
                 unit_seconds: float = 300.0, lease_seconds: float | None = None,
                 wait_seconds: float | None = None, max_wcu: float | None = None,
+                max_rcu: float | None = None, concurrency: int | None = None,
                 endpoint: str | None = None, migrations_dir: str | os.PathLike[str] | None = None,
                 directory: str | os.PathLike[str] | None = None, timeout: float | None = None,
                 page_size: int = 100,
@@ -51,7 +52,8 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
     segment to come free — a dead task's, once its lease expired. The cluster's workers must be
     able to import ``module`` (``directory`` is put first on their ``sys.path``; default: the
     current directory) and reach the endpoint. A task stops at a page boundary (``page_size``
-    items scanned). ``on_report`` receives each task's
+    items scanned). ``max_wcu`` and ``max_rcu`` cap the units of all tasks together;
+    ``concurrency`` is each task's lock writes in flight. ``on_report`` receives each task's
     report (see :func:`~dynaunique.migrations._units.run_unit`).
 
     :raises DuplicatesFound: a backfill found records sharing a value.
@@ -67,7 +69,8 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
     unit = Unit(module, total_segments, target=target,
                 migrations_dir=os.fspath(migrations_dir) if migrations_dir else None,
                 endpoint=endpoint, directory=os.fspath(directory or os.getcwd()),
-                lease_seconds=lease_seconds, max_wcu=max_wcu, max_seconds=unit_seconds,
+                lease_seconds=lease_seconds, max_wcu=max_wcu, max_rcu=max_rcu,
+                concurrency=concurrency, max_seconds=unit_seconds,
                 wait_seconds=wait_seconds, poll_seconds=0.5, page_size=page_size)
     counter = itertools.count()
     segments: dict[str, int] = {}

@@ -8,7 +8,7 @@ failed condition a :class:`ConditionFailed` the caller interprets).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -44,8 +44,10 @@ class ConditionFailed(Exception):
 
 
 def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
-         sleep: Any = time.sleep, **params: Any) -> dict[str, Any]:
-    """Send ``operation`` (``"put_item"``…) through dynaunique's one boundary and retry loop.
+         sleep: Any = time.sleep, on_throttle: Callable[[str], None] | None = None,
+         **params: Any) -> dict[str, Any]:
+    """Send ``operation`` (``"put_item"``…) through dynaunique's one boundary and retry loop
+    (``on_throttle(code)``: told of each throttling refusal, see ``_connection.send``).
 
     Every write migrations send is idempotent (guarded by ownership, or a plain overwrite of a
     ledger item), so resending after an ambiguous failure is safe.
@@ -55,7 +57,8 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     """
     name = "".join(part.title() for part in operation.split("_"))
     try:
-        return send(connection, name, params, policy=policy, sleep=sleep)
+        return send(connection, name, params, policy=policy, sleep=sleep,
+                    on_throttle=on_throttle)
     except Refused as refused:
         if refused.code == "ConditionalCheckFailedException":
             raise ConditionFailed(refused.response.get("Item")) from None

@@ -49,6 +49,8 @@ class LedgerKind(Kind):
     LEASE = "lease"
     #: A stream consumer's position in one shard (``dynaunique.streams``).
     STREAM = "stream"
+    #: The shared token bucket of ``--max-wcu`` / ``--max-rcu`` (``migrations._budget``).
+    BUDGET = "budget"
 
 
 class LeaseMode(Kind):

@@ -21,6 +21,7 @@ from typing import Any
 from dynaunique._locks import untyped
 from dynaunique._writes import now
 from dynaunique.errors import MigrationError
+from dynaunique.migrations._budget import clear_budgets
 from dynaunique.migrations._dynamo import LEDGER_ATTR, ConditionFailed, TableKeys, call
 from dynaunique.migrations._kinds import LeaseMode, LedgerKind
 from dynaunique.migrations._ledger import LEASE_PREFIX, ledger_key
@@ -279,6 +280,7 @@ class Lease:
                  ExpressionAttributeNames=names,
                  ExpressionAttributeValues={":workers": {"S": LeaseMode.WORKERS.value},
                                             ":zero": {"N": "0"}})
+            clear_budgets(client, self.keys, self.app)  # the last worker out: budgets too
 
     def release(self) -> None:
         """Stop renewing and give the lease back (best effort: it expires anyway)."""

@@ -24,6 +24,8 @@ LEASE_PREFIX = f"{SYSTEM_PREFIX}LEASE#"
 #: A stream consumer's position in one shard (``dynaunique.streams``):
 #: ``UNIQ#~STREAM#<consumer>#<stream label>#<shard id>``.
 STREAM_PREFIX = f"{SYSTEM_PREFIX}STREAM#"
+#: The token bucket workers share for ``--max-wcu``/``--max-rcu``: ``UNIQ#~BUDGET#<app>#WCU``.
+BUDGET_PREFIX = f"{SYSTEM_PREFIX}BUDGET#"
 
 
 def ledger_key(keys: TableKeys, app: str, prefix: str, *parts: object) -> dict[str, Any]:

@@ -36,14 +36,14 @@ def put_lock(seg: Segment, owner: TypedKey, ref: LockRef,
     try:
         response = call(seg.run.client, "put_item", **params, ReturnValues="ALL_OLD",
                         ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                        ReturnConsumedCapacity="TOTAL")
+                        ReturnConsumedCapacity="TOTAL", on_throttle=seg.throttled)
     except ConditionFailed as exc:
-        seg.delta.write_units += 1.0
+        seg.count(write_units=1.0)
         return PutOutcome.TAKEN, exc.item
     seg.spend(response)
     if response.get("Attributes"):
         return PutOutcome.PRESENT, None
-    seg.delta.written += 1
+    seg.count(written=1)
     return PutOutcome.NEW, None
 
 
@@ -62,13 +62,13 @@ def delete_lock(seg: Segment, key: str, owner: TypedKey) -> DeleteOutcome:
         seg.bucket.acquire(1.0)
     try:
         response = call(run.client, "delete_item", **params, ReturnValues="ALL_OLD",
-                        ReturnConsumedCapacity="TOTAL")
+                        ReturnConsumedCapacity="TOTAL", on_throttle=seg.throttled)
     except ConditionFailed:
-        seg.delta.write_units += 1.0
+        seg.count(write_units=1.0)
         return DeleteOutcome.FOREIGN
     seg.spend(response)
     if response.get("Attributes"):
-        seg.delta.deleted += 1
+        seg.count(deleted=1)
         return DeleteOutcome.DELETED
     return DeleteOutcome.ABSENT
 

@@ -34,10 +34,25 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
         return
     # Write-ahead: one ledger write names every lock of the page before any is sent.
     seg.intend([Pending(ref.key) for _, ref, _ in wanted])
-    outcomes = []
-    for owner, ref, raw in wanted:
-        outcomes.append(keeper.put(seg, owner, ref, raw))
-        keeper.tick()
+    # Up to --concurrency puts in flight. Records of the page that require the same lock go
+    # in one task, in scan order, so the first of them gets it as with one put at a time: the
+    # duplicates report is the same whatever the concurrency.
+    groups: dict[str, list[int]] = {}
+    for index, (_, ref, _) in enumerate(wanted):
+        groups.setdefault(ref.key, []).append(index)
+
+    def put_group(indexes: list[int]) -> list[tuple[int, tuple[PutOutcome, Any]]]:
+        out = []
+        for index in indexes:
+            owner, ref, raw = wanted[index]
+            out.append((index, keeper.put(seg, owner, ref, raw)))
+            keeper.tick()
+        return out
+
+    outcomes: list[tuple[PutOutcome, Any]] = [(PutOutcome.NEW, None)] * len(wanted)
+    for done in seg.each(put_group, list(groups.values())):
+        for index, answer in done:
+            outcomes[index] = answer
     # Verify: a strongly consistent read of every record after its lock write.
     current = {
         key_id(run.key(item)): item
@@ -88,9 +103,13 @@ def sweep_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> Non
         raise run.secret_error(other)
     if stale:
         seg.intend([Pending(key, dict(owner)) for owner, key in stale])
-    for owner, key in stale:
-        result = keeper.release_if_stale(seg, owner, key)
+
+    def release(entry: tuple[TypedKey, str]) -> bool | Conflict:
+        result = keeper.release_if_stale(seg, *entry)
         keeper.tick()
+        return result
+
+    for result in seg.each(release, stale):  # up to --concurrency at once
         if isinstance(result, Conflict):
             seg.progress.conflicts.append(result)
 
@@ -98,7 +117,8 @@ def sweep_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> Non
 def remove_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
     """Delete every lock of the constraint, each guarded by the owner it names."""
     run = seg.run
-    for item in items:
+
+    def remove(item: dict[str, Any]) -> None:
         key = item[run.keys.hash_attr]["S"]
         current: dict[str, Any] | None = item
         for _ in range(MAX_SETTLE_ROUNDS):
@@ -106,7 +126,7 @@ def remove_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> No
                 break
             owner = current.get(OWNER_ATTR, {}).get("M", {})
             if keeper.delete(seg, key, owner) != DeleteOutcome.FOREIGN:
-                seg.delta.records += 1
+                seg.count(records=1)
                 break
             # The owner changed since the scan read it: read the lock again.
             current = read(run, lock_primary_key(run.keys.key_attributes, key))
@@ -117,3 +137,5 @@ def remove_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> No
         else:
             raise MigrationError(f"lock {key!r} keeps changing owner; rerun to retry")
         keeper.tick()
+
+    seg.each(remove, items)  # up to --concurrency at once

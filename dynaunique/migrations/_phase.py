@@ -5,9 +5,11 @@ segment of it being worked on, with its checkpoint in the ledger."""
 from __future__ import annotations
 
 import copy
+import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any, TypeVar
 
 import attrs
 
@@ -40,7 +42,7 @@ from dynaunique.migrations._dynamo import TableKeys, batch_get, call
 from dynaunique.migrations._kinds import PhaseKind
 from dynaunique.migrations._ledger import Counters, Pending, Progress
 from dynaunique.migrations.operations import MigrationContext, Phase
-from dynaunique.migrations.ratelimit import TokenBucket
+from dynaunique.migrations.ratelimit import Limiter
 from dynaunique.migrations.recorder import MigrationRecorder
 from dynaunique.migrations.state import bind
 
@@ -265,17 +267,43 @@ class Segment:
     progress: Progress
     worker: str
     recorder: MigrationRecorder
-    bucket: TokenBucket | None = None
+    #: What the writes pay through (``--max-wcu``, the adaptive rate), and the scan's reads
+    #: (``--max-rcu``).
+    bucket: Limiter | None = None
     delta: Counters = attrs.field(factory=Counters)
     #: The runner's lease holder id: checkpoints are fenced by it (None: not fenced).
     holder: str | None = None
+    reads: Limiter | None = None
+    #: The threads that keep up to ``--concurrency`` lock writes of a page in flight (None:
+    #: one at a time).
+    pool: ThreadPoolExecutor | None = None
+    _guard: threading.RLock = attrs.field(factory=threading.RLock)
+
+    def count(self, **units: float) -> None:
+        """Add to the uncommitted counters (from any thread of the page)."""
+        with self._guard:
+            for name, value in units.items():
+                setattr(self.delta, name, getattr(self.delta, name) + value)
+
+    def each(self, work: Callable[[_In], _Out], items: Sequence[_In]) -> list[_Out]:
+        """``work(item)`` for every item, up to ``--concurrency`` at once, results in order.
+
+        Returns (or raises the first error, in item order) only once every call has ended:
+        nothing of the page is in flight when the caller goes on to verify and checkpoint.
+        """
+        if self.pool is None or len(items) < 2:
+            return [work(item) for item in items]
+        futures = [self.pool.submit(work, item) for item in items]
+        wait(futures)
+        return [future.result() for future in futures]
 
     def save(self) -> None:
         """Overwrite the segment's progress item in the ledger (one write unit, rate-limited,
         fenced by the runner's holder id)."""
         if self.bucket is not None:
             self.bucket.acquire(1.0)
-        self.recorder.save_progress(self.progress, worker=self.worker, holder=self.holder)
+        with self._guard:
+            self.recorder.save_progress(self.progress, worker=self.worker, holder=self.holder)
 
     def intend(self, entries: Sequence[Pending], *, put: bool = False) -> None:
         """Record lock writes about to be sent (write-ahead), unless already recorded.
@@ -285,17 +313,35 @@ class Segment:
         """
         if self.run.phase.kind == PhaseKind.REMOVE:
             return  # owner-guarded deletes of a constraint nobody maintains: nothing to verify
-        known = {p.ident for p in self.progress.pending}
-        locks = {p.lock for p in self.progress.pending}
-        new = [e for e in entries if e.ident not in known and not (put and e.lock in locks)]
-        if new:
-            self.progress.pending.extend(new)
-            self.save()
+        with self._guard:  # written before the write it announces, whichever thread sends it
+            known = {p.ident for p in self.progress.pending}
+            locks = {p.lock for p in self.progress.pending}
+            new = [e for e in entries if e.ident not in known and not (put and e.lock in locks)]
+            if new:
+                self.progress.pending.extend(new)
+                self.save()
 
     def spend(self, response: Mapping[str, Any]) -> None:
         """Count the write units DynamoDB reports ``response`` consumed (and charge the cap)."""
-        consumed = response.get("ConsumedCapacity") or {}
-        units = float(consumed.get("CapacityUnits", 1.0)) if isinstance(consumed, dict) else 1.0
-        self.delta.write_units += units
+        units = consumed_units(response)
+        self.count(write_units=units)
         if self.bucket is not None:
             self.bucket.charge(units - 1.0)
+
+    def throttled(self, code: str) -> None:
+        """The retry loop met a throttled lock write: the adaptive rate slows down."""
+        if self.bucket is not None:
+            self.bucket.throttled(code)
+
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
+
+
+def consumed_units(response: Mapping[str, Any], default: float = 1.0) -> float:
+    """The capacity units DynamoDB reports a response consumed (``ReturnConsumedCapacity``
+    ``TOTAL``), ``default`` when it reports none."""
+    consumed = response.get("ConsumedCapacity") or {}
+    if isinstance(consumed, list):  # batch operations: one entry per table
+        return sum(float(c.get("CapacityUnits", 0.0)) for c in consumed) or default
+    return float(consumed.get("CapacityUnits", default))

@@ -17,12 +17,12 @@ from dynaunique.migrations._kinds import PhaseKind, ProgressState
 from dynaunique.migrations._lease import Lease
 from dynaunique.migrations._ledger import Conflict, Counters, Progress
 from dynaunique.migrations._pages import fill_page, remove_page, sweep_page
-from dynaunique.migrations._phase import PhaseRun, Segment
+from dynaunique.migrations._phase import PhaseRun, Segment, consumed_units
 from dynaunique.migrations._report import Reporter, progress_event
 from dynaunique.migrations._settle import Keeper
 from dynaunique.migrations._worker import Deadline
 from dynaunique.migrations._worker import finished as finished
-from dynaunique.migrations.ratelimit import TokenBucket
+from dynaunique.migrations.ratelimit import Limiter
 from dynaunique.migrations.recorder import MigrationRecorder
 
 _PAGES: dict[PhaseKind, Callable[[Keeper, Segment, list[dict[str, Any]]], None]] = {
@@ -35,7 +35,8 @@ class SegmentRunner:
 
     def __init__(self, keeper: Keeper, recorder: MigrationRecorder, reporter: Reporter, *,
                  worker: str, threads: int, page_size: int, conflict_cap: int,
-                 bucket: TokenBucket | None, deadline: Deadline | None = None) -> None:
+                 bucket: Limiter | None, deadline: Deadline | None = None,
+                 concurrency: int = 1, reads: Limiter | None = None) -> None:
         self.keeper = keeper
         self.recorder = recorder
         self.reporter = reporter
@@ -45,6 +46,10 @@ class SegmentRunner:
         self.page_size = page_size
         self.conflict_cap = conflict_cap
         self.bucket = bucket
+        #: Lock writes of a page in flight at once, per segment (``--concurrency``).
+        self.concurrency = concurrency
+        #: What the scan's pages pay through (``--max-rcu``), None: not capped.
+        self.reads = reads
         #: Past it, every segment stops at its next page boundary (each does one page at least).
         self.deadline = deadline or Deadline(None)
         self._stop = threading.Event()
@@ -78,7 +83,18 @@ class SegmentRunner:
 
     def _run_segment(self, run: PhaseRun, progress: Progress, lease: Lease, label: str,
                      ident: str | None) -> None:
-        seg = Segment(run, progress, self.worker, self.recorder, self.bucket, holder=lease.holder)
+        if self.concurrency < 2:
+            self._run_in(Segment(run, progress, self.worker, self.recorder, self.bucket,
+                                 holder=lease.holder, reads=self.reads), lease, label, ident)
+            return
+        with ThreadPoolExecutor(max_workers=self.concurrency,
+                                thread_name_prefix="dynaunique-write") as pool:
+            self._run_in(Segment(run, progress, self.worker, self.recorder, self.bucket,
+                                 holder=lease.holder, reads=self.reads, pool=pool),
+                         lease, label, ident)
+
+    def _run_in(self, seg: Segment, lease: Lease, label: str, ident: str | None) -> None:
+        run, progress = seg.run, seg.progress
         progress.blocked = False
         if progress.pending:
             # The last run died between writing locks and verifying them: verify them now.
@@ -109,7 +125,7 @@ class SegmentRunner:
             }
             if progress.last_key is not None:
                 params["ExclusiveStartKey"] = progress.last_key
-            page = call(run.client, "scan", **params)
+            page = self._scan(seg, params)
             items = page.get("Items", [])
             seg.delta.scanned += len(items)
             _PAGES[run.phase.kind](self.keeper, seg, items)
@@ -122,6 +138,23 @@ class SegmentRunner:
                 # Report only what still holds at the end: the application may have resolved
                 # a duplicate found early in the scan (or created one that is now gone).
                 self._recheck_all(seg, label)
+
+    def _scan(self, seg: Segment, params: dict[str, Any]) -> dict[str, Any]:
+        """One page of the scan, paid for under ``--max-rcu``: the units the last page
+        consumed are taken before it, the difference charged after (ReturnConsumedCapacity)."""
+        if self.reads is None:
+            return call(seg.run.client, "scan", **params)
+        estimate = self._page_units
+        self.reads.acquire(estimate)
+        page = call(seg.run.client, "scan", **params, ReturnConsumedCapacity="TOTAL",
+                    on_throttle=self.reads.throttled)
+        units = consumed_units(page, default=estimate)
+        self.reads.charge(units - estimate)
+        self._page_units = max(units, 0.5)
+        return page
+
+    #: The read units the last scanned page consumed (the estimate for the next one).
+    _page_units = 1.0
 
     def _recheck_all(self, seg: Segment, label: str) -> None:
         """Re-examine every stored conflict of the segment and keep those that still stand."""

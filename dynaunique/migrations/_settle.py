@@ -92,7 +92,7 @@ class Keeper:
         required = run.required(current)
         if required is None or required.key != ref.key:
             return self.settle(seg, owner, set(), depth + 1)
-        seg.delta.duplicates += 1
+        seg.count(duplicates=1)
         return Conflict(model=run.phase.model, constraint=run.name, lock=ref.key,
                         record=dict(owner), holder=dict(holder), holder_model=holder_model,
                         value=ref.value, hashed=ref.hashed)
@@ -112,7 +112,7 @@ class Keeper:
                 assert current is not None
                 outcome, other = self.put(seg, holder, required, current)
                 if outcome == PutOutcome.TAKEN:
-                    seg.delta.duplicates += 1
+                    seg.count(duplicates=1)
                     return Conflict(model=run.phase.model, constraint=run.name, lock=key,
                                     record=dict(holder),
                                     holder=(other or {}).get(OWNER_ATTR, {}).get("M"),

@@ -37,6 +37,9 @@ class Unit:
     directory: str | None = None
     lease_seconds: float | None = None
     max_wcu: float | None = None
+    max_rcu: float | None = None
+    #: Lock writes of a page in flight at once (``--concurrency``; None: the settings' or 1).
+    concurrency: int | None = None
     max_seconds: float | None = None
     wait_seconds: float = 0.0
     poll_seconds: float = 1.0
@@ -71,6 +74,7 @@ def run_unit(unit: Unit, segment: int, *, reporter: Reporter | None = None) -> d
     """
     executor = unit.project().executor(
         worker=(segment, unit.total_segments), max_wcu=unit.max_wcu,
+        max_rcu=unit.max_rcu, concurrency=unit.concurrency,
         lease_seconds=unit.lease_seconds, wait_seconds=unit.wait_seconds,
         poll_seconds=unit.poll_seconds, only=unit.only, page_size=unit.page_size,
         reporter=reporter)

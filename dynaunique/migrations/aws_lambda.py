@@ -17,7 +17,8 @@ report in its error message), as ``migrate`` exits 1.
 Configuration comes from the environment (the event may override each, in lower case without the
 prefix): ``DYNAUNIQUE_MODULE`` (the models module, required), ``DYNAUNIQUE_TOTAL_SEGMENTS``
 (default 8), ``DYNAUNIQUE_TARGET``, ``DYNAUNIQUE_MIGRATIONS_DIR``, ``DYNAUNIQUE_LEASE_SECONDS``,
-``DYNAUNIQUE_MAX_WCU``, ``DYNAUNIQUE_PAGE_SIZE`` (default 100), ``DYNAUNIQUE_MARGIN_SECONDS``
+``DYNAUNIQUE_MAX_WCU``, ``DYNAUNIQUE_MAX_RCU`` (totals over all invocations),
+``DYNAUNIQUE_CONCURRENCY``, ``DYNAUNIQUE_PAGE_SIZE`` (default 100), ``DYNAUNIQUE_MARGIN_SECONDS``
 (default 20: the time kept for the last page and the checkpoint) and
 ``AWS_ENDPOINT_URL_DYNAMODB``.
 """
@@ -57,13 +58,16 @@ def _unit(event: Mapping[str, Any], max_seconds: float | None) -> Unit:
     if not module:
         raise ConfigurationError("set DYNAUNIQUE_MODULE to the models module (a dotted path)")
     lease = _setting(event, "lease_seconds")
-    wcu = _setting(event, "max_wcu")
+    wcu, rcu = _setting(event, "max_wcu"), _setting(event, "max_rcu")
+    concurrency = _setting(event, "concurrency")
     return Unit(str(module), int(_setting(event, "total_segments", 8)),
                 target=_setting(event, "target") or None,
                 migrations_dir=_setting(event, "migrations_dir") or None,
                 endpoint=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None,
                 lease_seconds=float(lease) if lease else None,
-                max_wcu=float(wcu) if wcu else None, max_seconds=max_seconds, only=True,
+                max_wcu=float(wcu) if wcu else None, max_rcu=float(rcu) if rcu else None,
+                concurrency=int(concurrency) if concurrency else None,
+                max_seconds=max_seconds, only=True,
                 page_size=int(_setting(event, "page_size", 100)))
 
 

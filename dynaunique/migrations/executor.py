@@ -27,6 +27,7 @@ from typing import Any
 from dynaunique._items import LockRef, TypedKey
 from dynaunique._items import plain_key as plain_key
 from dynaunique.errors import MigrationError
+from dynaunique.migrations._budget import limiters
 from dynaunique.migrations._dynamo import describe_table
 from dynaunique.migrations._hooks import Countdown
 from dynaunique.migrations._kinds import (
@@ -56,7 +57,6 @@ from dynaunique.migrations._settle import Keeper
 from dynaunique.migrations._worker import Deadline, settled, work_phase
 from dynaunique.migrations.loader import MigrationLoader
 from dynaunique.migrations.operations import MigrationContext, Phase
-from dynaunique.migrations.ratelimit import TokenBucket
 from dynaunique.migrations.recorder import MigrationRecorder, TableKeys
 
 
@@ -66,13 +66,14 @@ class MigrationExecutor:
     * ``loader`` — the migration files; ``recorder`` — the ledger (with its client and table);
     * ``models`` — the live model classes (by class name), for computing locks;
     * ``client_for`` — the DynamoDB client for a table (default: the ledger's client);
-    * ``segments`` — scan segments (and threads) for a new phase;
+    * ``segments`` — scan segments (and threads) for a new phase; ``concurrency`` — lock
+      writes of a page in flight at once, per segment;
     * ``worker`` — ``(I, N)``: work as one of several workers, each phase split in *N*
       segments, starting with segment *I* and taking any other open one (see :mod:`._worker`);
     * ``wait_seconds`` — how long a worker waits, polling every ``poll_seconds``, when every
       open segment is leased by a running worker, before it ends its run as ``idle``;
     * ``only`` — a worker runs its segment *I* alone (a Step Functions Map item);
-    * ``max_wcu`` — cap on write units per second (in worker mode, the total over N workers);
+    * ``max_wcu``, ``max_rcu`` — caps on write, scan read units per second (over all workers);
     * ``accept_other_secret`` — hashed locks the current lock secret did not make are judged
       as its own: a sweep deletes them as stale, a backfill locks beside them (rotating the
       secret). Without it a phase that meets them stops with a :class:`MigrationError`.
@@ -88,6 +89,7 @@ class MigrationExecutor:
         segments: int = 1,
         worker: tuple[int, int] | None = None,
         max_wcu: float | None = None,
+        max_rcu: float | None = None, concurrency: int = 1,
         reporter: Reporter | None = None,
         lease_seconds: float = 60.0,
         page_size: int = 100,
@@ -97,8 +99,8 @@ class MigrationExecutor:
         conflict_cap: int = 500,
         accept_other_secret: bool = False,
     ) -> None:
-        if segments < 1 or segments > 1000:
-            raise MigrationError("segments must be between 1 and 1000")
+        if not (1 <= segments <= 1000 and 1 <= concurrency <= 256):
+            raise MigrationError("segments must be in 1..1000 and concurrency in 1..256")
         if worker is not None and not (0 <= worker[0] < worker[1] <= 1000):
             raise MigrationError(f"--segment {worker[0]} --total-segments {worker[1]}: the "
                                  "segment must be in 0..total-1 (total at most 1000)")
@@ -116,8 +118,8 @@ class MigrationExecutor:
         self.only = only
         self.conflict_cap = conflict_cap
         self.accept_other_secret = accept_other_secret
-        rate = max_wcu / worker[1] if (max_wcu is not None and worker is not None) else max_wcu
-        self.bucket = TokenBucket(rate) if rate is not None else None
+        self.concurrency = concurrency
+        self.bucket, self.reads = limiters(recorder, worker, max_wcu, max_rcu)
         self._tables: dict[str, TableKeys] = {recorder.table: recorder.keys}
         #: The test-only crash hook (set by ``_hooks.fail_after_records``), or None.
         self._countdown: Countdown | None = None
@@ -299,7 +301,8 @@ class MigrationExecutor:
         return SegmentRunner(keeper, self.recorder, self.reporter, worker=self._worker_name(),
                              threads=1 if self.worker is not None else self.segments,
                              page_size=self.page_size, conflict_cap=self.conflict_cap,
-                             bucket=self.bucket, deadline=deadline)
+                             bucket=self.bucket, deadline=deadline,
+                             concurrency=self.concurrency, reads=self.reads)
 
     # --- the seams tests act at: every lock write, every processed record -----------------------
 

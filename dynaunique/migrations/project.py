@@ -3,8 +3,8 @@ directory, the app label, the ledger's table and the clients — and ``makemigra
 
 Settings come from ``[tool.dynaunique]`` in ``pyproject.toml`` in the current directory
 (``[tool.dynaunique.modules."<module>"]`` overrides them for one module); command-line options
-override both. Keys: ``migrations_dir``, ``endpoint``, ``segments``, ``max_wcu``,
-``ledger_table``, ``app``, ``lease_seconds``.
+override both. Keys: ``migrations_dir``, ``endpoint``, ``segments``, ``max_wcu``, ``max_rcu``,
+``concurrency``, ``ledger_table``, ``app``, ``lease_seconds``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ _SETTING_TYPES: dict[str, tuple[type, ...]] = {
     "endpoint": (str,),
     "segments": (int,),
     "max_wcu": (int, float),
+    "max_rcu": (int, float),
+    "concurrency": (int,),
     "ledger_table": (str,),
     "app": (str,),
     "lease_seconds": (int, float),
@@ -54,6 +56,8 @@ class Settings:
     endpoint: str | None = None
     segments: int | None = None
     max_wcu: float | None = None
+    max_rcu: float | None = None
+    concurrency: int | None = None
     ledger_table: str | None = None
     app: str | None = None
     lease_seconds: float | None = None
@@ -254,6 +258,8 @@ class Project:
         defaults: Mapping[str, Any] = {
             "segments": self.settings.segments,
             "max_wcu": self.settings.max_wcu,
+            "max_rcu": self.settings.max_rcu,
+            "concurrency": self.settings.concurrency,
             "lease_seconds": self.settings.lease_seconds,
         }
         for key, value in defaults.items():

@@ -9,7 +9,13 @@ applied) and, when a queued :class:`Rule` matches its operation, one fault is in
 * ``DROP_AFTER`` — forward it, let the server apply it, then close without replying: the write
   happened, the client cannot know;
 * ``DELAY_BEFORE`` / ``DELAY_AFTER`` — sleep before forwarding / before replying (longer than
-  the client's read timeout, this is a timeout before or after the server applied the write).
+  the client's read timeout, this is a timeout before or after the server applied the write);
+* ``THROTTLE`` — answer ``400 ProvisionedThroughputExceededException`` without forwarding, as
+  DynamoDB does when a request exceeds the table's capacity: nothing was applied.
+
+Every forwarded request is recorded with its answer's parsed JSON (``Recorded.response``) and
+the time it came back (``Recorded.at``, ``time.monotonic()``): the consumed capacity a request
+reports, and when.
 
 A rule may carry ``on_applied``, a callable run after the server answered and before the
 response is dropped or delayed: another client's write slipped in between an applied write and
@@ -56,6 +62,7 @@ class Fault(enum.Enum):
     DROP_AFTER = "drop-after"
     DELAY_BEFORE = "delay-before"
     DELAY_AFTER = "delay-after"
+    THROTTLE = "throttle"
 
 
 @attrs.define
@@ -86,6 +93,10 @@ class Recorded:
     status: int | None
     #: Sent by an interleaved adversary (``FaultProxy.intercept``), not by the call under test.
     adversary: bool = False
+    #: The upstream's answer, parsed (None: not forwarded, or not JSON).
+    response: dict[str, Any] | None = None
+    #: When the request was recorded (``time.monotonic()``: its answer came back).
+    at: float = 0.0
 
     @property
     def token(self) -> str | None:
@@ -317,11 +328,17 @@ class FaultProxy:
             return None
 
     def _record(self, operation: str, body: dict[str, Any], rule: Rule | None,
-                status: int | None, adversary: bool = False, in_call: bool = False) -> None:
+                status: int | None, adversary: bool = False, in_call: bool = False,
+                response: bytes | None = None) -> None:
         # Recorded before the client hears anything, so a test that has its answer sees it.
+        parsed = None
+        if response:
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(response)
         with self._lock:
             recorded = Recorded(len(self._records), operation, body,
-                                rule.fault if rule is not None else None, status, adversary)
+                                rule.fault if rule is not None else None, status, adversary,
+                                parsed if isinstance(parsed, dict) else None, time.monotonic())
             self._records.append(recorded)
             call = self._interception
             if call is not None and adversary:
@@ -380,6 +397,14 @@ class _Handler(BaseHTTPRequestHandler):
                 proxy._record(operation, parsed, rule, None, adversary, in_call)
                 self._drop()
                 return
+            if fault is Fault.THROTTLE:
+                proxy._record(operation, parsed, rule, 400, adversary, in_call)
+                self._reply(400, [("Content-Type", "application/x-amz-json-1.0")], json.dumps({
+                    "__type": "com.amazonaws.dynamodb.v20120810#"
+                              "ProvisionedThroughputExceededException",
+                    "message": "The level of configured provisioned throughput for the table "
+                               "was exceeded (injected by the fault proxy)"}).encode())
+                return
             if fault is Fault.DELAY_BEFORE and rule is not None:
                 time.sleep(rule.delay)
             headers = [(k, v) for k, v in self.headers.items()
@@ -391,7 +416,7 @@ class _Handler(BaseHTTPRequestHandler):
                     rule.on_applied()
                 except Exception as exc:  # surfaced to the test through hook_errors
                     proxy._hook_failed(exc)
-            proxy._record(operation, parsed, rule, status, adversary, in_call)
+            proxy._record(operation, parsed, rule, status, adversary, in_call, response_body)
             if fault is Fault.DROP_AFTER:
                 self._drop()
                 return

@@ -24,7 +24,7 @@ def test_the_values_are_the_old_strings() -> None:
         "fill", "sweep", "remove", "run",
         "new", "present", "taken",
         "deleted", "absent", "foreign",
-        "migration", "job", "progress", "lease", "stream",
+        "migration", "job", "progress", "lease", "stream", "budget",
         "exclusive", "workers",
         "started", "running", "finished",
     ]
