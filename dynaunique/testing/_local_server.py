@@ -180,7 +180,7 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     from moto.moto_server import werkzeug_app
     from werkzeug.serving import make_server
 
-    from dynaunique.testing import _moto_patch
+    from dynaunique.testing import _corpus, _moto_patch
     from dynaunique.testing._server_rules import DynamoRules
 
     if not stock_moto:
@@ -197,7 +197,7 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     return make_server(
         LOCAL_HOST,
         port,
-        _SerializedApp(DynamoRules(dispatcher, about=about)),
+        _SerializedApp(_corpus.wrap(DynamoRules(dispatcher, about=about))),
         threaded=True,
         request_handler=handler,
     )

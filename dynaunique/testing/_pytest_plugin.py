@@ -8,6 +8,8 @@ import os
 from collections.abc import Iterator
 
 from dynaunique.testing import FAKE_AWS_ENV, local_dynamodb, reset_local_dynamodb
+from dynaunique.testing._corpus import CASE_PATH, RECORD_ENV
+from dynaunique.testing._local_server import _post_local
 
 # --- pytest plugin (registered through the pytest11 entry point) ------------------------------
 
@@ -36,12 +38,17 @@ if _HAVE_PYTEST:
                 yield endpoint
 
     @pytest.fixture
-    def dynaunique_db(dynaunique_endpoint: str) -> str:
+    def dynaunique_db(dynaunique_endpoint: str, request: pytest.FixtureRequest) -> str:
         """The session's local DynamoDB endpoint, reset before this test: no tables, no items.
 
         Typical use: ``use_endpoint(dynaunique_db, MyModel); create_tables(MyModel)``.
+        While the server records a corpus (``DYNAUNIQUE_RECORD_CORPUS``), the test's id names
+        the case that begins.
         """
         reset_local_dynamodb(dynaunique_endpoint)
+        if os.environ.get(RECORD_ENV):
+            _post_local(dynaunique_endpoint, CASE_PATH, request.node.nodeid.encode("utf-8"),
+                        "name the corpus case on", 10.0)
         return dynaunique_endpoint
 
     from dynaunique.testing.aio import dynaunique_aio_db  # noqa: F401 - async fixtures

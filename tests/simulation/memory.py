@@ -1,453 +1,394 @@
 """An in-memory DynamoDB, exact for what dynaunique sends, loud about anything else.
 
-It answers the requests the write path and the unique lookup send — PutItem, UpdateItem (SET and
-REMOVE of plain values), DeleteItem, GetItem and TransactWriteItems (Put, Update, Delete,
-ConditionCheck) — with DynamoDB's answers: condition expressions of the forms
-``dynaunique._render`` writes (``attribute_exists``/``attribute_not_exists``, ``=``, ``<>``,
-``AND``/``OR``/``NOT``, parentheses, dotted paths into maps), a transaction applied all or
-nothing with one ``CancellationReasons`` slot per item (the item itself with
-``ReturnValuesOnConditionCheckFailure=ALL_OLD``), ``ClientRequestToken`` idempotency (a repeat
-of a successful token with the same request succeeds without applying again; with another
-request it is an ``IdempotentParameterMismatchException``), and a failed single write's
-``ConditionalCheckFailedException`` with the old item for ``ALL_OLD``.
+**What it answers.** Every request the library (and PynamoDB under it) sends, as DynamoDB
+answers it: PutItem, UpdateItem, DeleteItem (``ReturnValues`` ``ALL_OLD``/``ALL_NEW``,
+``ReturnValuesOnConditionCheckFailure=ALL_OLD``), GetItem, TransactWriteItems (Put, Update,
+Delete, ConditionCheck: all or nothing, one ``CancellationReasons`` slot per item with ``Code``,
+``Message`` and, for ``ALL_OLD``, ``Item``; ``ClientRequestToken`` idempotency: a repeat of a
+successful token with the same request within :data:`TOKEN_WINDOW` seconds of the model's clock
+gets the first answer without applying again, with another request an
+``IdempotentParameterMismatchException``; a cancelled request does not use its token up),
+TransactGetItems, BatchGetItem, BatchWriteItem, Query and Scan with their pages (``Limit``,
+``ExclusiveStartKey``/``LastEvaluatedKey``, ``Segment``/``TotalSegments``, ``FilterExpression``,
+``ProjectionExpression``, ``Select=COUNT``), and the table requests tests send (CreateTable,
+DescribeTable, DeleteTable, ListTables, UpdateTimeToLive). Expressions: :mod:`.memory_expr`
+(conditions, projections) and :mod:`.memory_update` (update expressions); reads and table
+requests: :mod:`.memory_reads`.
 
-Refusals are raised as botocore's ``ClientError`` with the response shape botocore parses from
-the real service. Anything it does not model (another operation, a function such as
-``begins_with`` or ``size``, an update action other than SET/REMOVE of a value) raises
-:class:`Unsupported`: never a silent wrong answer.
+**Its order.** A scan returns items sorted by hash key then range key (numbers as numbers), a
+segment is the first byte of the MD5 of the hash key's text modulo ``TotalSegments``: the local
+server's (moto's) order, so pages agree request by request on the recorded corpus. DynamoDB's
+own order is its hash order; the library relies on neither.
 
-Each request is applied atomically, so every state between two requests is one DynamoDB could be
-in; the model does not simulate transaction conflicts, throttling or latency.
+**Refusals** are raised as botocore's ``ClientError`` with the response botocore parses from the
+real service. Anything not modelled (another operation or parameter, a function in an
+expression that is not listed) raises :class:`Unsupported`: never a silent wrong answer.
+
+**Purity.** The model holds only its tables, items, used tokens and a logical clock (seconds,
+advanced only by :meth:`MemoryDynamoDB.advance`): the same requests give the same answers and
+the same :meth:`~MemoryDynamoDB.snapshot` (which the explorer hashes). Each request is applied
+atomically, so every state between two requests is one DynamoDB could be in.
+
+**Faults** (the scheduler chooses them; nothing is random here). ``answer(request, fault)`` or
+``handle(operation, params, fault=...)`` with a :class:`Fault`:
+
+- ``Fault.conflict(slot)``: a TransactWriteItems is cancelled with ``TransactionConflict`` in
+  CancellationReasons slot ``slot`` (the others ``None``), nothing applied, the token not used;
+  any other write is refused with ``TransactionConflictException``;
+- ``Fault.cancel(code, slot)``: the same with another reason code (``ThrottlingError``,
+  ``ProvisionedThroughputExceeded``);
+- ``Fault.refuse(code)``: the request is refused before it is applied —
+  ``ProvisionedThroughputExceededException``, ``ThrottlingException``,
+  ``RequestLimitExceeded`` (HTTP 400) or ``InternalServerError`` (HTTP 500);
+- ``Fault.unprocessed(keep)``: a BatchGetItem / BatchWriteItem processes only its first
+  ``keep`` keys (in request order) and returns the rest as ``UnprocessedKeys`` /
+  ``UnprocessedItems``.
+
+"The write applied but its answer was lost" is not a fault of the model: the scheduler applies
+the request (``answer``) and hands the client a connection error instead of the answer.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
-import re
 from collections.abc import Mapping
-from decimal import Decimal
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-import botocore.exceptions
+from . import memory_reads
+from .memory_expr import (
+    Expressions,
+    Item,
+    Unsupported,
+    client_error,
+    holds,
+    normal,
+    ordered,
+    parse_condition,
+    same_value,
+    validation,
+)
+from .memory_update import apply_update
 
-Item = dict[str, Any]
+__all__ = ["TOKEN_WINDOW", "Fault", "Item", "MemoryDynamoDB", "Unsupported", "client_error",
+           "condition_holds", "same_value"]
 
+#: Seconds a successful ClientRequestToken is remembered (DynamoDB: 10 minutes).
+TOKEN_WINDOW = 600.0
 
-class Unsupported(Exception):
-    """The request uses something the in-memory model does not implement."""
-
-
-def client_error(operation: str, code: str, message: str, **extra: Any) -> Exception:
-    """The ``ClientError`` botocore raises for DynamoDB's refusal ``code``."""
-    response: dict[str, Any] = {"Error": {"Code": code, "Message": message},
-                                "ResponseMetadata": {"HTTPStatusCode": 400}, **extra}
-    return botocore.exceptions.ClientError(response, operation)
-
-
-# --- values --------------------------------------------------------------------------------------
-
-
-def _normal(value: Any) -> Any:
-    """A typed value in a form where equal DynamoDB values are equal Python values."""
-    if not isinstance(value, Mapping) or len(value) != 1:
-        raise Unsupported(f"not a typed value: {value!r}")
-    (kind, inner), = value.items()
-    if kind == "N":
-        return ("N", Decimal(inner).normalize())
-    if kind == "M":
-        return ("M", tuple(sorted((k, _normal(v)) for k, v in inner.items())))
-    if kind == "L":
-        return ("L", tuple(_normal(v) for v in inner))
-    if kind in ("SS", "BS"):
-        return (kind, frozenset(inner))
-    if kind == "NS":
-        return (kind, frozenset(Decimal(n).normalize() for n in inner))
-    if kind == "B" and isinstance(inner, str):
-        import base64
-
-        return ("B", base64.b64decode(inner))
-    return (kind, inner)
+_TRANSACT_KINDS = ("Put", "Update", "Delete", "ConditionCheck")
+_CONDITION_FAILED = "The conditional request failed"
+_REFUSALS = {"ProvisionedThroughputExceededException": 400, "ThrottlingException": 400,
+             "RequestLimitExceeded": 400, "InternalServerError": 500,
+             "TransactionConflictException": 400}
 
 
-def same_value(a: Any, b: Any) -> bool:
-    """DynamoDB's ``=`` on two typed values."""
-    return bool(_normal(a) == _normal(b))
+@dataclass(frozen=True)
+class Fault:
+    """An answer the scheduler chooses instead of the normal one (see the module docstring)."""
+
+    kind: str            # "cancel", "refuse" or "unprocessed"
+    code: str = ""
+    slot: int = 0
+    keep: int = 0
+
+    @classmethod
+    def conflict(cls, slot: int = 0) -> Fault:
+        return cls("cancel", "TransactionConflict", slot=slot)
+
+    @classmethod
+    def cancel(cls, code: str, slot: int = 0) -> Fault:
+        return cls("cancel", code, slot=slot)
+
+    @classmethod
+    def refuse(cls, code: str) -> Fault:
+        if code not in _REFUSALS:
+            raise ValueError(f"not a modelled refusal: {code!r} (one of {sorted(_REFUSALS)})")
+        return cls("refuse", code)
+
+    @classmethod
+    def unprocessed(cls, keep: int = 0) -> Fault:
+        return cls("unprocessed", keep=keep)
 
 
-# --- expressions ---------------------------------------------------------------------------------
-
-_TOKEN = re.compile(r"\s*(<>|=|\(|\)|,|\.|#[A-Za-z0-9_]+|:[A-Za-z0-9_]+|[A-Za-z_][A-Za-z0-9_]*)")
-_KEYWORDS = {"AND", "OR", "NOT"}
-_FUNCTIONS = {"attribute_exists", "attribute_not_exists"}
-
-
-def _tokens(text: str) -> list[str]:
-    out: list[str] = []
-    pos = 0
-    text = text.rstrip()
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            raise Unsupported(f"cannot read expression {text!r} at {text[pos:]!r}")
-        out.append(match.group(1))
-        pos = match.end()
-    return out
-
-
-class _Condition:
-    """A condition expression parsed into nested tuples, evaluated on an item (or None)."""
-
-    def __init__(self, text: str, names: Mapping[str, str], values: Mapping[str, Any]) -> None:
-        self.names, self.values = names, values
-        self.tokens = _tokens(text)
-        self.pos = 0
-        self.tree = self._or()
-        if self.pos != len(self.tokens):
-            raise Unsupported(f"trailing tokens in {text!r}: {self.tokens[self.pos:]}")
-
-    def _peek(self) -> str | None:
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def _take(self, expected: str | None = None) -> str:
-        token = self._peek()
-        if token is None or (expected is not None and token.upper() != expected.upper()):
-            raise Unsupported(f"expected {expected!r}, got {token!r} in {self.tokens}")
-        self.pos += 1
-        return token
-
-    def _or(self) -> Any:
-        node = self._and()
-        while (self._peek() or "").upper() == "OR":
-            self._take()
-            node = ("or", node, self._and())
-        return node
-
-    def _and(self) -> Any:
-        node = self._not()
-        while (self._peek() or "").upper() == "AND":
-            self._take()
-            node = ("and", node, self._not())
-        return node
-
-    def _not(self) -> Any:
-        if (self._peek() or "").upper() == "NOT":
-            self._take()
-            return ("not", self._not())
-        return self._comparison()
-
-    def _comparison(self) -> Any:
-        token = self._peek()
-        if token == "(":
-            self._take("(")
-            node = self._or()
-            self._take(")")
-            return node
-        if token is not None and token[0].isalpha() and token.upper() not in _KEYWORDS:
-            if token not in _FUNCTIONS:
-                raise Unsupported(f"function {token!r} is not modelled")
-            self._take()
-            self._take("(")
-            path = self._path()
-            self._take(")")
-            return (token, path)
-        left = self._operand()
-        op = self._take()
-        if op not in ("=", "<>"):
-            raise Unsupported(f"comparison {op!r} is not modelled")
-        return (op, left, self._operand())
-
-    def _path(self) -> tuple[str, ...]:
-        parts = [self._name(self._take())]
-        while self._peek() == ".":
-            self._take(".")
-            parts.append(self._name(self._take()))
-        return tuple(parts)
-
-    def _name(self, token: str) -> str:
-        if not token.startswith("#"):
-            raise Unsupported(f"attribute names must be placeholders, got {token!r}")
-        if token not in self.names:
-            raise client_error("", "ValidationException", f"undefined name {token}")
-        return self.names[token]
-
-    def _operand(self) -> Any:
-        token = self._peek()
-        if token is not None and token.startswith(":"):
-            self._take()
-            if token not in self.values:
-                raise client_error("", "ValidationException", f"undefined value {token}")
-            return ("value", self.values[token])
-        return ("path", self._path())
-
-    def holds(self, item: Item | None) -> bool:
-        return bool(self._eval(self.tree, item or {}))
-
-    def _eval(self, node: Any, item: Item) -> Any:
-        kind = node[0]
-        if kind == "or":
-            return self._eval(node[1], item) or self._eval(node[2], item)
-        if kind == "and":
-            return self._eval(node[1], item) and self._eval(node[2], item)
-        if kind == "not":
-            return not self._eval(node[1], item)
-        if kind == "attribute_exists":
-            return resolve(item, node[1]) is not None
-        if kind == "attribute_not_exists":
-            return resolve(item, node[1]) is None
-        left, right = self._value(node[1], item), self._value(node[2], item)
-        if left is None or right is None:
-            if kind == "<>":
-                raise Unsupported("<> with a missing attribute is not modelled")
-            return False   # `=` with a missing attribute is false
-        equal = same_value(left, right)
-        return equal if kind == "=" else not equal
-
-    def _value(self, operand: Any, item: Item) -> Any:
-        return operand[1] if operand[0] == "value" else resolve(item, operand[1])
-
-
-def resolve(item: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    """The typed value at ``path`` (attribute, then map keys), or None."""
-    value: Any = item.get(path[0])
-    for part in path[1:]:
-        if not isinstance(value, Mapping) or "M" not in value:
-            return None
-        value = value["M"].get(part)
-    return value
+class _Request(Protocol):
+    operation: str
+    params: Mapping[str, Any]
 
 
 def condition_holds(params: Mapping[str, Any], item: Item | None) -> bool:
     """Whether ``params``' ``ConditionExpression`` (none: true) holds on ``item``."""
     text = params.get("ConditionExpression")
-    if text is None:
-        return True
-    return _Condition(text, params.get("ExpressionAttributeNames") or {},
-                      params.get("ExpressionAttributeValues") or {}).holds(item)
+    return True if text is None else holds(parse_condition(text, Expressions(params)), item)
 
 
-def apply_update(params: Mapping[str, Any], item: Item | None, key: Item) -> Item:
-    """``params``' ``UpdateExpression`` applied to ``item`` (a missing item starts as its key)."""
-    names = params.get("ExpressionAttributeNames") or {}
-    values = params.get("ExpressionAttributeValues") or {}
-    new = copy.deepcopy(item) if item is not None else copy.deepcopy(dict(key))
-    tokens = _tokens(params["UpdateExpression"])
-    pos = 0
-    clause = None
-    while pos < len(tokens):
-        token = tokens[pos]
-        if token.upper() in ("SET", "REMOVE"):
-            clause = token.upper()
-            pos += 1
-            continue
-        if token == ",":
-            pos += 1
-            continue
-        if not token.startswith("#") or (pos + 1 < len(tokens) and tokens[pos + 1] == "."):
-            raise Unsupported(f"update expression {params['UpdateExpression']!r} is not modelled")
-        name = names[token]
-        if name in key:
-            raise client_error("UpdateItem", "ValidationException",
-                               "Cannot update attribute of the key")
-        if clause == "REMOVE":
-            new.pop(name, None)
-            pos += 1
-        elif clause == "SET":
-            if tokens[pos + 1:pos + 2] != ["="] or not tokens[pos + 2].startswith(":") or (
-                    pos + 3 < len(tokens) and tokens[pos + 3] not in (",",)
-                    and tokens[pos + 3].upper() not in ("SET", "REMOVE")):
-                raise Unsupported(
-                    f"update expression {params['UpdateExpression']!r} is not modelled")
-            new[name] = copy.deepcopy(values[tokens[pos + 2]])
-            pos += 3
-        else:
-            raise Unsupported(f"update expression {params['UpdateExpression']!r} is not modelled")
-    return new
-
-
-# --- the database --------------------------------------------------------------------------------
-
-_TRANSACT_KINDS = ("Put", "Update", "Delete", "ConditionCheck")
-_CONDITION_FAILED = "The conditional request failed"
+def key_ident(key: Mapping[str, Any], names: list[str]) -> str:
+    """The identity of a key: its attributes' normal values, as text."""
+    return json.dumps([[n, str(normal(key[n]))] for n in names])
 
 
 class MemoryDynamoDB:
     """Tables of items, each request applied atomically. ``tables``: name → (hash, range)."""
 
-    def __init__(self, tables: Mapping[str, tuple[str, str | None]]) -> None:
-        self.schemas = dict(tables)
-        self.items: dict[str, dict[str, Item]] = {name: {} for name in tables}
-        #: Successful transaction tokens: token → the request it was used for.
-        self.tokens: dict[str, str] = {}
+    def __init__(self, tables: Mapping[str, tuple[str, str | None]] | None = None) -> None:
+        self.schemas: dict[str, tuple[str, str | None]] = dict(tables or {})
+        self.items: dict[str, dict[str, Item]] = {name: {} for name in self.schemas}
+        #: Table descriptions beyond the key (attribute types, billing, TTL), for DescribeTable.
+        self.tables: dict[str, dict[str, Any]] = {}
+        #: Successful transaction tokens: token → (digest of the request, time, its answer).
+        self.tokens: dict[str, tuple[str, float, dict[str, Any]]] = {}
+        #: The logical clock, in seconds (only :meth:`advance` moves it).
+        self.now = 0.0
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass (tokens older than :data:`TOKEN_WINDOW` are forgotten)."""
+        self.now += seconds
 
     # --- keys
 
-    def _schema(self, operation: str, table: str) -> tuple[str, str | None]:
+    def schema(self, operation: str, table: str) -> tuple[str, str | None]:
         if table not in self.schemas:
             raise client_error(operation, "ResourceNotFoundException",
                                "Requested resource not found")
         return self.schemas[table]
 
-    def _key(self, operation: str, table: str, source: Mapping[str, Any]) -> tuple[str, Item]:
-        hash_attr, range_attr = self._schema(operation, table)
-        names = [hash_attr] + ([range_attr] if range_attr else [])
-        missing = [n for n in names if n not in source]
-        if missing:
-            raise client_error(operation, "ValidationException",
-                               "One of the required keys was not given a value")
+    def key_names(self, operation: str, table: str) -> list[str]:
+        hash_attr, range_attr = self.schema(operation, table)
+        return [hash_attr] + ([range_attr] if range_attr else [])
+
+    def key(self, operation: str, table: str, source: Mapping[str, Any], *,
+            exact: bool = False) -> tuple[str, Item]:
+        """(identity, key) of the item ``source`` (an item, or a key if ``exact``) names."""
+        names = self.key_names(operation, table)
+        if any(n not in source for n in names) or (exact and len(source) != len(names)):
+            raise validation("The provided key element does not match the schema")
+        types = self.tables.get(table, {}).get("types", {})
+        for n in names:
+            (kind, inner), = source[n].items()
+            if n in types and kind != types[n]:
+                raise validation(f"One or more parameter values were invalid: Type mismatch "
+                                 f"for key {n} expected: {types[n]} actual: {kind}")
+            if kind in ("S", "B") and inner == "":
+                raise validation("One or more parameter values are not valid. The AttributeValue "
+                                 "for a key attribute cannot contain an empty string value.")
         key = {n: source[n] for n in names}
-        return json.dumps([[n, _normal_json(key[n])] for n in names]), key
+        return key_ident(key, names), key
+
+    def sort_key(self, table: str, item: Item) -> tuple[Any, ...]:
+        """Where ``item`` comes in a scan of ``table`` (the local server's order)."""
+        return tuple(ordered(item[n]) for n in self.key_names("Scan", table))
 
     def get(self, table: str, key: Mapping[str, Any]) -> Item | None:
         """The stored item at ``key`` (a copy), or None."""
-        ident, _ = self._key("GetItem", table, key)
+        ident, _ = self.key("GetItem", table, key)
         item = self.items[table].get(ident)
         return copy.deepcopy(item) if item is not None else None
 
     def snapshot(self) -> tuple[Any, ...]:
-        """The whole state as a hashable value (for state hashing)."""
-        return tuple((table, tuple(sorted(
-            (ident, json.dumps(item, sort_keys=True)) for ident, item in items.items())))
-            for table, items in sorted(self.items.items()))
+        """The whole state as a hashable value (for state hashing): items and live tokens."""
+        items = tuple((table, tuple(sorted(
+            (ident, json.dumps(item, sort_keys=True)) for ident, item in stored.items())))
+            for table, stored in sorted(self.items.items()))
+        tokens = tuple(sorted((t, d) for t, (d, at, _) in self.tokens.items()
+                              if self.now - at < TOKEN_WINDOW))
+        return items, tokens
 
     # --- requests
 
-    def handle(self, operation: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def answer(self, request: _Request, fault: Fault | None = None) -> dict[str, Any]:
+        """Answer ``request`` (anything with ``operation`` and ``params``, e.g. the library's
+        ``Request``), or the answer ``fault`` chooses."""
+        return self.handle(request.operation, request.params, fault=fault)
+
+    def handle(self, operation: str, params: Mapping[str, Any],
+               fault: Fault | None = None) -> dict[str, Any]:
         """Answer one request as DynamoDB does (raising its ``ClientError`` on a refusal)."""
         params = copy.deepcopy(dict(params))
-        handler = getattr(self, f"_op_{operation}", None)
+        handler = _HANDLERS.get(operation)
         if handler is None:
             raise Unsupported(f"operation {operation} is not modelled")
-        known = _KNOWN_PARAMS.get(operation, set())
-        unknown = set(params) - known
+        unknown = set(params) - _KNOWN_PARAMS[operation]
         if unknown:
             raise Unsupported(f"{operation} parameters {sorted(unknown)} are not modelled")
-        return dict(handler(params))
+        if fault is not None and fault.kind == "refuse":
+            raise client_error(operation, fault.code, f"injected {fault.code}",
+                               status=_REFUSALS[fault.code])
+        if fault is not None and fault.kind == "cancel" and operation != "TransactWriteItems":
+            if operation not in ("PutItem", "UpdateItem", "DeleteItem"):
+                raise ValueError(f"{fault} does not apply to {operation}")
+            raise client_error(operation, "TransactionConflictException",
+                               "Transaction is ongoing for the item")
+        if fault is not None and fault.kind == "unprocessed" and operation not in (
+                "BatchGetItem", "BatchWriteItem"):
+            raise ValueError(f"{fault} does not apply to {operation}")
+        try:
+            return dict(handler(self, params, fault))
+        except Exception as exc:
+            response = getattr(exc, "response", None)
+            if response is not None and getattr(exc, "operation_name", "") == "":
+                raise client_error(operation, response["Error"]["Code"],
+                                   response["Error"]["Message"],
+                                   **{k: v for k, v in response.items()
+                                      if k not in ("Error", "ResponseMetadata")}) from None
+            raise
 
-    def _op_GetItem(self, params: dict[str, Any]) -> dict[str, Any]:
-        item = self.get(params["TableName"], params["Key"])
-        return {"Item": item} if item is not None else {}
+    # --- writes
 
-    def _single(self, operation: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
-        table = params["TableName"]
-        ident, _, new = self._planned(operation, kind, params)
-        old = self.items[table].get(ident)
-        if not condition_holds(params, old):
-            extra = ({"Item": copy.deepcopy(old)} if old is not None and params.get(
-                "ReturnValuesOnConditionCheckFailure") == "ALL_OLD" else {})
-            raise client_error(operation, "ConditionalCheckFailedException", _CONDITION_FAILED,
-                               **extra)
-        self._store(table, ident, new)
-        if kind == "Update" and params.get("ReturnValues") == "ALL_NEW":
-            return {"Attributes": copy.deepcopy(new)}
-        if params.get("ReturnValues", "NONE") not in ("NONE", "ALL_NEW"):
-            raise Unsupported(f"ReturnValues={params['ReturnValues']} is not modelled")
-        return {}
-
-    def _planned(self, operation: str, kind: str,
-                 params: Mapping[str, Any]) -> tuple[str, Item, Item | None]:
-        """(item id, key, the item after the write — None: deleted/untouched by a check)."""
+    def planned(self, operation: str, kind: str, params: Mapping[str, Any],
+                placeholders: Expressions) -> tuple[str, Item | None, Item | None]:
+        """(item id, the item now, the item after the write — None: deleted/none)."""
         table = params["TableName"]
         if kind == "Put":
-            ident, key = self._key(operation, table, params["Item"])
-            return ident, key, copy.deepcopy(params["Item"])
-        ident, key = self._key(operation, table, params["Key"])
-        if len(params["Key"]) != len(key):
-            raise client_error(operation, "ValidationException",
-                               "The provided key element does not match the schema")
+            item = params["Item"]
+            ident, _ = self.key(operation, table, item)
+            _check_values(item)
+            return ident, self.items[table].get(ident), copy.deepcopy(item)
+        ident, key = self.key(operation, table, params["Key"], exact=True)
         old = self.items[table].get(ident)
         if kind == "Update":
-            return ident, key, apply_update(params, old, key)
-        if kind == "Delete":
-            return ident, key, None
-        return ident, key, copy.deepcopy(old)   # ConditionCheck: unchanged
+            new = apply_update(params, placeholders, old, key)
+            _check_values(new)
+            return ident, old, new
+        return ident, old, (None if kind == "Delete" else copy.deepcopy(old))
 
-    def _store(self, table: str, ident: str, new: Item | None) -> None:
+    def store(self, table: str, ident: str, new: Item | None) -> None:
         if new is None:
             self.items[table].pop(ident, None)
         else:
             self.items[table][ident] = new
 
-    def _op_PutItem(self, params: dict[str, Any]) -> dict[str, Any]:
-        return self._single("PutItem", "Put", params)
 
-    def _op_UpdateItem(self, params: dict[str, Any]) -> dict[str, Any]:
-        return self._single("UpdateItem", "Update", params)
-
-    def _op_DeleteItem(self, params: dict[str, Any]) -> dict[str, Any]:
-        return self._single("DeleteItem", "Delete", params)
-
-    def _op_TransactWriteItems(self, params: dict[str, Any]) -> dict[str, Any]:
-        operation = "TransactWriteItems"
-        token = params.get("ClientRequestToken")
-        body = json.dumps(params["TransactItems"], sort_keys=True)
-        if token is not None and token in self.tokens:
-            if self.tokens[token] != body:
-                raise client_error(operation, "IdempotentParameterMismatchException",
-                                   "The request uses the same client token as a previous, but "
-                                   "non-identical request.")
-            return {}
-        planned = []
-        seen = set()
-        for entry in params["TransactItems"]:
-            if len(entry) != 1 or next(iter(entry)) not in _TRANSACT_KINDS:
-                raise Unsupported(f"transaction item {list(entry)} is not modelled")
-            (kind, body_params), = entry.items()
-            unknown = set(body_params) - _KNOWN_PARAMS[f"Transact{kind}"]
-            if unknown:
-                raise Unsupported(f"{kind} parameters {sorted(unknown)} are not modelled")
-            ident, _, new = self._planned(operation, kind, body_params)
-            if (body_params["TableName"], ident) in seen:
-                raise client_error(operation, "ValidationException",
-                                   "Transaction request cannot include multiple operations on "
-                                   "one item")
-            seen.add((body_params["TableName"], ident))
-            planned.append((kind, body_params, ident, new))
-        reasons = []
-        for _kind, body_params, ident, _new in planned:
-            old = self.items[body_params["TableName"]].get(ident)
-            if condition_holds(body_params, old):
-                reasons.append({"Code": "None"})
-                continue
-            reason: dict[str, Any] = {"Code": "ConditionalCheckFailed",
-                                      "Message": _CONDITION_FAILED}
-            if old is not None and body_params.get(
-                    "ReturnValuesOnConditionCheckFailure") == "ALL_OLD":
-                reason["Item"] = copy.deepcopy(old)
-            reasons.append(reason)
-        if any(r["Code"] != "None" for r in reasons):
-            codes = ", ".join(r["Code"] for r in reasons)
-            raise client_error(operation, "TransactionCanceledException",
-                               f"Transaction cancelled, please refer cancellation reasons for "
-                               f"specific reasons [{codes}]", CancellationReasons=reasons)
-        for kind, body_params, ident, new in planned:
-            if kind != "ConditionCheck":
-                self._store(body_params["TableName"], ident, new)
-        if token is not None:
-            self.tokens[token] = body
-        return {}
+def _check_values(item: Mapping[str, Any]) -> None:
+    for value in item.values():
+        (kind, inner), = value.items()
+        if kind in ("SS", "NS", "BS") and not inner:
+            raise validation("One or more parameter values were invalid: An string set  may not "
+                             "be empty")
+        if kind in ("SS", "NS", "BS") and len({normal({kind: [m]}) for m in inner}) != len(inner):
+            raise validation("Input collection contains duplicates")
 
 
-def _normal_json(value: Any) -> Any:
-    kind, inner = _normal(value)
-    return [kind, str(inner)]
+def _condition(params: Mapping[str, Any], placeholders: Expressions, item: Item | None) -> bool:
+    text = params.get("ConditionExpression")
+    result = True if text is None else holds(parse_condition(text, placeholders), item)
+    placeholders.check_all_used()
+    return result
 
+
+def _single(db: MemoryDynamoDB, operation: str, kind: str, params: dict[str, Any]) -> Any:
+    table = params["TableName"]
+    placeholders = Expressions(params)
+    ident, old, new = db.planned(operation, kind, params, placeholders)
+    if not _condition(params, placeholders, old):
+        extra = ({"Item": copy.deepcopy(old)} if old is not None and params.get(
+            "ReturnValuesOnConditionCheckFailure") == "ALL_OLD" else {})
+        raise client_error(operation, "ConditionalCheckFailedException", _CONDITION_FAILED,
+                           **extra)
+    returns = params.get("ReturnValues", "NONE")
+    if returns not in ("NONE", "ALL_OLD") and not (kind == "Update" and returns == "ALL_NEW"):
+        raise Unsupported(f"{operation} ReturnValues={returns} is not modelled")
+    db.store(table, ident, new)
+    if returns == "ALL_NEW":
+        return {"Attributes": copy.deepcopy(new)}
+    if returns == "ALL_OLD" and old is not None:
+        return {"Attributes": copy.deepcopy(old)}
+    return {}
+
+
+def _put(db: MemoryDynamoDB, params: dict[str, Any], fault: Fault | None) -> Any:
+    return _single(db, "PutItem", "Put", params)
+
+
+def _update(db: MemoryDynamoDB, params: dict[str, Any], fault: Fault | None) -> Any:
+    return _single(db, "UpdateItem", "Update", params)
+
+
+def _delete(db: MemoryDynamoDB, params: dict[str, Any], fault: Fault | None) -> Any:
+    return _single(db, "DeleteItem", "Delete", params)
+
+
+_NOT_COMPARED = ("ClientRequestToken", "ReturnConsumedCapacity", "ReturnItemCollectionMetrics")
+
+
+def _transact_write(db: MemoryDynamoDB, params: dict[str, Any], fault: Fault | None) -> Any:
+    operation = "TransactWriteItems"
+    token = params.get("ClientRequestToken")
+    compared = {k: v for k, v in params.items() if k not in _NOT_COMPARED}
+    digest = hashlib.sha256(json.dumps(compared, sort_keys=True).encode()).hexdigest()
+    db.tokens = {t: e for t, e in db.tokens.items() if db.now - e[1] < TOKEN_WINDOW}
+    if token is not None and token in db.tokens:
+        if db.tokens[token][0] != digest:
+            raise client_error(operation, "IdempotentParameterMismatchException",
+                               "Request parameters do not match the original request for this "
+                               "ClientRequestToken")
+        return copy.deepcopy(db.tokens[token][2])
+    entries = params["TransactItems"]
+    if not entries or len(entries) > 100:
+        raise validation("1 validation error detected: Value at 'transactItems' failed to "
+                         "satisfy constraint: Member must have length less than or equal to 100")
+    planned = []
+    seen = set()
+    for entry in entries:
+        if len(entry) != 1 or next(iter(entry)) not in _TRANSACT_KINDS:
+            raise Unsupported(f"transaction item {list(entry)} is not modelled")
+        (kind, body), = entry.items()
+        unknown = set(body) - _KNOWN_PARAMS[f"Transact{kind}"]
+        if unknown:
+            raise Unsupported(f"{kind} parameters {sorted(unknown)} are not modelled")
+        placeholders = Expressions(body)
+        ident, old, new = db.planned(operation, kind, body, placeholders)
+        if kind == "ConditionCheck" and "ConditionExpression" not in body:
+            raise validation("The ConditionCheck action requires a ConditionExpression")
+        if (body["TableName"], ident) in seen:
+            raise validation("Transaction request cannot include multiple operations on one item")
+        seen.add((body["TableName"], ident))
+        planned.append((kind, body, placeholders, ident, old, new))
+    reasons = []
+    for _kind, body, placeholders, _ident, old, _new in planned:
+        if _condition(body, placeholders, old):
+            reasons.append({"Code": "None"})
+            continue
+        reason: dict[str, Any] = {"Code": "ConditionalCheckFailed", "Message": _CONDITION_FAILED}
+        if old is not None and body.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD":
+            reason["Item"] = copy.deepcopy(old)
+        reasons.append(reason)
+    if fault is not None and fault.kind == "cancel":
+        if not 0 <= fault.slot < len(planned):
+            raise ValueError(f"{fault}: no slot {fault.slot} in {len(planned)} items")
+        reasons = [{"Code": "None"} for _ in planned]
+        message = {"TransactionConflict": "Transaction is ongoing for the item"}.get(
+            fault.code, f"injected {fault.code}")
+        reasons[fault.slot] = {"Code": fault.code, "Message": message}
+    if any(r["Code"] != "None" for r in reasons):
+        codes = ", ".join(r["Code"] for r in reasons)
+        raise client_error(operation, "TransactionCanceledException",
+                           f"Transaction cancelled, please refer cancellation reasons for "
+                           f"specific reasons [{codes}]", CancellationReasons=reasons)
+    for kind, body, _placeholders, ident, _old, new in planned:
+        if kind != "ConditionCheck":
+            db.store(body["TableName"], ident, new)
+    if token is not None:
+        db.tokens[token] = (digest, db.now, {})
+    return {}
+
+
+_HANDLERS = {"PutItem": _put, "UpdateItem": _update, "DeleteItem": _delete,
+             "TransactWriteItems": _transact_write, **memory_reads.HANDLERS}
 
 _COMMON = {"TableName", "ConditionExpression", "ExpressionAttributeNames",
            "ExpressionAttributeValues", "ReturnConsumedCapacity"}
+_TRANSACT = _COMMON - {"ReturnConsumedCapacity"} | {"ReturnValuesOnConditionCheckFailure"}
 _KNOWN_PARAMS: dict[str, set[str]] = {
-    "GetItem": {"TableName", "Key", "ConsistentRead", "ReturnConsumedCapacity"},
     "PutItem": _COMMON | {"Item", "ReturnValuesOnConditionCheckFailure", "ReturnValues"},
     "UpdateItem": _COMMON | {"Key", "UpdateExpression", "ReturnValues",
                              "ReturnValuesOnConditionCheckFailure"},
     "DeleteItem": _COMMON | {"Key", "ReturnValuesOnConditionCheckFailure", "ReturnValues"},
     "TransactWriteItems": {"TransactItems", "ClientRequestToken", "ReturnConsumedCapacity"},
-    "TransactPut": _COMMON - {"ReturnConsumedCapacity"} | {"Item",
-                                                           "ReturnValuesOnConditionCheckFailure"},
-    "TransactUpdate": _COMMON - {"ReturnConsumedCapacity"} | {
-        "Key", "UpdateExpression", "ReturnValuesOnConditionCheckFailure"},
-    "TransactDelete": _COMMON - {"ReturnConsumedCapacity"} | {
-        "Key", "ReturnValuesOnConditionCheckFailure"},
-    "TransactConditionCheck": _COMMON - {"ReturnConsumedCapacity"} | {
-        "Key", "ReturnValuesOnConditionCheckFailure"},
+    "TransactPut": _TRANSACT | {"Item"},
+    "TransactUpdate": _TRANSACT | {"Key", "UpdateExpression"},
+    "TransactDelete": _TRANSACT | {"Key"},
+    "TransactConditionCheck": _TRANSACT | {"Key"},
+    **memory_reads.KNOWN_PARAMS,
 }

@@ -120,18 +120,18 @@ def _memory() -> MemoryDynamoDB:
 def test_unsupported_expressions_are_refused_loudly() -> None:
     memory = _memory()
     key = {"PK": {"S": "R0"}, "SK": {"S": "PROFILE"}}
-    with pytest.raises(Unsupported, match="begins_with"):
+    with pytest.raises(Unsupported, match="ends_with"):
         memory.handle("PutItem", {"TableName": TABLE, "Item": key,
-                                  "ConditionExpression": "begins_with(#a, :v)",
+                                  "ConditionExpression": "ends_with(#a, :v) = :v",
                                   "ExpressionAttributeNames": {"#a": "PK"},
                                   "ExpressionAttributeValues": {":v": {"S": "R"}}})
-    with pytest.raises(Unsupported, match="not modelled"):
+    with pytest.raises(Unsupported, match="UPDATED_NEW"):
         memory.handle("UpdateItem", {"TableName": TABLE, "Key": key,
-                                     "UpdateExpression": "ADD #n :v",
+                                     "UpdateExpression": "ADD #n :v", "ReturnValues": "UPDATED_NEW",
                                      "ExpressionAttributeNames": {"#n": "n"},
                                      "ExpressionAttributeValues": {":v": {"N": "1"}}})
-    with pytest.raises(Unsupported, match="Scan"):
-        memory.handle("Scan", {"TableName": TABLE})
+    with pytest.raises(Unsupported, match="ExecuteStatement"):
+        memory.handle("ExecuteStatement", {"Statement": "SELECT * FROM t"})
     assert memory.items[TABLE] == {}
 
 
