@@ -41,9 +41,11 @@ import dynaunique._writes as writes_module
 from dynaunique._connection import Request
 from dynaunique.errors import UniqueViolation
 
+from .blocking import handing_off
 from .memory import MemoryDynamoDB
 from .mutants import MUTANTS, patched
 from .workloads import (
+    DEFAULT_SCENARIOS,
     EXPECTED_ERRORS,
     SCENARIOS,
     SEEDS,
@@ -55,7 +57,8 @@ from .workloads import (
 )
 from .world import TABLE, Held, Problem, analyse, new_memory
 
-__all__ = ["MUTANTS", "Action", "explore", "main", "replay", "simulation", "workloads"]
+__all__ = ["DEFAULT_SCENARIOS", "MUTANTS", "Action", "Call", "explore", "explore_all", "main",
+           "replay", "simulation", "workloads"]
 
 # --- the simulation's setting ------------------------------------------------------------------
 
@@ -80,6 +83,7 @@ def simulation(mutant: str | None = None) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(patched(writes_module, "now", lambda _: lambda: "SIMULATED"))
         stack.enter_context(patched(transaction_module, "new_token", _token_outside))
+        stack.enter_context(handing_off())
         if mutant is not None:
             if mutant not in MUTANTS:
                 raise SystemExit(f"unknown mutant {mutant!r}; --list-mutants names them")
@@ -118,6 +122,8 @@ class Call:
     others_wrote: bool = False
     #: Whether the call has seen its first state (a value first met later was free before).
     started: bool = False
+    #: Whether no other client changed the database since the call began.
+    quiet: bool = True
 
     def see(self, holders: dict[Held, set[str]]) -> None:
         if not self.started:
@@ -132,7 +138,7 @@ class Call:
 
     def key(self) -> tuple[Any, ...]:
         return (tuple(sorted((v, tuple(sorted(s))) for v, s in self.history.items())),
-                self.others_wrote, self.started)
+                self.others_wrote, self.started, self.quiet)
 
 
 @attrs.define
@@ -169,8 +175,20 @@ class World:
                 self.lost)
 
     def violations(self) -> list[str]:
-        problems = _analyse(self.memory, self.snapshot)[0]
-        return [text for ident, text in problems if ident not in self.baseline] + self.problems
+        filling = any(c.action is not None and c.action.kind == "backfill"
+                      and c.pending is not None for c in self.clients)
+        return [text for ident, text in _analyse(self.memory, self.snapshot)[0]
+                if not self._inherited(ident) and not (filling and ident[0] == "orphan")
+                ] + self.problems
+
+    def _inherited(self, ident: tuple[str, ...]) -> bool:
+        """Whether a problem comes from how the database started: one it had then, or a
+        duplicate of a value no lock protected then (a record the application may still
+        meet; a backfill reports it, a repair leaves it to a person). While a backfill runs, a
+        lock it put from its scanned page may name a record that moved since: an orphan until
+        the page's verification deletes it (checked as soon as no backfill runs)."""
+        return ident in self.baseline or (ident[0] == "duplicate" and any(
+            b[0] == "missing" and b[2] == ident[1] for b in self.baseline))
 
     def runnable(self) -> list[Step]:
         """The next steps possible: each waiting client's request answered, and (while answers
@@ -202,8 +220,9 @@ class World:
             snapshot = self.memory.snapshot()
             if snapshot != self.snapshot:
                 self.snapshot = snapshot
-                for call in self.calls:
-                    call.others_wrote = True
+                for other, call in enumerate(self.calls):
+                    if other != index:
+                        call.others_wrote, call.quiet = True, False
                 self.calls[index].others_wrote = False
         _, holders = _analyse(self.memory, self.snapshot)
         for call in self.calls:
@@ -252,9 +271,22 @@ class World:
             if exc is not None and "" not in seen and not any(p.startswith("T") for p in seen):
                 return [f"found nothing, but the value was held all along by {_shown(seen)}"]
             return []
+        if action.kind in ("backfill", "repair"):
+            return self._healed(action, value) if exc is None and call.quiet else []
         if exc is not None or call.others_wrote:
             return []
         return self._effect(action)
+
+    def _healed(self, action: Action, result: Any) -> list[str]:
+        """A backfill or repair no other client wrote during: every lock is right now, but for
+        the duplicates (a backfill reports them, a repair leaves them to a person)."""
+        if action.kind == "repair" and not result.ok:
+            return []
+        problems = _analyse(self.memory, self.snapshot)[0]
+        duplicated = {ident[1] for ident, _ in problems if ident[0] == "duplicate"}
+        return [f"ended, yet {text}" for ident, text in problems
+                if ident[0] != "duplicate" and not (ident[0] == "missing"
+                                                    and ident[2] in duplicated)]
 
     def _effect(self, action: Action) -> list[str]:
         """What a successful write should have left, that the database does not show."""
@@ -397,7 +429,7 @@ def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0, limit: int =
 
 
 def explore_all(clients: int, ops: int, values: int, *, lost: int = 0,
-                scenarios: Sequence[str] = SCENARIOS) -> tuple[int, list[Found]]:
+                scenarios: Sequence[str] = DEFAULT_SCENARIOS) -> tuple[int, list[Found]]:
     """Every scenario of a configuration explored exhaustively: (states, violations)."""
     states, found = 0, []
     for name, workload in workloads(clients, ops, values, scenarios):
@@ -440,7 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lost", type=int, default=0, metavar="K",
                         help="also explore up to K answers lost after their write applied")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS,
-                        help="explore only this scenario (repeatable; default: all)")
+                        help="explore only this scenario (repeatable; default: all but "
+                             "backfill)")
     parser.add_argument("--time", action="store_true", help="print the seconds taken")
     parser.add_argument("--list-mutants", action="store_true")
     args = parser.parse_args(argv)
@@ -455,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         args.ops, args.values, lost=args.lost)
         else:
             states, found = explore_all(args.clients, args.ops, args.values, lost=args.lost,
-                                        scenarios=args.scenario or SCENARIOS)
+                                        scenarios=args.scenario or DEFAULT_SCENARIOS)
         for item in found[:1]:
             print(item.trace())
     if args.time:

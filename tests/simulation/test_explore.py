@@ -12,6 +12,7 @@ import pytest
 from dynaunique.errors import UniqueViolation
 
 from .explore import (
+    DEFAULT_SCENARIOS,
     MUTANTS,
     Action,
     Call,
@@ -27,18 +28,22 @@ from .world import TABLE, new_memory, seed_drift, violations
 # --- the library breaks nothing ------------------------------------------------------------------
 
 
+#: The scenarios whose lost answers CI explores (a repair's audit reads make its own slow).
+_LOSSY = [s for s in DEFAULT_SCENARIOS if s != "repair"]
+
+
 def test_two_clients_two_calls_break_nothing() -> None:
     with simulation():
         states, found = explore_all(2, 2, 3)
     assert [f.trace() for f in found] == []
-    assert states == 134
+    assert states == 304
 
 
 def test_two_clients_two_calls_with_a_lost_answer_break_nothing() -> None:
     with simulation():
-        states, found = explore_all(2, 2, 3, lost=1)
+        states, found = explore_all(2, 2, 3, lost=1, scenarios=_LOSSY)
     assert [f.trace() for f in found] == []
-    assert states == 560
+    assert states == 580
 
 
 @pytest.mark.slow
@@ -46,7 +51,7 @@ def test_two_clients_three_calls_three_values_break_nothing() -> None:
     with simulation():
         states, found = explore_all(2, 3, 3)
     assert [f.trace() for f in found] == []
-    assert states == 430
+    assert states == 1058
 
 
 @pytest.mark.slow
@@ -54,7 +59,17 @@ def test_three_clients_two_calls_break_nothing() -> None:
     with simulation():
         states, found = explore_all(3, 2, 3)
     assert [f.trace() for f in found] == []
-    assert states == 1759
+    assert states > 2000
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: a backfill's lock put from its scanned page can "
+                   "refuse a save with a UniqueViolation naming a record that moved away "
+                   "(docs/guarantees.md); strict: this fails once that is fixed")
+def test_a_backfill_refuses_no_save_spuriously() -> None:
+    with simulation():
+        _, found = explore_all(2, 3, 3, scenarios=["backfill"])
+    assert [f.trace() for f in found] == []
 
 
 @pytest.mark.slow
@@ -95,10 +110,6 @@ def test_each_mutant_is_caught_with_a_shortest_trace(
     assert f"counterexample ({length} requests" in out
     assert f"  {length}. client " in out and f"  {length + 1}. client " not in out
     assert "VIOLATION:" in out
-    # The same workload without the mutant breaks nothing.
-    with simulation():
-        _, found = explore_all(2, 3, 3, scenarios=[scenario])
-    assert found == []
 
 
 def test_the_shortest_trace_of_an_unguarded_lock_put_is_a_duplicate() -> None:
@@ -115,8 +126,9 @@ def test_the_mutant_switch_is_undone() -> None:
     with simulation("lock-put-unguarded"):
         pass
     with simulation():
-        states, found = explore_all(2, 2, 3)
-    assert found == [] and states == 134
+        # The workload the mutant breaks in 3 requests (see above).
+        states, found = explore_all(2, 3, 3, scenarios=["basic"])
+    assert found == [] and states == 85
 
 
 # --- the workloads run the library's calls --------------------------------------------------------
@@ -165,6 +177,28 @@ def test_a_note_never_writes_over_nor_deletes_an_account_holding_a_lock() -> Non
 def test_drift_a_delete_leaves_the_lock_the_other_record_holds() -> None:
     outcomes = _run([[Action("delete", "R0")]], (0, 0, 0), scenario="drift")
     assert outcomes == [["delete R0: ok"]]
+
+
+def _alone(action: Action, scenario: str) -> tuple[list[str], list[str]]:
+    """One client's call run to its end, alone: (its outcomes, the database's problems)."""
+    with simulation():
+        world = replay([[action]], (), scenario=scenario)
+        while world.runnable():
+            world.step(world.runnable()[0])
+    assert world.violations() == []
+    return world.clients[0].outcomes, violations(world.memory)
+
+
+def test_a_repair_mends_a_broken_table() -> None:
+    outcomes, problems = _alone(Action("repair"), "repair")
+    assert outcomes == ["repair (check, plan, apply): ok (fixed, fixed, fixed; 0 unfixable)"]
+    assert problems == []
+
+
+def test_a_backfill_page_locks_every_record() -> None:
+    outcomes, problems = _alone(Action("backfill"), "backfill")
+    assert outcomes == ["backfill SimAccount.EMAIL (one page): ok (0 conflicts)"]
+    assert problems == []
 
 
 def test_a_lookup_follows_a_value_handed_over_between_its_two_reads() -> None:

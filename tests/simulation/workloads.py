@@ -32,8 +32,18 @@ from dynaunique.errors import (
     UniqueViolation,
 )
 
+from .blocking import backfill, blocking_steps, repair
 from .memory import MemoryDynamoDB
-from .world import SimAccount, SimNote, SimTeam, seed_drift
+from .world import (
+    MODELS,
+    TABLE,
+    SimAccount,
+    SimNote,
+    SimTeam,
+    seed_broken,
+    seed_drift,
+    seed_unlocked,
+)
 
 _MODELS: dict[str, Any] = {"account": SimAccount, "team": SimTeam, "note": SimNote}
 #: The field each model's save sets (SimNote's is not unique).
@@ -46,9 +56,10 @@ class Action:
 
     ``kind``: ``save``, ``update`` (``update([field.set(value)])``), ``delete``,
     ``get`` (``SimAccount.get_by_unique("email", value)``), ``swap`` (in ``atomic()``:
-    ``record`` takes ``value``, ``other`` takes ``value2``). ``model``: ``account``, ``team``
-    or ``note``. A save, update or delete works on the client's loaded copy of the record when it
-    holds one, else on a never-loaded object.
+    ``record`` takes ``value``, ``other`` takes ``value2``), ``backfill`` (a migration's fill
+    of ``SimAccount``'s constraint, one page), ``repair`` (check, plan and apply a repair).
+    ``model``: ``account``, ``team`` or ``note``. A save, update or delete works on the client's
+    loaded copy of the record when it holds one, else on a never-loaded object.
     """
 
     kind: str
@@ -62,6 +73,10 @@ class Action:
         name = {"account": "", "team": "team ", "note": "note "}[self.model]
         if self.kind == "get":
             return f"get_by_unique(email={self.value!r})"
+        if self.kind == "backfill":
+            return "backfill SimAccount.EMAIL (one page)"
+        if self.kind == "repair":
+            return "repair (check, plan, apply)"
         if self.kind == "swap":
             return (f"atomic(): {self.record} email={self.value!r}, "
                     f"{self.other} email={self.value2!r}")
@@ -111,6 +126,10 @@ class Client:
     def _start(self, action: Action) -> Any:
         if action.kind == "get":
             return SimAccount._du_get_by_unique_steps("email", action.value, {})
+        if action.kind == "backfill":
+            return blocking_steps(lambda: backfill(MODELS, SimAccount, TABLE))
+        if action.kind == "repair":
+            return blocking_steps(lambda: repair(MODELS))
         if action.kind == "swap":
             a, b = self._obj("account", action.record), self._obj("account", action.other)
             a.email, b.email = action.value, action.value2
@@ -179,7 +198,11 @@ class Client:
                 self.held[("account", value.pk)] = value
             elif action.kind == "delete":
                 self.held.pop((action.model, action.record), None)
-            shown = f" -> {value.pk}" if action.kind == "get" else ""
+            shown = {"get": lambda: f" -> {value.pk}",
+                     "backfill": lambda: f" ({len(value.conflicts)} conflicts)",
+                     "repair": lambda: " (" + ", ".join(
+                         f"{o.status}" for o in value.outcomes) + f"; {len(value.unfixable)} "
+                         "unfixable)"}.get(action.kind, lambda: "")()
             self.outcomes.append(f"{action}: ok{shown}")
         else:
             self.outcomes.append(f"{action}: {type(exc).__name__}")
@@ -247,17 +270,33 @@ def _menus(c: int, clients: int, values: int) -> dict[str, list[Action]]:
         "drift": ([Action("delete", "R0"), Action("save", "R0", v(1)), Action("delete", "R0")]
                   if c % 2 == 0 else
                   [Action("save", "R1", v(2)), Action("delete", "R1"), Action("save", "R1", v(0))]),
+        # a migration's backfill (seed_unlocked: R0 holds v0, R1 v1, no lock) while the
+        # application, its constraint already live, moves and takes those values.
+        "backfill": ([Action("backfill"), Action("save", "R0", v(1)), Action("backfill")]
+                     if c % 2 == 0 else
+                     [Action("save", "R0", v(2)), Action("save", "R1", v(0)),
+                      Action("delete", "R0")]),
+        # dynaunique repair (seed_broken: a missing lock, an orphan, a foreign owner) while the
+        # application writes the records it repairs.
+        "repair": ([Action("repair"), Action("save", "R2", v(0)), Action("repair")]
+                   if c % 2 == 0 else
+                   [Action("save", "R1", v(1)), Action("save", "R0", v(2)),
+                    Action("delete", "R2")]),
     }
 
 
-#: The scenarios every exhaustive configuration explores, in this order.
-SCENARIOS = ("basic", "update", "swap", "stale", "mixed", "drift")
+#: Every scenario (``--scenario`` picks some).
+SCENARIOS = ("basic", "update", "swap", "stale", "mixed", "drift", "repair", "backfill")
+#: The scenarios an exhaustive configuration explores by default: all but ``backfill``, which
+#: finds an open defect (docs/guarantees.md, "Deterministic simulation").
+DEFAULT_SCENARIOS = SCENARIOS[:-1]
 #: How a scenario's database starts (none: empty).
-SEEDS: dict[str, Callable[[MemoryDynamoDB], None]] = {"drift": seed_drift}
+SEEDS: dict[str, Callable[[MemoryDynamoDB], None]] = {
+    "drift": seed_drift, "backfill": seed_unlocked, "repair": seed_broken}
 
 
 def workloads(clients: int, ops: int, values: int,
-              scenarios: Sequence[str] = SCENARIOS) -> list[tuple[str, list[list[Action]]]]:
+              scenarios: Sequence[str] = DEFAULT_SCENARIOS) -> list[tuple[str, list[list[Action]]]]:
     """The workloads explored for a configuration: each scenario's menus cut (or cycled) to
     ``ops`` calls per client."""
     result = []

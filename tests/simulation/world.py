@@ -168,3 +168,30 @@ def seed_drift(memory: MemoryDynamoDB) -> None:
     _, params = render_write(lock_put(info, ref, {"PK": holder["PK"], "SK": holder["SK"]},
                                       holder))
     memory.handle("PutItem", params)
+
+
+def _lock_of(pk: str, email: str, owner: str) -> dict[str, Any]:
+    """The PutItem of the lock of ``email`` naming ``owner``, as the library writes it."""
+    info = SimAccount._du_info
+    assert info is not None
+    ref = locks_of(info, SimAccount._du_lock_inputs(_record(pk, email)))["EMAIL"]
+    _, params = render_write(lock_put(info, ref, {"PK": {"S": owner}, "SK": {"S": "PROFILE"}},
+                                      _record(owner, email)))
+    return params
+
+
+def seed_unlocked(memory: MemoryDynamoDB) -> None:
+    """``R0`` holds ``v0`` and ``R1`` holds ``v1``, written before the constraint existed: no
+    lock (what a migration's backfill starts from)."""
+    for pk, email in (("R0", "v0"), ("R1", "v1")):
+        memory.handle("PutItem", {"TableName": TABLE, "Item": _record(pk, email)})
+
+
+def seed_broken(memory: MemoryDynamoDB) -> None:
+    """What ``dynaunique repair`` fixes: ``R0`` holds ``v0`` without its lock (missing), the
+    lock of ``v1`` names ``R1``, which does not exist (orphan), and ``R2`` holds ``v2`` whose
+    lock names ``R0`` (a foreign owner)."""
+    memory.handle("PutItem", {"TableName": TABLE, "Item": _record("R0", "v0")})
+    memory.handle("PutItem", {"TableName": TABLE, "Item": _record("R2", "v2")})
+    memory.handle("PutItem", _lock_of("R1", "v1", "R1"))
+    memory.handle("PutItem", _lock_of("R2", "v2", "R0"))
