@@ -56,10 +56,11 @@ def test_two_clients_three_calls_three_values_break_nothing() -> None:
 
 @pytest.mark.slow
 def test_three_clients_two_calls_break_nothing() -> None:
+    # All but the repair, whose audit reads make 3 clients' interleavings far more numerous.
     with simulation():
-        states, found = explore_all(3, 2, 3)
+        states, found = explore_all(3, 2, 3, scenarios=_LOSSY)
     assert [f.trace() for f in found] == []
-    assert states > 2000
+    assert states == 2063
 
 
 @pytest.mark.slow
