@@ -33,13 +33,19 @@ def _drop_condition(op: dict[str, Any]) -> dict[str, Any]:
     return op
 
 
-def _lock_delete_unguarded() -> Any:
+def _lock_guard_dropped(part: str) -> Any:
+    """The lock writes whose request has ``part`` (``Item``: puts, ``Key``: deletes) sent
+    without their guard (``_render._held_by``: missing, or owned by the writer)."""
     def wrap(original: Any) -> Any:
         def held_by(op: dict[str, Any], guard: Any, hash_attr: str) -> dict[str, Any]:
             op = original(op, guard, hash_attr)
-            return _drop_condition(op) if "Key" in op else op
+            return _drop_condition(op) if part in op else op
         return held_by
     return patched(render_module, "_held_by", wrap)
+
+
+def _lock_delete_unguarded() -> Any:
+    return _lock_guard_dropped("Key")
 
 
 def _stale_follow_up() -> Any:
@@ -88,12 +94,7 @@ def _lock_from_python_value() -> Any:
 
 
 def _lock_put_unguarded() -> Any:
-    def wrap(original: Any) -> Any:
-        def held_by(op: dict[str, Any], guard: Any, hash_attr: str) -> dict[str, Any]:
-            op = original(op, guard, hash_attr)
-            return _drop_condition(op) if "Item" in op else op
-        return held_by
-    return patched(render_module, "_held_by", wrap)
+    return _lock_guard_dropped("Item")
 
 
 def _stale_record_unguarded() -> Any:
