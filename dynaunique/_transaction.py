@@ -26,6 +26,7 @@ from dynaunique._locks import OWNER_ATTR, untyped
 from dynaunique._plan import Plan
 from dynaunique._render import check_size, encode, new_token, render
 from dynaunique._writes import (
+    RECORD_WRITES,
     ConditionCheck,
     LockDelete,
     LockPut,
@@ -76,16 +77,24 @@ def _is_own(write: Write, current: Mapping[str, Any] | None) -> bool:
     return False
 
 
-def _earlier_attempt_applied(failures: list[tuple[Write, Mapping[str, Any] | None]],
+def _earlier_attempt_applied(plan: Plan, failures: list[tuple[Write, Mapping[str, Any] | None]],
                              mine: Callable[[Write], bool]) -> bool:
     """Did an earlier attempt of this very call land (``mine``: the record writes that may)?
 
     A transaction lands whole or not at all, so record slots that fail only because each record
     already holds exactly what this call writes prove the earlier attempt landed — whatever the
     lock slots say now (another record may since have taken a value this call freed). With no
-    record slot failing, every failure is a lock slot: a real conflict.
+    record slot failing, every failure is a lock slot: a real conflict. And every guarded record
+    slot must fail: each is guarded on the state before this call's write, so had the attempt
+    landed none could pass. A record slot that passes proves it did not land, and another writer
+    merely left the failing records as this call would have (the simulation found a swap
+    reported done that way, nothing of it applied).
     """
     records = _record_failures(failures)
+    failed = {id(w) for w, _ in records}
+    if any(isinstance(w, RECORD_WRITES) and w.guard is not None and id(w) not in failed
+           for w in plan.writes):
+        return False
     return bool(records) and all(mine(w) and _is_own(w, c) for w, c in records)
 
 
@@ -263,9 +272,10 @@ def execute_steps(plan: Plan, connection: Connection, *,
         failures = _failures(plan, refused.response)
         if failures is None:
             raise refusal(refused) from refused.error
-        if refused.ambiguous and _earlier_attempt_applied(failures, lambda write: True):
+        if refused.ambiguous and _earlier_attempt_applied(plan, failures, lambda write: True):
             return {}
-        if repeats and _earlier_attempt_applied(failures, lambda write: write in repeats):
+        if repeats and _earlier_attempt_applied(plan, failures,
+                                                lambda write: write in repeats):
             return {}
         raise _error_for(failures) from refused.error
 

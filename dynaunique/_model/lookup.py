@@ -1,7 +1,10 @@
 """Find the record that holds a unique value: read its lock, then the owner the lock names.
 
 Both reads are strongly consistent, and the record read second is returned only if it holds the
-value now (it may have moved between the two reads). The lock's key is the one a save builds
+value now. When it does not, the lock is read again: a lock that changed meanwhile (the value
+handed to another record between the two reads, by a swap in ``atomic()``) is followed, so the
+lookup never says "nobody" while the value was held at every moment; a lock still as first read
+names a record without the value: an orphan. The lock's key is the one a save builds
 (:func:`dynaunique._items.lock_of`), from the value as its attribute stores it.
 """
 
@@ -24,10 +27,13 @@ from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, own
 from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique._model.instance import InstanceMixin
 from dynaunique._model.stored import as_stored
-from dynaunique._transaction import refusal
+from dynaunique._transaction import refusal, same_item
 from dynaunique.errors import ConfigurationError, format_value
 
 _L = TypeVar("_L", bound="LookupMixin")
+
+#: How many times a lookup follows a lock that moved between its two reads.
+_LOOKUP_ATTEMPTS = 4
 
 
 def _read(connection: Connection, policy: RetryPolicy, table: str, key: Mapping[str, Any], *,
@@ -66,42 +72,52 @@ class LookupMixin(InstanceMixin):
         if wanted is None:
             raise cls.DoesNotExist(f"None is never locked ({', '.join(constraint.fields)})")
         connection, policy = connection_for(cls.Meta), policy_for(cls.Meta)
-        lock = (yield from _read(connection, policy, info.table,
-                                 lock_primary_key(info.key_attributes, wanted.key)))
+        lock_at = lock_primary_key(info.key_attributes, wanted.key)
+        lock = (yield from _read(connection, policy, info.table, lock_at))
         # The value as the caller gave it, or <hashed>: the one renderer decides.
         what = (f"{', '.join(constraint.fields)} "
                 f"{format_value(constraint.display_value(tuple(raw)), hashed=constraint.hashed)}")
-        if lock is None or not cls._du_family_holds(lock):
-            # A lock name two models share explicitly: the other model's record is not a cls.
-            raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
         malformed = cls.DoesNotExist(
             f"the lock on {what} names no record of {cls.__name__} (its owner is not a key of "
             "the table; an orphan lock: `dynaunique check` finds and `dynaunique repair` removes "
             "these)")
-        owner_attr = lock.get(OWNER_ATTR)
-        owner = owner_key(info.key_attributes,
-                          owner_attr.get("M") if isinstance(owner_attr, Mapping) else None,
-                          (info.hash_type, info.range_type))
-        if owner is None:
-            raise malformed
-        item = yield from _read(connection, policy, info.table, owner, invalid_key=malformed)
-        if item is None:
-            raise cls.DoesNotExist(
-                f"the lock on {what} names {plain_key(owner)}, which does not exist (an "
-                "orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)"
-            )
-        if not cls._du_is_mine(item):
-            # A parent's own record (its lock's model, a parent, is family): not a cls.
-            raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
-        # The record read second is returned only if it holds the value now (it may have moved
-        # between the two reads).
-        held = locks_of(info, cls._du_lock_inputs(item)).get(constraint.name)
-        if held is None or held.key != wanted.key:
+        for _ in range(_LOOKUP_ATTEMPTS):
+            if lock is None or not cls._du_family_holds(lock):
+                # A lock name two models share explicitly: the other model's record is not a cls.
+                raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
+            owner_attr = lock.get(OWNER_ATTR)
+            owner = owner_key(info.key_attributes,
+                              owner_attr.get("M") if isinstance(owner_attr, Mapping) else None,
+                              (info.hash_type, info.range_type))
+            if owner is None:
+                raise malformed
+            item = yield from _read(connection, policy, info.table, owner, invalid_key=malformed)
+            if item is not None and not cls._du_is_mine(item):
+                # A parent's own record (its lock's model, a parent, is family): not a cls.
+                raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
+            # The record read second is returned only if it holds the value now.
+            held = (locks_of(info, cls._du_lock_inputs(item)).get(constraint.name)
+                    if item is not None else None)
+            if item is not None and held is not None and held.key == wanted.key:
+                return cls.from_raw_data(item)
+            # The owner is gone or holds another value: the value may have moved between the
+            # two reads (a swap hands it to another record), or the lock is an orphan. Only a
+            # lock still exactly as read says which; a lock that moved is followed.
+            again = yield from _read(connection, policy, info.table, lock_at)
+            if not same_item(again, lock):
+                lock = again
+                continue
+            if item is None:
+                raise cls.DoesNotExist(
+                    f"the lock on {what} names {plain_key(owner)}, which does not exist (an "
+                    "orphan lock: `dynaunique check` finds and `dynaunique repair` removes these)"
+                )
             raise cls.DoesNotExist(
                 f"the lock on {what} names {plain_key(owner)}, which no longer holds that "
                 "value (an orphan lock)"
             )
-        return cls.from_raw_data(item)
+        raise cls.DoesNotExist(f"the lock on {what} kept changing hands while it was read; "
+                               "try again")
 
     @classmethod
     def _du_family_holds(cls, lock: Mapping[str, Any]) -> bool:

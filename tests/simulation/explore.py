@@ -1,19 +1,24 @@
 """Deterministic simulation: every interleaving of a few clients' calls, explored.
 
-Each logical client runs a short list of operations on one small model (``SimAccount``: one
-unique ``email``) through the very generators ``save()``/``delete()``/``get_by_unique()`` hand
-to the sync and async drivers (``dynaunique._flush.flush_steps`` on a unit of one,
-``_du_get_by_unique_steps``). The scheduler answers each request from one
-:class:`~simulation.memory.MemoryDynamoDB` and decides, request by request, whose turn it is.
-The exploration is breadth first over "which client sends its next request", with state hashing
-(the database, and each client's position and local knowledge) to prune: every reachable state
-is visited once, and the first violation found comes with a shortest schedule reaching it.
+Each logical client runs a short list of calls (``tests.simulation.workloads``) through the very
+generators the sync and async drivers run. The scheduler answers each request from one
+:class:`~simulation.memory.MemoryDynamoDB` and decides, request by request, whose turn it is —
+and, while ``--lost K`` allows, whether a write is applied and its answer lost on the way back
+(the client then resends, with the same token). The exploration is breadth first over those
+choices, with state hashing (the database and its tokens, each client's position, objects and
+answers, and what the call checks below remember) to prune: every reachable state is visited
+once, and the first violation found comes with a shortest schedule reaching it.
 
-After every request the invariants are checked on the database: no value held by two live
-records, no lock without a live holder requiring it, no live record without its lock.
+Checked after every request, on the database: no value held by two live records, no lock
+without a live holder requiring it, no live record without its lock. Checked when a call ends:
+it ended in success or an expected error; a success's effect is visible (when no other client
+wrote since the call's last write); a ``UniqueViolation`` names a record that held the value at
+some state during the call (the history of holders per value is kept per call), as does a
+``get_by_unique`` that returned a record; a lookup that found nothing saw the value free (or
+held by another model) at some state during the call.
 
     python -m tests.simulation.explore --clients 2 --ops 3 --values 3 [--mutant NAME]
-                                        [--random N --seed S] [--list-mutants]
+                                        [--random N --seed S] [--lost K] [--list-mutants]
 
 The last line reads ``explored N states, V violations``.
 """
@@ -23,8 +28,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
+import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -32,146 +38,40 @@ import botocore.exceptions
 
 import dynaunique._transaction as transaction_module
 import dynaunique._writes as writes_module
-from dynaunique._connection import Request, Sleep
-from dynaunique._flush import Op, OpKind, Unit, flush_steps
-from dynaunique.errors import DynauniqueError, UniqueViolation
+from dynaunique._connection import Request
+from dynaunique.errors import UniqueViolation
 
+from .blocking import handing_off
 from .memory import MemoryDynamoDB
 from .mutants import MUTANTS, patched
-from .world import SimAccount, new_memory, violations
+from .workloads import (
+    DEFAULT_SCENARIOS,
+    EXPECTED_ERRORS,
+    SCENARIOS,
+    SEEDS,
+    Action,
+    Client,
+    random_workload,
+    running_client,
+    workloads,
+)
+from .world import TABLE, Held, Problem, analyse, new_memory
 
-# --- operations and clients ----------------------------------------------------------------------
-
-
-@attrs.frozen
-class Action:
-    """One call a client makes: ``save`` (a new object or its loaded copy, with ``value``),
-    ``delete`` (its loaded copy, else a never-loaded object), ``get`` (get_by_unique)."""
-
-    kind: str
-    record: str = ""
-    value: str = ""
-
-    def __str__(self) -> str:
-        if self.kind == "get":
-            return f"get_by_unique(email={self.value!r})"
-        if self.kind == "save":
-            return f"save {self.record} email={self.value!r}"
-        return f"delete {self.record}"
-
-
-class Client:
-    """One logical client: its actions, the objects it holds, its call in progress."""
-
-    def __init__(self, index: int, actions: Sequence[Action]) -> None:
-        self.index = index
-        self.actions = list(actions)
-        self.next_action = 0
-        self.held: dict[str, SimAccount] = {}
-        self.steps: Any = None
-        self.pending: Request | None = None
-        self.answers: list[str] = []
-        self.outcomes: list[str] = []
-        self.tokens = 0
-
-    @property
-    def done(self) -> bool:
-        return self.pending is None and self.next_action >= len(self.actions)
-
-    def _start(self, action: Action) -> Any:
-        if action.kind == "get":
-            return SimAccount._du_get_by_unique_steps("email", action.value, {})
-        obj = self.held.get(action.record)
-        if obj is None:
-            obj = SimAccount(pk=action.record)
-            if action.kind == "save":
-                self.held[action.record] = obj
-        kind = OpKind.SAVE
-        if action.kind == "save":
-            obj.email = action.value
-        else:
-            kind = OpKind.DELETE
-        unit = Unit()
-        unit.add(Op(obj, kind))
-        return flush_steps(unit)
-
-    def advance(self, answer: Any = None, error: Exception | None = None) -> None:
-        """Feed the pending request's answer (or error) and run to the next request."""
-        _running.append(self)
-        try:
-            self._advance(answer, error)
-        finally:
-            _running.pop()
-
-    def _advance(self, answer: Any, error: Exception | None) -> None:
-        first = self.steps is None
-        while True:
-            if self.steps is None:
-                if self.next_action >= len(self.actions):
-                    self.pending = None
-                    return
-                self.steps = self._start(self.actions[self.next_action])
-                self.answers = []
-                first = True
-            try:
-                if first:
-                    step = next(self.steps)
-                elif error is not None:
-                    step = self.steps.throw(error)
-                else:
-                    step = self.steps.send(answer)
-                while isinstance(step, Sleep):
-                    step = self.steps.send(None)
-            except StopIteration as stop:
-                self._finish(stop.value, None)
-            except (DynauniqueError, SimAccount.DoesNotExist) as exc:
-                self._finish(None, exc)
-            else:
-                self.pending = step
-                return
-            first, answer, error = True, None, None
-
-    def _finish(self, value: Any, exc: Exception | None) -> None:
-        action = self.actions[self.next_action]
-        if exc is None:
-            if action.kind == "get":
-                self.held[value.pk] = value
-            elif action.kind == "delete":
-                self.held.pop(action.record, None)
-            self.outcomes.append(f"{action}: ok")
-        else:
-            self.outcomes.append(f"{action}: {type(exc).__name__}")
-            if isinstance(exc, UniqueViolation):
-                self.outcomes[-1] += f" (held by {exc.owner})"
-        self.steps = None
-        self.pending = None
-        self.next_action += 1
-
-    def key(self) -> tuple[Any, ...]:
-        """What the client's future behaviour depends on (for state hashing)."""
-        held = tuple(sorted((rec, repr(sorted((obj._du_loaded or {}).items())), obj.email)
-                            for rec, obj in self.held.items()))
-        return (self.next_action, held, tuple(self.answers), self.tokens)
-
+__all__ = ["DEFAULT_SCENARIOS", "MUTANTS", "Action", "Call", "explore", "explore_all", "main",
+           "replay", "simulation", "workloads"]
 
 # --- the simulation's setting ------------------------------------------------------------------
 
 
-#: The client whose call is running (its calls' tokens are named after it and the call).
-_running: list[Client] = []
-
-
-def _token(request: Any, encoded: Any = None) -> str:
-    """A ClientRequestToken unique to one call of one client, the same in every replay."""
-    client = _running[-1]
-    client.tokens += 1
-    return f"sim-c{client.index}-a{client.next_action}-t{client.tokens}"
-
-
 def _token_outside(original: Any) -> Any:
-    """:func:`_token` inside a simulated client's call, the library's own token elsewhere."""
+    """A ClientRequestToken unique to one call of one client, the same in every replay, inside
+    a simulated client's call; the library's own token elsewhere."""
     def token(request: Any, encoded: Any = None) -> str:
-        return _token(request, encoded) if _running else str(original(request, encoded))
+        client = running_client()
+        if client is None:
+            return str(original(request, encoded))
+        client.tokens += 1
+        return f"sim-c{client.index}-a{client.next_action}-t{client.tokens}"
     return token
 
 
@@ -183,69 +83,112 @@ def simulation(mutant: str | None = None) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(patched(writes_module, "now", lambda _: lambda: "SIMULATED"))
         stack.enter_context(patched(transaction_module, "new_token", _token_outside))
+        stack.enter_context(handing_off())
         if mutant is not None:
             if mutant not in MUTANTS:
                 raise SystemExit(f"unknown mutant {mutant!r}; --list-mutants names them")
             stack.enter_context(MUTANTS[mutant][1]())
+        _analysed.clear()
         yield
+        _analysed.clear()
 
 
-# --- workloads -----------------------------------------------------------------------------------
+#: analyse() of each database state met (by its snapshot): replays meet the same states often.
+_analysed: dict[Any, tuple[list[Problem], dict[Held, set[str]]]] = {}
 
 
-def workloads(clients: int, ops: int, values: int) -> list[list[list[Action]]]:
-    """The workloads explored for a configuration: each client ``ops`` actions over the records
-    R0.. and the values v0.. (taken ``values`` at a time), in every rotation of the values."""
-    names = [f"v{i}" for i in range(values)]
-    result = []
-    for shift in range(values):
-        def value(i: int, shift: int = shift) -> str:
-            return names[(i + shift) % values]
-        plan = []
-        for c in range(clients):
-            own, other = f"R{c}", f"R{(c + 1) % clients}"
-            menu = [Action("save", own, value(c)),          # a create
-                    Action("save", own, value(c + 1)),      # change the unique value
-                    Action("delete", other),                # a never-loaded delete
-                    Action("get", value=value(c + 2)),      # load whoever holds a value
-                    Action("save", other, value(c)),        # a copy got by get: maybe stale
-                    Action("delete", own)]
-            plan.append(menu[:ops] if ops <= len(menu) else
-                        [menu[i % len(menu)] for i in range(ops)])
-        result.append(plan)
+def _analyse(memory: MemoryDynamoDB, snapshot: Any
+             ) -> tuple[list[Problem], dict[Held, set[str]]]:
+    result = _analysed.get(snapshot)
+    if result is None:
+        result = _analysed[snapshot] = analyse(memory)
     return result
 
 
-def random_workload(rng: random.Random, clients: int, ops: int, values: int) -> list[list[Action]]:
-    """A random workload: each action a save, delete or get on R0.. with values v0.."""
-    names = [f"v{i}" for i in range(values)]
-    records = [f"R{i}" for i in range(clients)]
-    plan = []
-    for _ in range(clients):
-        actions = []
-        for _ in range(ops):
-            kind = rng.choice(["save", "save", "delete", "get"])
-            actions.append(Action(kind, "" if kind == "get" else rng.choice(records),
-                                  "" if kind == "delete" else rng.choice(names)))
-        plan.append(actions)
-    return plan
+# --- the world -----------------------------------------------------------------------------------
+
+#: A scheduling choice: client ``i`` gets its answer (``i``), or its write is applied and the
+#: answer lost (``-1 - i``).
+Step = int
 
 
-# --- exploration ---------------------------------------------------------------------------------
+@attrs.define
+class Call:
+    """What the checks of a client's call in progress remember."""
+
+    #: Per value, the records that held it at some state since the call began ("": nobody).
+    history: dict[Held, set[str]] = attrs.field(factory=dict)
+    #: Whether another client changed the database since this call's last write (or start).
+    others_wrote: bool = False
+    #: Whether the call has seen its first state (a value first met later was free before).
+    started: bool = False
+    #: Whether no other client changed the database since the call began.
+    quiet: bool = True
+
+    def see(self, holders: dict[Held, set[str]]) -> None:
+        if not self.started:
+            self.started = True
+            self.history = {value: set(now) for value, now in holders.items()}
+            return
+        for value, seen in self.history.items():
+            seen.update(holders.get(value) or {""})
+        for value, now in holders.items():
+            if value not in self.history:
+                self.history[value] = set(now) | {""}
+
+    def key(self) -> tuple[Any, ...]:
+        return (tuple(sorted((v, tuple(sorted(s))) for v, s in self.history.items())),
+                self.others_wrote, self.started, self.quiet)
 
 
 @attrs.define
 class World:
-    """The database and the clients after a schedule (a sequence of client indices)."""
+    """The database and the clients after a schedule (a sequence of :data:`Step`)."""
 
     memory: MemoryDynamoDB
     clients: list[Client]
     #: How many answers may still be lost after the request was applied.
     lost: int = 0
     log: list[str] = attrs.field(factory=list)
+    calls: list[Call] = attrs.field(factory=list)
+    #: What the calls that ended got wrong (the database's invariants are checked apart).
+    problems: list[str] = attrs.field(factory=list)
+    snapshot: Any = None
+    #: The database's problems at the start (a drift scenario's): only new ones are violations.
+    baseline: frozenset[tuple[str, ...]] = frozenset()
+
+    def start(self, seed: Callable[[MemoryDynamoDB], None] | None = None) -> None:
+        if seed is not None:
+            seed(self.memory)
+        self.snapshot = self.memory.snapshot()
+        problems, holders = _analyse(self.memory, self.snapshot)
+        self.baseline = frozenset(ident for ident, _ in problems)
+        self.calls = [Call() for _ in self.clients]
+        for client in self.clients:
+            client.advance()
+            self.calls[client.index].see(holders)
+            self._ended(client, holders)
 
     def key(self) -> tuple[Any, ...]:
-        return (self.memory.snapshot(), tuple(c.key() for c in self.clients), self.lost)
+        return (self.snapshot, tuple(sorted(self.memory.tokens)),
+                tuple(c.key() for c in self.clients), tuple(c.key() for c in self.calls),
+                self.lost)
+
+    def violations(self) -> list[str]:
+        filling = any(c.action is not None and c.action.kind == "backfill"
+                      and c.pending is not None for c in self.clients)
+        return [text for ident, text in _analyse(self.memory, self.snapshot)[0]
+                if not self._inherited(ident) and not (filling and ident[0] == "orphan")
+                ] + self.problems
+
+    def _inherited(self, ident: tuple[str, ...]) -> bool:
+        """Whether a problem comes from how the database started: one it had then, or a
+        duplicate of a value no lock protected then (a record the application may still
+        meet; a backfill reports it, a repair leaves it to a person). While a backfill runs, a
+        lock it put from its scanned page may name a record that moved since: an orphan until
+        the page's verification deletes it (checked as soon as no backfill runs)."""
+        return ident in self.baseline or (ident[0] == "duplicate" and any(
+            b[0] == "missing" and b[2] == ident[1] for b in self.baseline))
 
     def runnable(self) -> list[Step]:
         """The next steps possible: each waiting client's request answered, and (while answers
@@ -255,7 +198,7 @@ class World:
             if c.pending is None:
                 continue
             steps.append(c.index)
-            if self.lost and c.pending.operation != "GetItem":
+            if self.lost and c.pending.operation not in _READS:
                 steps.append(-1 - c.index)
         return steps
 
@@ -264,44 +207,130 @@ class World:
         client = self.clients[index]
         request = client.pending
         assert request is not None
+        answer: Any = None
+        error: Exception | None = None
         try:
-            answer: Any = self.memory.handle(request.operation, request.params)
+            answer = self.memory.handle(request.operation, request.params)
+            result = "ok"
         except Exception as exc:
             if not hasattr(exc, "response"):
                 raise
-            if step < 0:
-                self._lose(client, request, _refusal(exc.response))
-                return
-            client.answers.append(repr(exc.response))
-            self.log.append(f"client {index}: {describe(request)} -> "
-                            f"{_refusal(exc.response)}")
-            outcomes = len(client.outcomes)
-            client.advance(error=exc)
+            error, result = exc, _refusal(exc.response)
+        if request.operation not in _READS:
+            snapshot = self.memory.snapshot()
+            if snapshot != self.snapshot:
+                self.snapshot = snapshot
+                for other, call in enumerate(self.calls):
+                    if other != index:
+                        call.others_wrote, call.quiet = True, False
+                self.calls[index].others_wrote = False
+        _, holders = _analyse(self.memory, self.snapshot)
+        for call in self.calls:
+            call.see(holders)
+        if step < 0:
+            self.lost -= 1
+            client.answers.append("lost")
+            self.log.append(f"client {index}: {describe(request)} -> {result}, ANSWER LOST")
+            error = botocore.exceptions.ConnectionClosedError(
+                endpoint_url="http://simulation.invalid")
         else:
-            if step < 0:
-                self._lose(client, request, "ok")
-                return
-            client.answers.append(repr(sorted(answer.items())))
-            self.log.append(f"client {index}: {describe(request)} -> ok")
-            outcomes = len(client.outcomes)
-            client.advance(answer=answer)
-        for outcome in client.outcomes[outcomes:]:
-            self.log.append(f"client {index}: {outcome}")
+            client.answers.append(repr(error.response) if error is not None  # type: ignore
+                                  else repr(sorted(answer.items())))
+            self.log.append(f"client {index}: {describe(request)} -> {result}")
+        client.advance(answer=answer, error=error)
+        self._ended(client, holders)
 
-    def _lose(self, client: Client, request: Request, result: str) -> None:
-        """The request was applied (``result``), then its answer lost on the way back."""
-        self.lost -= 1
-        client.answers.append("lost")
-        self.log.append(f"client {client.index}: {describe(request)} -> {result}, ANSWER LOST")
-        outcomes = len(client.outcomes)
-        client.advance(error=botocore.exceptions.ConnectionClosedError(
-            endpoint_url="http://simulation.invalid"))
-        for outcome in client.outcomes[outcomes:]:
+    def _ended(self, client: Client, holders: dict[Held, set[str]]) -> None:
+        """Check the calls of ``client`` that just ended; the next one starts now."""
+        outcomes = client.outcomes[len(client.outcomes) - len(client.finished):]
+        for (action, value, exc), outcome in zip(client.finished, outcomes, strict=True):
             self.log.append(f"client {client.index}: {outcome}")
+            self.problems += [f"client {client.index}, {action}: {p}" for p in
+                              self._judge(action, value, exc, self.calls[client.index])]
+            self.calls[client.index] = Call()
+            self.calls[client.index].see(holders)
+
+    def _judge(self, action: Action, value: Any, exc: Exception | None, call: Call) -> list[str]:
+        """What is wrong with how a call ended (empty: nothing)."""
+        if exc is not None and not isinstance(exc, EXPECTED_ERRORS):
+            return [f"ended with an unexpected {type(exc).__name__}: {exc}"]
+        if isinstance(exc, UniqueViolation):
+            wrong = []
+            for v in exc.violations:
+                pk = (v.owner or {}).get("PK")
+                held = call.history.get((v.constraint, str(v.value)), set())
+                if pk not in held and not _same_unit(action, pk, v.value):
+                    wrong.append(f"UniqueViolation names {v.owner} as holding {v.value!r}, "
+                                 f"but during the call it was held by {_shown(held)}")
+            return wrong
+        if action.kind == "get":
+            seen = call.history.get(("EMAIL", action.value.lower()), {""})
+            if exc is None and value.pk not in seen:
+                return [f"returned {value.pk}, which never held the value during the call "
+                        f"(held by {_shown(seen)})"]
+            if exc is not None and "" not in seen and not any(p.startswith("T") for p in seen):
+                return [f"found nothing, but the value was held all along by {_shown(seen)}"]
+            return []
+        if action.kind in ("backfill", "repair"):
+            return self._healed(action, value) if exc is None and call.quiet else []
+        if exc is not None or call.others_wrote:
+            return []
+        return self._effect(action)
+
+    def _healed(self, action: Action, result: Any) -> list[str]:
+        """A backfill or repair no other client wrote during: every lock is right now, but for
+        the duplicates (a backfill reports them, a repair leaves them to a person)."""
+        if action.kind == "repair" and not result.ok:
+            return []
+        problems = _analyse(self.memory, self.snapshot)[0]
+        duplicated = {ident[1] for ident, _ in problems if ident[0] == "duplicate"}
+        return [f"ended, yet {text}" for ident, text in problems
+                if ident[0] != "duplicate" and not (ident[0] == "missing"
+                                                    and ident[2] in duplicated)]
+
+    def _effect(self, action: Action) -> list[str]:
+        """What a successful write should have left, that the database does not show."""
+        expected: list[tuple[str, str | None, str]] = []
+        field = {"account": "email", "team": "contact", "note": "text"}[action.model]
+        stored = action.value.lower() if action.model == "account" else action.value
+        if action.kind == "delete":
+            expected.append((action.record, None, ""))
+        elif action.kind == "swap":
+            expected += [(action.record, field, stored), (action.other, field,
+                                                          action.value2.lower())]
+        else:
+            expected.append((action.record, field, stored))
+        wrong = []
+        for pk, name, want in expected:
+            item = self.memory.get(TABLE, {"PK": {"S": pk}, "SK": {"S": "PROFILE"}})
+            if name is None:
+                if item is not None:
+                    wrong.append(f"succeeded, yet {pk} still exists")
+            elif item is None or item.get(name) != {"S": want}:
+                wrong.append(f"succeeded, yet {pk} is {item} (not {name}={want!r})")
+        return wrong
+
+
+def _same_unit(action: Action, pk: str | None, value: Any) -> bool:
+    """Whether ``pk`` is another record of the same ``atomic()`` taking ``value``: two records
+    of one unit taking one value is a ``UniqueViolation`` naming the first, before anything is
+    sent (``_plan.merge``)."""
+    if action.kind != "swap":
+        return False
+    taking = {action.record: action.value.lower(), action.other: action.value2.lower()}
+    return pk in taking and taking[pk] == str(value) and list(taking.values()).count(
+        str(value)) > 1
+
+
+def _shown(holders: set[str]) -> list[str]:
+    return sorted(h or "nobody" for h in holders)
+
+
+_READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan"})
 
 
 def describe(request: Request) -> str:
-    """One line for a request: the operation and, per item, its kind and key."""
+    """One line for a request: the operation and, per item, its kind, key and guard."""
     params = request.params
     if request.operation == "TransactWriteItems":
         parts = []
@@ -312,32 +341,32 @@ def describe(request: Request) -> str:
             parts.append(f"{kind} {key.get('PK', {}).get('S')}{guard}")
         return "TransactWriteItems(" + "; ".join(parts) + ")"
     key = params.get("Key") or params.get("Item") or {}
-    return f"{request.operation} {key.get('PK', {}).get('S')}"
+    guard = ("" if request.operation in _READS else
+             " [guarded]" if "ConditionExpression" in params else " [UNGUARDED]")
+    return f"{request.operation} {key.get('PK', {}).get('S')}{guard}"
 
 
 def _refusal(response: dict[str, Any]) -> str:
-    code = response["Error"]["Code"]
+    code = str(response["Error"]["Code"])
     reasons = response.get("CancellationReasons")
     if reasons:
         code += " [" + ", ".join(r["Code"] for r in reasons) + "]"
     return code
 
 
-#: A scheduling choice: client ``i`` gets its answer (``i``), or its write is applied and the
-#: answer lost (``-1 - i``).
-Step = int
-
-
 def replay(workload: Sequence[Sequence[Action]], schedule: Sequence[Step], *,
-           lost: int = 0) -> World:
-    """The world after running ``schedule`` from the start of ``workload``."""
+           lost: int = 0, scenario: str = "") -> World:
+    """The world after running ``schedule`` from the start of ``workload`` (the database
+    seeded as ``scenario``'s starts)."""
     world = World(new_memory(), [Client(i, actions) for i, actions in enumerate(workload)],
                   lost)
-    for client in world.clients:
-        client.advance()
+    world.start(SEEDS.get(scenario))
     for index in schedule:
         world.step(index)
     return world
+
+
+# --- exploration ---------------------------------------------------------------------------------
 
 
 @attrs.define
@@ -348,14 +377,17 @@ class Found:
     schedule: tuple[Step, ...]
     problems: list[str]
     lost: int = 0
+    scenario: str = ""
 
     def trace(self) -> str:
-        world = replay(self.workload, (), lost=self.lost)
-        lines = ["workload:"]
+        world = replay(self.workload, (), lost=self.lost, scenario=self.scenario)
+        lines = [f"workload{f' ({self.scenario})' if self.scenario else ''}:"]
         lines += [f"  client {i}: " + "; ".join(map(str, actions))
                   for i, actions in enumerate(self.workload)]
-        lines.append(f"counterexample ({len(self.schedule)} requests, each applied "
-                     "atomically, in this order):")
+        lines.append(f"counterexample ({len(self.schedule)} requests, each applied atomically, "
+                     "in this order; a shortest one: the search is breadth first, so no "
+                     "shorter schedule of this workload breaks an invariant):")
+        lines += [f"     {entry}" for entry in world.log]
         for n, index in enumerate(self.schedule, start=1):
             before = len(world.log)
             world.step(index)
@@ -365,35 +397,45 @@ class Found:
         return "\n".join(lines)
 
 
-def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0,
-            limit: int = 1) -> tuple[int, list[Found]]:
+def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0, limit: int = 1,
+            scenario: str = "") -> tuple[int, list[Found]]:
     """Every state reachable from ``workload``, breadth first, with up to ``lost`` answers lost
     after their request applied; (states, violations found — at most ``limit``, each with a
     shortest schedule)."""
-    seen: set[Any] = set()
-    start = replay(workload, (), lost=lost)
+    start = replay(workload, (), lost=lost, scenario=scenario)
+    seen: set[Any] = {start.key()}
+    found: list[Found] = []
+    if start.violations():
+        return 1, [Found(workload, (), start.violations(), lost, scenario)]
     # Each entry: a schedule and who may step after it (known from its replay).
     queue: deque[tuple[tuple[Step, ...], list[Step]]] = deque([((), start.runnable())])
-    seen.add(start.key())
-    states = 1
-    found: list[Found] = []
     while queue:
         schedule, runnable = queue.popleft()
         for index in runnable:
             child = (*schedule, index)
-            world = replay(workload, child, lost=lost)
+            world = replay(workload, child, lost=lost, scenario=scenario)
             key = world.key()
             if key in seen:
                 continue
             seen.add(key)
-            states += 1
-            problems = violations(world.memory)
+            problems = world.violations()
             if problems:
-                found.append(Found(workload, child, problems, lost))
+                found.append(Found(workload, child, problems, lost, scenario))
                 if len(found) >= limit:
-                    return states, found
+                    return len(seen), found
                 continue
             queue.append((child, world.runnable()))
+    return len(seen), found
+
+
+def explore_all(clients: int, ops: int, values: int, *, lost: int = 0,
+                scenarios: Sequence[str] = DEFAULT_SCENARIOS) -> tuple[int, list[Found]]:
+    """Every scenario of a configuration explored exhaustively: (states, violations)."""
+    states, found = 0, []
+    for name, workload in workloads(clients, ops, values, scenarios):
+        n, more = explore(workload, lost=lost, scenario=name)
+        states += n
+        found += more
     return states, found
 
 
@@ -406,21 +448,20 @@ def random_runs(rng: random.Random, runs: int, clients: int, ops: int, values: i
         workload = random_workload(rng, clients, ops, values)
         world = replay(workload, (), lost=lost)
         schedule: list[Step] = []
-        while world.runnable():
+        states += 1
+        while world.runnable() and not world.violations():
             index = rng.choice(world.runnable())
             schedule.append(index)
             world.step(index)
             states += 1
-            problems = violations(world.memory)
-            if problems:
-                found.append(Found(workload, tuple(schedule), problems, lost))
-                break
+        if world.violations():
+            found.append(Found(workload, tuple(schedule), world.violations(), lost, "random"))
     return states, found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.simulation.explore",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--ops", type=int, default=3)
     parser.add_argument("--values", type=int, default=3)
@@ -430,24 +471,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lost", type=int, default=0, metavar="K",
                         help="also explore up to K answers lost after their write applied")
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS,
+                        help="explore only this scenario (repeatable; default: all but "
+                             "backfill)")
+    parser.add_argument("--time", action="store_true", help="print the seconds taken")
     parser.add_argument("--list-mutants", action="store_true")
     args = parser.parse_args(argv)
     if args.list_mutants:
         for name, (what, _) in MUTANTS.items():
             print(f"{name}: {what}")
         return 0
+    began = time.process_time()
     with simulation(args.mutant):
         if args.random:
             states, found = random_runs(random.Random(args.seed), args.random, args.clients,
                                         args.ops, args.values, lost=args.lost)
         else:
-            states, found = 0, []
-            for workload in workloads(args.clients, args.ops, args.values):
-                n, more = explore(workload, lost=args.lost)
-                states += n
-                found += more
+            states, found = explore_all(args.clients, args.ops, args.values, lost=args.lost,
+                                        scenarios=args.scenario or DEFAULT_SCENARIOS)
         for item in found[:1]:
             print(item.trace())
+    if args.time:
+        print(f"{time.process_time() - began:.1f} CPU seconds")
     print(f"explored {states} states, {len(found)} violations")
     return 1 if found else 0
 

@@ -9,8 +9,12 @@ from typing import Any
 
 import attrs
 
+import dynaunique._flush as flush_module
 import dynaunique._render as render_module
 import dynaunique._writes as writes_module
+from dynaunique._model.planning import PlanningMixin
+from dynaunique._transaction import same_item
+from dynaunique.errors import ConcurrentModificationError
 
 
 @contextlib.contextmanager
@@ -29,13 +33,68 @@ def _drop_condition(op: dict[str, Any]) -> dict[str, Any]:
     return op
 
 
-def _lock_put_unguarded() -> Any:
+def _lock_guard_dropped(part: str) -> Any:
+    """The lock writes whose request has ``part`` (``Item``: puts, ``Key``: deletes) sent
+    without their guard (``_render._held_by``: missing, or owned by the writer)."""
     def wrap(original: Any) -> Any:
         def held_by(op: dict[str, Any], guard: Any, hash_attr: str) -> dict[str, Any]:
             op = original(op, guard, hash_attr)
-            return _drop_condition(op) if "Item" in op else op
+            return _drop_condition(op) if part in op else op
         return held_by
     return patched(render_module, "_held_by", wrap)
+
+
+def _lock_delete_unguarded() -> Any:
+    return _lock_guard_dropped("Key")
+
+
+def _stale_follow_up() -> Any:
+    """The first version's settling: a loaded copy's save refused as stale, whose record
+    already holds exactly what it meant to write, sent its lock changes on their own (guarded on
+    the locks, not on the record) and reported success."""
+    def wrap(original: Any) -> Any:
+        def execute_steps(plan: Any, connection: Any, **kwargs: Any) -> Any:
+            try:
+                return (yield from original(plan, connection, **kwargs))
+            except ConcurrentModificationError as exc:
+                write = exc.write
+                if not (isinstance(write, writes_module.RecordPut) and not write.create
+                        and exc.current is not None and same_item(exc.current, write.item)):
+                    raise
+                rest = attrs.evolve(plan, writes=tuple(w for w in plan.writes if w is not write))
+                if not rest.writes:
+                    return {}
+                return (yield from original(rest, connection, **kwargs))
+        return execute_steps
+    return patched(flush_module, "execute_steps", wrap)
+
+
+def _lock_from_python_value() -> Any:
+    """A save's new locks computed from the object's python values instead of the item it
+    stores (``"V1"`` locked as ``V1`` while ``"v1"`` is stored)."""
+    def wrap(original: Any) -> Any:
+        def plan_save_from(self: Any, loaded: Any, *args: Any, **kwargs: Any) -> Any:
+            item_of, inputs_of = self._du_item, type(self)._du_lock_inputs
+            items: list[Any] = []
+
+            def item(base: Any) -> Any:
+                items.append(item_of(base))
+                return items[-1]
+
+            def lock_inputs(raw: Any) -> Any:
+                return self if items and raw is items[-1] else inputs_of(raw)
+
+            self._du_item, self._du_lock_inputs = item, lock_inputs
+            try:
+                return original(self, loaded, *args, **kwargs)
+            finally:
+                del self._du_item, self._du_lock_inputs
+        return plan_save_from
+    return patched(PlanningMixin, "_du_plan_save_from", wrap)
+
+
+def _lock_put_unguarded() -> Any:
+    return _lock_guard_dropped("Item")
 
 
 def _stale_record_unguarded() -> Any:
@@ -52,6 +111,12 @@ def _stale_record_unguarded() -> Any:
 MUTANTS: dict[str, tuple[str, Callable[[], Any]]] = {
     "lock-put-unguarded": ("a lock put without attribute_not_exists (nor an owner guard)",
                            _lock_put_unguarded),
+    "lock-delete-unguarded": ("a lock delete not guarded on its owner", _lock_delete_unguarded),
+    "stale-follow-up": ("the old unguarded follow-up: a refused stale save whose record holds "
+                        "what it meant to write sends its lock changes alone",
+                        _stale_follow_up),
+    "lock-from-python-value": ("a save's locks computed from the python value, not the "
+                               "stored (serialized) one", _lock_from_python_value),
     "stale-record-unguarded": ("a loaded copy's record put not guarded on what was loaded",
                                _stale_record_unguarded),
 }

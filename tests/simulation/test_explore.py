@@ -1,93 +1,253 @@
 """The exhaustive simulation finds no violation in the library, and finds each mutant.
 
-The configurations are the smallest that still reach every call kind (and, for a mutant, its
-bug); ``python -m tests.simulation.explore`` explores larger ones.
+The default run explores the configurations that stay within a few CPU seconds (2 clients × 2
+calls, with and without a lost answer; each mutant on the scenario that reaches its bug);
+``-m slow`` explores 2 × 3 × 3 and 3 clients, and ``python -m tests.simulation.explore`` any.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from .explore import MUTANTS, explore, main, simulation, violations, workloads
+from dynaunique.errors import UniqueViolation
+
+from .explore import (
+    DEFAULT_SCENARIOS,
+    MUTANTS,
+    Action,
+    Call,
+    explore,
+    explore_all,
+    main,
+    replay,
+    simulation,
+    workloads,
+)
+from .world import TABLE, new_memory, seed_drift, violations
+
+# --- the library breaks nothing ------------------------------------------------------------------
 
 
-def _explore_all(clients: int, ops: int, values: int) -> tuple[int, list[object]]:
-    states, found = 0, []
-    for workload in workloads(clients, ops, values):
-        n, more = explore(workload)
-        states += n
-        found += more
-    return states, found
+#: The scenarios whose lost answers CI explores (a repair's audit reads make its own slow).
+_LOSSY = [s for s in DEFAULT_SCENARIOS if s != "repair"]
 
 
-def test_two_clients_three_operations_three_values_break_nothing() -> None:
+def test_two_clients_two_calls_break_nothing() -> None:
     with simulation():
-        states, found = _explore_all(2, 3, 3)
-    assert found == []
-    # 3 workloads, every interleaving of creates, unique changes and never-loaded deletes.
-    assert states >= 150
+        states, found = explore_all(2, 2, 3)
+    assert [f.trace() for f in found] == []
+    assert states == 304
 
 
-def test_three_clients_two_operations_break_nothing() -> None:
+def test_two_clients_two_calls_with_a_lost_answer_break_nothing() -> None:
     with simulation():
-        states, found = _explore_all(3, 2, 3)
-    assert found == []
-    assert states >= 100
+        states, found = explore_all(2, 2, 3, lost=1, scenarios=_LOSSY)
+    assert [f.trace() for f in found] == []
+    assert states == 580
 
 
-#: The smallest configuration catching each mutant.
-_CATCHING = {"lock-put-unguarded": (2, 3, 3), "stale-record-unguarded": (2, 6, 3)}
+@pytest.mark.slow
+def test_two_clients_three_calls_three_values_break_nothing() -> None:
+    with simulation():
+        states, found = explore_all(2, 3, 3)
+    assert [f.trace() for f in found] == []
+    assert states == 1058
+
+
+@pytest.mark.slow
+def test_three_clients_two_calls_break_nothing() -> None:
+    # All but the repair, whose audit reads make 3 clients' interleavings far more numerous.
+    with simulation():
+        states, found = explore_all(3, 2, 3, scenarios=_LOSSY)
+    assert [f.trace() for f in found] == []
+    assert states == 2063
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: a backfill's lock put from its scanned page can "
+                   "refuse a save with a UniqueViolation naming a record that moved away "
+                   "(docs/guarantees.md); strict: this fails once that is fixed")
+def test_a_backfill_refuses_no_save_spuriously() -> None:
+    with simulation():
+        _, found = explore_all(2, 3, 3, scenarios=["backfill"])
+    assert [f.trace() for f in found] == []
+
+
+@pytest.mark.slow
+def test_two_clients_three_calls_with_a_lost_answer_break_nothing() -> None:
+    with simulation():
+        states, found = explore_all(2, 3, 3, lost=1, scenarios=_LOSSY)
+    assert [f.trace() for f in found] == []
+    assert states == 2172
+
+
+# --- each mutant is caught, with a shortest trace ------------------------------------------------
+
+#: Per mutant: the scenario (2 clients × 3 calls × 3 values) that reaches it, and the length of
+#: the shortest schedule breaking an invariant (breadth-first search finds a shortest one).
+_CATCHING = {
+    "lock-put-unguarded": ("basic", 3),
+    "lock-delete-unguarded": ("drift", 2),
+    "stale-follow-up": ("stale", 8),
+    "lock-from-python-value": ("swap", 1),
+    "stale-record-unguarded": ("swap", 8),
+}
+
+
+def test_every_mutant_has_a_catching_scenario() -> None:
+    assert sorted(_CATCHING) == sorted(MUTANTS)
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
-def test_each_mutant_is_caught_with_a_trace(mutant: str, capsys: pytest.CaptureFixture[str]
-                                            ) -> None:
-    clients, ops, values = _CATCHING[mutant]
-    code = main(["--clients", str(clients), "--ops", str(ops), "--values", str(values),
-                 "--mutant", mutant])
+def test_each_mutant_is_caught_with_a_shortest_trace(
+        mutant: str, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario, length = _CATCHING[mutant]
+    code = main(["--clients", "2", "--ops", "3", "--values", "3", "--mutant", mutant,
+                 "--scenario", scenario])
     out = capsys.readouterr().out
     assert code == 1
     last = out.strip().splitlines()[-1]
-    assert last.startswith("explored ") and not last.endswith(" 0 violations"), last
-    assert "counterexample (" in out and "VIOLATION:" in out
+    assert last.startswith("explored ") and last.endswith(" states, 1 violations"), last
+    assert f"counterexample ({length} requests" in out
+    assert f"  {length}. client " in out and f"  {length + 1}. client " not in out
+    assert "VIOLATION:" in out
+
+
+def test_the_shortest_trace_of_an_unguarded_lock_put_is_a_duplicate() -> None:
+    with simulation("lock-put-unguarded"):
+        ((_, workload),) = workloads(2, 3, 3, ["basic"])
+        _, found = explore(workload)
+    (item,) = found
+    # A create, the same record moving to v1, and the other record's create of v1: both hold v1.
+    assert item.schedule == (0, 0, 1)
+    assert "value 'v1' held by 2 live records: ['R0', 'R1']" in item.problems
 
 
 def test_the_mutant_switch_is_undone() -> None:
     with simulation("lock-put-unguarded"):
         pass
     with simulation():
-        states, found = _explore_all(2, 3, 3)
-    assert found == [] and states >= 150
+        # The workload the mutant breaks in 3 requests (see above).
+        states, found = explore_all(2, 3, 3, scenarios=["basic"])
+    assert found == [] and states == 85
 
 
-def test_the_shortest_trace_of_a_duplicate_is_three_requests() -> None:
-    with simulation("lock-put-unguarded"):
-        _, found = explore(workloads(2, 3, 3)[0])
-    assert len(found) == 1
-    (item,) = found
-    # A create, the same record moving to v1, and the other record's create of v1: both hold v1.
-    assert item.schedule == (0, 0, 1)  # type: ignore[attr-defined]
-    assert "value 'v1' held by 2 live records: ['R0', 'R1']" in item.problems  # type: ignore
+# --- the workloads run the library's calls --------------------------------------------------------
 
 
-def test_random_mode_reports_its_count(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--clients", "3", "--ops", "4", "--values", "2", "--random", "30",
-                 "--seed", "7"]) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.startswith("explored ") and last.endswith(" states, 0 violations"), last
-    assert int(last.split()[1]) > 30
+def _run(actions: list[list[Action]], schedule: tuple[int, ...], scenario: str = "") -> list[
+        list[str]]:
+    with simulation():
+        world = replay(actions, schedule, scenario=scenario)
+    assert world.violations() == []
+    return [c.outcomes for c in world.clients]
 
 
-def test_list_mutants(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--list-mutants"]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"{n}: {w}" for n, (w, _) in MUTANTS.items()]
+def test_a_swap_in_atomic_exchanges_two_values_in_one_transaction() -> None:
+    with simulation():
+        world = replay([[Action("save", "R0", "v0"), Action("save", "R1", "v1"),
+                         Action("swap", "R0", "v1", other="R1", value2="v0")]], (0, 0, 0))
+    assert world.clients[0].outcomes[-1] == "atomic(): R0 email='v1', R1 email='v0': ok"
+    assert world.log[-2].startswith("client 0: TransactWriteItems(Put R0 [guarded]; "
+                                    "Put R1 [guarded]; ")
+    assert world.violations() == []
+
+
+def test_update_moves_the_lock_and_a_never_loaded_update_reads_first() -> None:
+    outcomes = _run([[Action("save", "R0", "v0"), Action("update", "R0", "v1")],
+                     [Action("update", "R0", "v2")]], (0, 0, 1, 1))
+    assert outcomes == [["save R0 email='v0': ok", "update R0 email='v1': ok"],
+                        ["update R0 email='v2': ok"]]
+
+
+def test_a_team_sharing_the_lock_name_meets_an_account_holding_the_value() -> None:
+    outcomes = _run([[Action("save", "R0", "v0")],
+                     [Action("save", "T0", "v0", model="team")]], (0, 1))
+    assert outcomes[1] == [
+        "save team T0 contact='v0': UniqueViolation (held by {'PK': 'R0', 'SK': 'PROFILE'})"]
+
+
+def test_a_note_never_writes_over_nor_deletes_an_account_holding_a_lock() -> None:
+    outcomes = _run([[Action("save", "R0", "v0")],
+                     [Action("save", "R0", "x", model="note"),
+                      Action("delete", "R0", model="note")]], (0, 1, 1))
+    assert outcomes[1] == ["save note R0 text='x': OtherModelRecordError",
+                           "delete note R0: OtherModelRecordError"]
+
+
+def test_drift_a_delete_leaves_the_lock_the_other_record_holds() -> None:
+    outcomes = _run([[Action("delete", "R0")]], (0, 0, 0), scenario="drift")
+    assert outcomes == [["delete R0: ok"]]
+
+
+def _alone(action: Action, scenario: str) -> tuple[list[str], list[str]]:
+    """One client's call run to its end, alone: (its outcomes, the database's problems)."""
+    with simulation():
+        world = replay([[action]], (), scenario=scenario)
+        while world.runnable():
+            world.step(world.runnable()[0])
+    assert world.violations() == []
+    return world.clients[0].outcomes, violations(world.memory)
+
+
+def test_a_repair_mends_a_broken_table() -> None:
+    outcomes, problems = _alone(Action("repair"), "repair")
+    assert outcomes == ["repair (check, plan, apply): ok (fixed, fixed, fixed; 0 unfixable)"]
+    assert problems == []
+
+
+def test_a_backfill_page_locks_every_record() -> None:
+    outcomes, problems = _alone(Action("backfill"), "backfill")
+    assert outcomes == ["backfill SimAccount.EMAIL (one page): ok (0 conflicts)"]
+    assert problems == []
+
+
+def test_a_lookup_follows_a_value_handed_over_between_its_two_reads() -> None:
+    # Found by --random (seed 3): the lookup read the lock of v0 (owner R0), the swap handed v0
+    # to R1, the lookup read R0 (now v1). It reported an orphan and found nothing; it now reads
+    # the lock again and follows it to R1.
+    outcomes = _run([[Action("save", "R0", "v0"), Action("save", "R1", "v1"),
+                      Action("swap", "R0", "v1", other="R1", value2="v0")],
+                     [Action("get", value="v0")]], (0, 0, 1, 0, 1, 1, 1))
+    assert outcomes[1] == ["get_by_unique(email='v0'): ok -> R1"]
+
+
+def test_a_refused_resend_is_not_taken_for_an_applied_earlier_attempt() -> None:
+    # Found with --lost 1 (2 × 3 × 3, swap): client 1's swap (R1 takes v2, R0 takes v1) is
+    # refused on R0's slot only, because client 0 had already left R0 holding v1, and that
+    # refusal's answer is lost. The resend is refused the same way: R0 "holds exactly what this
+    # call writes", and the swap was reported done — though R1's slot passed, so nothing of it
+    # had applied (R1 still held v0). A guarded record slot that passes now proves the earlier
+    # attempt did not land: the swap replans and applies.
+    with simulation():
+        ((_, workload),) = workloads(2, 3, 3, ["swap"])
+        world = replay(workload, (0, 0, 0, 1, 1, 1, 1, -2, 1), lost=1)
+        assert world.violations() == []
+        while world.clients[1].pending is not None:
+            world.step(1)
+    assert world.clients[1].outcomes[-1] == "atomic(): R1 email='v2', R0 email='v1': ok"
+    assert world.violations() == []
+
+
+def test_a_lost_answer_is_resent_with_its_token_and_succeeds_once() -> None:
+    with simulation():
+        world = replay([[Action("save", "R0", "v0")], [Action("save", "R1", "v0")]],
+                       (-1, 1, 0), lost=1)
+    # Client 0's create applied, its answer lost; client 1 is refused the value; client 0's
+    # resend (same token) is answered as the success it was.
+    assert world.log[0].endswith("-> ok, ANSWER LOST")
+    assert world.clients[0].outcomes == ["save R0 email='v0': ok"]
+    assert world.clients[1].outcomes[0].startswith("save R1 email='v0': UniqueViolation")
+    assert world.violations() == []
+    assert list(world.memory.tokens) == ["sim-c0-a0-t1"]
+
+
+# --- the checks can fail --------------------------------------------------------------------------
 
 
 def test_the_invariants_see_each_kind_of_damage() -> None:
-    from .world import new_memory
-
     memory = new_memory()
-    table = memory.items["sim_accounts"]
+    table = memory.items[TABLE]
     record = {"PK": {"S": "R0"}, "SK": {"S": "PROFILE"}, "email": {"S": "v0"}}
     table["r0"] = record
     assert violations(memory) == ["record R0 has no lock UNIQ#EMAIL#v0"]
@@ -99,27 +259,84 @@ def test_the_invariants_see_each_kind_of_damage() -> None:
     assert violations(memory) == ["lock UNIQ#EMAIL#v0 has no live holder requiring it"]
 
 
-def test_a_lost_answer_is_resent_with_its_token_and_succeeds_once() -> None:
-    from .explore import Action, replay
-
+def test_a_drift_start_is_a_baseline_only_new_damage_counts() -> None:
+    memory = new_memory()
     with simulation():
-        world = replay([[Action("save", "R0", "v0")], [Action("save", "R1", "v0")]],
-                       (-1, 1, 0), lost=1)
-    # Client 0's create applied, its answer lost; client 1 is refused the value; client 0's
-    # resend (same token) is answered as the success it was.
-    assert world.log[0].endswith("-> ok, ANSWER LOST")
-    assert world.clients[0].outcomes == ["save R0 email='v0': ok"]
-    assert world.clients[1].outcomes[0].startswith("save R1 email='v0': UniqueViolation")
-    assert violations(world.memory) == []
-    assert list(world.memory.tokens) == ["sim-c0-a0-t1"]
-
-
-def test_two_clients_with_one_lost_answer_break_nothing() -> None:
+        seed_drift(memory)
+    assert violations(memory) == ["record R0 requires UNIQ#EMAIL#v0, held by R1",
+                                  "value 'v0' held by 2 live records: ['R0', 'R1']"]
     with simulation():
-        states, found = 0, []
-        for workload in workloads(2, 2, 3):
-            n, more = explore(workload, lost=1)
-            states += n
-            found += more
-    assert found == []
-    assert states >= 100
+        world = replay([[Action("delete", "R1")]], (0, 0), scenario="drift")
+    # R1 deleted with its lock: R0 still lacks its lock, as it did from the start.
+    assert world.clients[0].outcomes == ["delete R1: ok"]
+    assert world.violations() == []
+
+
+def _world_after_create() -> object:
+    with simulation():
+        return replay([[Action("save", "R0", "v0")]], (0,))
+
+
+def test_a_unique_violation_must_name_a_record_that_held_the_value_during_the_call() -> None:
+    world = _world_after_create()
+    call = Call()
+    call.see({("EMAIL", "v0"): {"R0"}})
+    named = UniqueViolation(model="SimAccount", fields=("email",), constraint="EMAIL",
+                            value="v0", owner={"PK": "R0", "SK": "PROFILE"})
+    wrong = UniqueViolation(model="SimAccount", fields=("email",), constraint="EMAIL",
+                            value="v0", owner={"PK": "R7", "SK": "PROFILE"})
+    action = Action("save", "R1", "v0")
+    assert world._judge(action, None, named, call) == []  # type: ignore[attr-defined]
+    assert world._judge(action, None, wrong, call) == [  # type: ignore[attr-defined]
+        "UniqueViolation names {'PK': 'R7', 'SK': 'PROFILE'} as holding 'v0', but during the "
+        "call it was held by ['R0']"]
+
+
+def test_a_success_must_leave_its_effect() -> None:
+    world = _world_after_create()
+    assert world._judge(Action("save", "R0", "v0"), None, None, Call()) == []  # type: ignore
+    assert world._judge(Action("delete", "R0"), None, None, Call()) == [  # type: ignore
+        "succeeded, yet R0 still exists"]
+    moved = Call(others_wrote=True)   # someone else wrote since: not this call's to show
+    assert world._judge(Action("delete", "R0"), None, None, moved) == []  # type: ignore
+
+
+def test_a_lookup_must_return_a_holder_and_find_nothing_only_when_free() -> None:
+    world = _world_after_create()
+    call = Call()
+    call.see({("EMAIL", "v0"): {"R0"}})
+
+    class Found:
+        pk = "R1"
+
+    get = Action("get", value="v0")
+    assert world._judge(get, Found(), None, call) == [  # type: ignore[attr-defined]
+        "returned R1, which never held the value during the call (held by ['R0'])"]
+    missing = world.clients[0].held[("account", "R0")].DoesNotExist()  # type: ignore
+    assert world._judge(get, None, missing, call) == [  # type: ignore[attr-defined]
+        "found nothing, but the value was held all along by ['R0']"]
+    call.see({})
+    assert world._judge(get, None, missing, call) == []  # type: ignore[attr-defined]
+
+
+# --- the interface -------------------------------------------------------------------------------
+
+
+def test_random_mode_reports_its_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--clients", "3", "--ops", "4", "--values", "2", "--random", "20",
+                 "--seed", "7"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("explored ") and last.endswith(" states, 0 violations"), last
+    assert int(last.split()[1]) > 20
+
+
+def test_random_mode_finds_a_mutant(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--clients", "2", "--ops", "4", "--values", "2", "--random", "40",
+                 "--seed", "1", "--mutant", "lock-put-unguarded"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATION:" in out and not out.strip().endswith(" 0 violations")
+
+
+def test_list_mutants(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list-mutants"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{n}: {w}" for n, (w, _) in MUTANTS.items()]
