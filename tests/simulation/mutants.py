@@ -64,6 +64,8 @@ def _stale_follow_up() -> Any:
                 rest = attrs.evolve(plan, writes=tuple(w for w in plan.writes if w is not write))
                 if not rest.writes:
                     return {}
+                # The follow-up is its own request: the whole plan's rendering does not apply.
+                kwargs.pop("request", None)
                 return (yield from original(rest, connection, **kwargs))
         return execute_steps
     return patched(flush_module, "execute_steps", wrap)
