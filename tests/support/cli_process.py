@@ -106,6 +106,9 @@ while True:
             break
         channel.write(json.dumps({"id": running.pop(pid),
                                   "code": os.waitstatus_to_exitcode(status)}) + "\n")
+for pid in running:  # closed with commands still running (a test failed): stop them
+    os.kill(pid, 15)
+    os.waitpid(pid, 0)
 '''
 
 
@@ -175,6 +178,8 @@ class Forker:
               env: Mapping[str, str] | None = None) -> Forked:
         """Start ``argv`` (``[sys.executable, "-c", CODE, *args]`` or ``[sys.executable, "-m",
         MODULE, *args]``) in ``cwd`` with ``env`` (default: the forker's)."""
+        if self._process.poll() is not None:
+            raise RuntimeError("this Forker is closed")
         env = dict(self.env if env is None else env)
         startup = {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES)}
         own = {k: v for k, v in self.env.items() if k.startswith(STARTUP_PREFIXES)}
@@ -203,7 +208,7 @@ class Forker:
         return self.start(argv, cwd=cwd, env=env).result(timeout)
 
     def close(self) -> None:
-        """Stop the forker (its running children are left to finish)."""
+        """Stop the forker, and with SIGTERM any command still running."""
         if self._process.stdin is not None:
             self._process.stdin.close()
         try:
