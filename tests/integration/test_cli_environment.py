@@ -2,6 +2,10 @@
 (``PATH``, ``PYTHONPATH`` and a ``HOME`` with no ``~/.aws``; no AWS variable at all), against the
 local server, with a models module whose ``Meta`` names neither a region nor a host.
 
+Each command runs at least once as a real ``python -m dynaunique.cli`` subprocess
+(``App.run_real``); the other runs are processes forked from one Python that has the same empty
+environment and imported the CLI once (``support.cli_process``), so they cost their work only.
+
 Asserts the exit codes (0 done, 1 a finding, 2 could not run), that an expected failure is ONE
 line on stderr and never a traceback, and that piped output keeps every value whole.
 """
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_process import Forker
 from support.tables import raw_tables
 
 import dynaunique
@@ -63,17 +68,42 @@ class App:
         self.models = importlib.import_module(self.module)
         self.Member: Any = self.models.Member
 
+    def env(self) -> dict[str, str]:
+        """The empty environment: a ``PATH``, this checkout on ``PYTHONPATH``, a bare ``HOME``."""
+        return {**EMPTY_ENV, "HOME": str(self.home)}
+
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """``dynaunique ARGS`` in the project directory, with an empty environment."""
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": WORKTREE,
-               "HOME": str(self.home)}
+        """``python -m dynaunique.cli ARGS`` in the project directory, with an empty environment,
+        in a process of its own forked from :data:`FORKER` (the imports done once)."""
+        return FORKER.run([sys.executable, "-m", "dynaunique.cli", *args], cwd=self.root,
+                          env=self.env(), timeout=timeout)
+
+    def run_real(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """The same as a real subprocess, Python's start-up included: each command runs so at
+        least once in this file."""
         return subprocess.run([sys.executable, "-m", "dynaunique.cli", *args], cwd=self.root,
-                              env=env, capture_output=True, text=True, timeout=timeout,
+                              env=self.env(), capture_output=True, text=True, timeout=timeout,
                               check=False)
 
     def close(self) -> None:
         sys.path.remove(str(self.root))
         sys.modules.pop(self.module, None)
+
+
+EMPTY_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": WORKTREE}
+#: Set by the module's fixture below: the forker the file's commands run from.
+FORKER: Any = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forker() -> Iterator[None]:
+    """One Python with the empty environment that forks a child per command
+    (``support.cli_process``): a command costs its own work, not a CPU-second of imports."""
+    global FORKER
+    FORKER = Forker({**EMPTY_ENV, "HOME": "/nonexistent"})
+    yield
+    FORKER.close()
+    FORKER = None
 
 
 @pytest.fixture
@@ -107,7 +137,7 @@ def test_the_lock_commands_need_no_credentials_and_keep_values_whole(app: App, r
     app.Member(pk="M#1", email=LONG_EMAIL).save()
     app.Member(pk="M#2", email="short@x.io").save()
 
-    locks = app.run("locks", app.module, "--endpoint", app.endpoint)
+    locks = app.run_real("locks", app.module, "--endpoint", app.endpoint)
     assert locks.returncode == 0, locks.stderr
     assert "Traceback" not in locks.stderr
     rows = locks.stdout.splitlines()
@@ -116,7 +146,7 @@ def test_the_lock_commands_need_no_credentials_and_keep_values_whole(app: App, r
     assert row.split("\t")[:4] == ["EMAIL", LONG_EMAIL, "M#1 / PROFILE", "Member"]
     assert "2 lock(s)" in locks.stderr
 
-    clean = app.run("check", app.module, "--endpoint", app.endpoint)
+    clean = app.run_real("check", app.module, "--endpoint", app.endpoint)
     assert clean.returncode == 0, clean.stderr
     assert "No findings" in clean.stderr
 
@@ -131,7 +161,7 @@ def test_the_lock_commands_need_no_credentials_and_keep_values_whole(app: App, r
     assert "M#1 / PROFILE" in finding
     assert "1 finding(s): 1 missing lock" in drift.stderr
 
-    dry = app.run("repair", app.module, "--endpoint", app.endpoint)
+    dry = app.run_real("repair", app.module, "--endpoint", app.endpoint)
     assert dry.returncode == 0, dry.stderr  # everything planned can be fixed
     assert any(LONG_EMAIL in line for line in dry.stdout.splitlines())
     fixed = app.run("repair", app.module, "--yes", "--endpoint", app.endpoint)
@@ -144,13 +174,13 @@ def test_the_migration_commands_need_no_credentials(app: App, raw: Any) -> None:
     for i in range(3):
         raw.put_item(TableName=TABLE, Item={"PK": {"S": f"M#{i}"}, "SK": {"S": "PROFILE"},
                                             "email": {"S": f"m{i}@x.io"}})
-    made = app.run("makemigrations", app.module)
+    made = app.run_real("makemigrations", app.module)
     assert made.returncode == 0, made.stderr
     assert "Wrote " in made.stdout
-    shown = app.run("showmigrations", app.module, "--endpoint", app.endpoint)
+    shown = app.run_real("showmigrations", app.module, "--endpoint", app.endpoint)
     assert shown.returncode == 0, shown.stderr
     assert " [ ] 0001_initial" in shown.stdout
-    migrated = app.run("migrate", app.module, "--endpoint", app.endpoint)
+    migrated = app.run_real("migrate", app.module, "--endpoint", app.endpoint)
     assert migrated.returncode == 0, migrated.stderr
     assert "Traceback" not in migrated.stderr
     assert migrated.stdout.endswith("Applied 0001_initial\n")
@@ -189,7 +219,7 @@ def test_the_settings_of_pyproject_reach_every_command(app: App, raw: Any) -> No
 
 
 def test_demo_needs_no_credentials_against_a_local_endpoint(app: App) -> None:
-    result = app.run("demo", "--endpoint", app.endpoint, "--racers", "2", "--rounds", "1")
+    result = app.run_real("demo", "--endpoint", app.endpoint, "--racers", "2", "--rounds", "1")
     assert result.returncode == 0, (result.stdout[-2000:], result.stderr)
     assert "Traceback" not in result.stderr
 
@@ -207,11 +237,9 @@ def test_ui_needs_no_credentials_and_a_taken_port_is_one_line(app: App, raw: Any
         port = str(taken.getsockname()[1])
         busy = app.run("ui", app.module, "--endpoint", app.endpoint, "--port", port)
         _one_line_error(busy, 2, f"cannot serve on 127.0.0.1:{port}", "--port")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": WORKTREE,
-           "HOME": str(app.home)}
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # a real process: ui's one of this file
         [sys.executable, "-m", "dynaunique.cli", "ui", app.module, "--endpoint", app.endpoint,
-         "--port", str(_free_port())], cwd=app.root, env=env, stdout=subprocess.PIPE,
+         "--port", str(_free_port())], cwd=app.root, env=app.env(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -230,8 +258,7 @@ COMMANDS = ["locks", "check", "repair", "showmigrations", "migrate", "ui"]
 
 
 def _each(app: App, runs: list[tuple[str, ...]]) -> list[subprocess.CompletedProcess[str]]:
-    """Run several commands at once (each its own process: they only wait on one another's
-    start-up), results in order."""
+    """Run several commands at once (each its own process), results in order."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(lambda args: app.run(*args), runs))
 

@@ -27,9 +27,8 @@ def test_the_server_runs_the_patched_moto(dynaunique_db: str) -> None:
     assert state["moto_patched"] is True
 
 
-def test_stock_moto_server_is_reported_unpatched() -> None:
-    with LocalDynamoDB(stock_moto=True) as endpoint:
-        assert server_state(endpoint)["moto_patched"] is False
+def test_stock_moto_server_is_reported_unpatched(stock_endpoint: str) -> None:
+    assert server_state(stock_endpoint)["moto_patched"] is False  # (a GET: the server stays fresh)
 
 
 def test_a_server_refuses_to_start_when_the_patch_does_not_fit(tmp_path: Any,
@@ -194,8 +193,10 @@ def test_cancelled_transactions_do_not_grow_the_servers_memory() -> None:
         assert server.pid is not None
         ddb = client(endpoint)
         create_table(ddb, "mem")
-        for n in range(300):
-            ddb.put_item(TableName="mem", Item={"PK": {"S": f"F{n}"}, "pad": {"S": "x" * 500}})
+        for start in range(0, 300, 25):  # 300 items, 25 a request
+            ddb.batch_write_item(RequestItems={"mem": [
+                {"PutRequest": {"Item": {"PK": {"S": f"F{n}"}, "pad": {"S": "x" * 500}}}}
+                for n in range(start, start + 25)]})
         doomed = [put("mem", "new"), {"ConditionCheck": {
             "TableName": "mem", "Key": {"PK": {"S": "F1"}},
             "ConditionExpression": "attribute_not_exists(PK)"}}]

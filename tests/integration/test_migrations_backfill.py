@@ -216,9 +216,15 @@ def test_concurrent_writers_during_the_backfill_leave_exactly_the_right_locks(
     _backfill_under_live_writers(ws, records=60, page_size=8)
 
 
+@pytest.mark.slow
 def test_thousands_of_records_with_live_writers_end_with_exactly_the_right_locks(
         ws: Workspace) -> None:
-    """Issue 5's "done when": thousands of pre-existing records, writers running throughout."""
+    """Issue 5's "done when": thousands of pre-existing records, writers running throughout.
+
+    Slow (``-m slow``): the scale is its point. The same behaviour (a backfill of three segments
+    under live writers ends with exactly the right locks) runs by default in
+    ``test_concurrent_writers_during_the_backfill_leave_exactly_the_right_locks``, on 60 records
+    in pages of 8 (several pages per segment, as here)."""
     _backfill_under_live_writers(ws, records=2000, page_size=100)
 
 

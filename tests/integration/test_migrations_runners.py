@@ -2,7 +2,11 @@
 deploy/batch/migrate-job-definition.json, run the way those runners run it: a Kubernetes
 Indexed Job (one process per index, ``parallelism`` at a time, exit 75 rerun without counting
 as a failure, a killed index retried) and an AWS Batch array job (``AWS_BATCH_JOB_ARRAY_INDEX``,
-retried on 75 and on a kill). Every run ends with exactly the right locks."""
+retried on 75 and on a kill). Every run ends with exactly the right locks.
+
+A pod is a process forked from one Python that imported the CLI once (``support.cli_process``):
+its own pid, exit status and SIGKILL, without a CPU-second of start-up per pod. The Batch
+children are real ``sh -c`` processes (the shell expands the job definition's variables)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.cli_process import Forker
 from support.deploy_policies import DEPLOY
 from support.invariants import assert_clean
 from support.migrations_workspace import DYNAUNIQUE, Workspace, open_workspace
@@ -33,6 +38,14 @@ def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
     yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
 
 
+@pytest.fixture
+def pods(ws: Workspace) -> Iterator[Forker]:
+    """Where the Indexed Job's pods are started from: the workspace's process environment."""
+    forker = Forker(ws.process_env())
+    yield forker
+    forker.close()
+
+
 def _k8s_command(ws: Workspace, index: int, total: int, *extra: str) -> list[str]:
     """The Indexed Job's container command for ``index``, with the test's module and split
     (Kubernetes expands ``$(SEGMENT)`` from the completion-index annotation)."""
@@ -45,7 +58,7 @@ def _k8s_command(ws: Workspace, index: int, total: int, *extra: str) -> list[str
     return [*DYNAUNIQUE, *args, *extra]
 
 
-def _k8s_index(ws: Workspace, index: int, total: int, *extra: str) -> list[int]:
+def _k8s_index(ws: Workspace, pods: Forker, index: int, total: int, *extra: str) -> list[int]:
     """One index of the Indexed Job: a pod, then another while the podFailurePolicy says so
     (75: Ignore, rerun; 1 or 2: FailJob), up to backoffLimitPerIndex failures. Exit codes."""
     spec = MANIFEST["spec"]
@@ -55,8 +68,8 @@ def _k8s_index(ws: Workspace, index: int, total: int, *extra: str) -> list[int]:
                 for c in r["onExitCodes"]["values"]}
     codes: list[int] = []
     for _ in range(30):
-        code = subprocess.run(_k8s_command(ws, index, total, *extra), cwd=ws.root,
-                              env=ws.process_env(), capture_output=True, timeout=120).returncode
+        code = pods.run(_k8s_command(ws, index, total, *extra), cwd=ws.root,
+                        env=ws.process_env(), timeout=120).returncode
         codes.append(code)
         if code == 0 or code in fail_job:
             return codes
@@ -67,12 +80,12 @@ def _k8s_index(ws: Workspace, index: int, total: int, *extra: str) -> list[int]:
 
 
 def test_an_indexed_job_with_parallelism_1_runs_one_index_after_another(
-        ws: Workspace) -> None:
+        ws: Workspace, pods: Forker) -> None:
     """The first pod does the whole migration (rerun on 75 as the policy says); the pods of the
     later indexes find nothing to apply. No pod waits for a pod that never comes."""
     models = ws.seed_unique_email(60)
     assert MANIFEST["spec"]["completionMode"] == "Indexed"
-    codes = [_k8s_index(ws, i, 3, "--endpoint", ws.endpoint, "--max-seconds", "0.3",
+    codes = [_k8s_index(ws, pods, i, 3, "--endpoint", ws.endpoint, "--max-seconds", "0.3",
                         "--max-wcu", "60") for i in range(3)]
     assert codes[0][-1] == 0 and 75 in codes[0]  # time-bounded pods, rerun until done
     assert codes[1:] == [[0], [0]]
@@ -82,11 +95,10 @@ def test_an_indexed_job_with_parallelism_1_runs_one_index_after_another(
 
 
 def test_an_index_killed_with_sigkill_is_retried_and_takes_its_segment_back(
-        ws: Workspace) -> None:
+        ws: Workspace, pods: Forker) -> None:
     models = ws.seed_unique_email(150)
     extra = ("--endpoint", ws.endpoint, "--lease-seconds", "2", "--max-wcu", "30")
-    pod = subprocess.Popen(_k8s_command(ws, 1, 2, *extra), cwd=ws.root, env=ws.process_env(),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pod = pods.start(_k8s_command(ws, 1, 2, *extra), cwd=ws.root, env=ws.process_env())
     try:
         recorder = ws.project().recorder()
         deadline = time.monotonic() + 60
@@ -104,8 +116,8 @@ def test_an_index_killed_with_sigkill_is_retried_and_takes_its_segment_back(
     # finds only the dead pod's segment left waits (the manifest's --wait-seconds) until its
     # lease expires, takes it over and reconciles the unverified locks its intent names.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        retried = pool.submit(_k8s_index, ws, 1, 2, *extra)
-        other = pool.submit(_k8s_index, ws, 0, 2, *extra)
+        retried = pool.submit(_k8s_index, ws, pods, 1, 2, *extra)
+        other = pool.submit(_k8s_index, ws, pods, 0, 2, *extra)
         assert retried.result()[-1] == 0 and other.result()[-1] == 0
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}

@@ -1,0 +1,222 @@
+"""``dynaunique`` commands in processes of their own, without paying Python's start-up each time.
+
+A process that runs the CLI spends about a CPU-second importing botocore, PynamoDB and dynaunique
+before it does anything; the tests that run dozens of commands (an empty environment, migration
+workers, the Kubernetes job) paid that dozens of times. :class:`Forker` starts ONE Python with the
+environment the commands get, imports ``dynaunique.cli`` there once, and then forks a child per
+command: each command still runs in a process of its own (its own pid, exit status, environment,
+working directory, stdout and stderr; killable with SIGKILL), exactly as ``python -c CODE ARGS`` or
+``python -m MODULE ARGS`` would run it, except that the imports were done before the fork.
+
+What that cannot reproduce, and is therefore refused: a command whose environment differs from the
+forker's in a variable read while Python starts or while those modules are imported (``PYTHON*``,
+``PYNAMODB_CONFIG``) — such a command needs a real ``subprocess``. Keep at least one real
+subprocess per command where the process itself is the point (``test_cli_environment.py`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+#: Variables read before or while the CLI's modules are imported: a command must share them with
+#: its forker, since its modules were imported before the fork.
+STARTUP_PREFIXES = ("PYTHON", "PYNAMODB_CONFIG")
+
+# The forker's own program: import the CLI, then serve "fork this command" requests (JSON lines
+# on stdin), answering on a private copy of stdout (the children's fd 1 is their own file).
+# Single-threaded: it forks from a process with no other thread.
+_SERVE = r'''
+import atexit, json, os, runpy, select, sys, traceback
+import dynaunique.cli  # noqa: F401 - the point: imported once, before every fork
+channel = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+running = {}
+
+def child(request):
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", closefd=False)
+    import importlib
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    mode, target, args = request["mode"], request["target"], request["args"]
+    code = 0
+    try:
+        if mode == "-c":
+            sys.argv = ["-c", *args]
+            sys.path[0] = ""
+            exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})
+        else:
+            sys.argv = [target, *args]
+            sys.path[0] = os.getcwd()
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        if stop.code is None:
+            code = 0
+        elif isinstance(stop.code, int):
+            code = stop.code
+        else:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code & 0xFF)
+
+pending = b""
+while True:
+    ready, _, _ = select.select([0], [], [], 0.05)
+    if ready:  # raw reads: a buffered reader would hide a second request from select
+        chunk = os.read(0, 65536)
+        if not chunk:
+            break
+        pending += chunk
+    while b"\n" in pending:
+        line, pending = pending.split(b"\n", 1)
+        request = json.loads(line)
+        channel.flush()
+        pid = os.fork()
+        if pid == 0:
+            channel.close()
+            child(request)
+        running[pid] = request["id"]
+        channel.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
+    while running:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            break
+        channel.write(json.dumps({"id": running.pop(pid),
+                                  "code": os.waitstatus_to_exitcode(status)}) + "\n")
+for pid in running:  # closed with commands still running (a test failed): stop them
+    os.kill(pid, 15)
+    os.waitpid(pid, 0)
+'''
+
+
+class Forked:
+    """A command the forker started: its pid; :meth:`wait` for its exit status and output."""
+
+    def __init__(self, forker: Forker, ident: int, argv: list[str], folder: Path) -> None:
+        self._forker = forker
+        self._ident = ident
+        self._folder = folder
+        self.args = argv
+        self.returncode: int | None = None
+        self.pid: int = forker._reply(ident, "pid", 60.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status (negative: killed by that signal), as ``Popen.wait``."""
+        if self.returncode is None:
+            self.returncode = self._forker._reply(self._ident, "code", timeout)
+        return self.returncode
+
+    def result(self, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        """Wait, then the command's exit status, stdout and stderr, as ``subprocess.run``."""
+        code = self.wait(timeout)
+        out = (self._folder / "stdout").read_text(encoding="utf-8", errors="replace")
+        err = (self._folder / "stderr").read_text(encoding="utf-8", errors="replace")
+        return subprocess.CompletedProcess(self.args, code, out, err)
+
+
+class Forker:
+    """One Python process, started with ``env``, that forks a child per command (see above)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+        self._folder = Path(tempfile.mkdtemp(prefix="dynaunique-forker-"))
+        self._process = subprocess.Popen([sys.executable, "-c", _SERVE], env=self.env,
+                                         cwd=self._folder, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, text=True, bufsize=1)
+        self._lock = threading.Lock()
+        self._answers: dict[tuple[int, str], Any] = {}
+        self._arrived = threading.Condition(self._lock)
+        self._next = 0
+        self._reader = threading.Thread(target=self._read, args=(self._process.stdout,),
+                                        daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            answer = json.loads(line)
+            key = "pid" if "pid" in answer else "code"
+            with self._arrived:
+                self._answers[(answer["id"], key)] = answer[key]
+                self._arrived.notify_all()
+        with self._arrived:
+            self._answers[(-1, "eof")] = True
+            self._arrived.notify_all()
+
+    def _reply(self, ident: int, key: str, timeout: float | None) -> Any:
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: (ident, key) in self._answers
+                                          or (-1, "eof") in self._answers, timeout):
+                raise subprocess.TimeoutExpired(f"forked command {ident}", timeout or 0)
+            if (ident, key) not in self._answers:
+                raise RuntimeError("the forker exited")
+            return self._answers.pop((ident, key))
+
+    def start(self, argv: Sequence[str], *, cwd: str | Path,
+              env: Mapping[str, str] | None = None) -> Forked:
+        """Start ``argv`` (``[sys.executable, "-c", CODE, *args]`` or ``[sys.executable, "-m",
+        MODULE, *args]``) in ``cwd`` with ``env`` (default: the forker's)."""
+        if self._process.poll() is not None:
+            raise RuntimeError("this Forker is closed")
+        env = dict(self.env if env is None else env)
+        startup = {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES)}
+        own = {k: v for k, v in self.env.items() if k.startswith(STARTUP_PREFIXES)}
+        if startup != own:
+            raise ValueError(f"a command whose start-up variables differ from the forker's "
+                             f"needs a real subprocess: {startup} != {own}")
+        if len(argv) < 3 or argv[0] != sys.executable or argv[1] not in ("-c", "-m"):
+            raise ValueError(f"not a `python -c`/`python -m` command: {argv!r}")
+        with self._lock:
+            ident = self._next
+            self._next += 1
+        folder = self._folder / str(ident)
+        folder.mkdir()
+        request = {"id": ident, "mode": argv[1], "target": argv[2], "args": list(argv[3:]),
+                   "cwd": str(cwd), "env": env, "stdout": str(folder / "stdout"),
+                   "stderr": str(folder / "stderr")}
+        with self._lock:
+            assert self._process.stdin is not None
+            self._process.stdin.write(json.dumps(request) + "\n")
+            self._process.stdin.flush()
+        return Forked(self, ident, list(argv), folder)
+
+    def run(self, argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None = None,
+            timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        """``subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)``."""
+        return self.start(argv, cwd=cwd, env=env).result(timeout)
+
+    def close(self) -> None:
+        """Stop the forker, and with SIGTERM any command still running."""
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._reader.join(timeout=5)
+        import shutil
+
+        shutil.rmtree(self._folder, ignore_errors=True)
