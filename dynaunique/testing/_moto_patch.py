@@ -19,6 +19,11 @@ is checked once, counted as DynamoDB counts it (:func:`dynaunique.testing._serve
 against 400 KB: a put by the server's request checks, an ``UpdateItem`` after it ran (and is
 undone, with the stream record moto appended for it, if the item grew too large).
 
+Two things moto's server redoes on every request never change while it runs, and cost more than
+half its CPU on a small request: the dispatcher lists (and stats) every entry of moto's package
+folder to recognise a service name (``moto.backends.list_of_moto_modules``), and each response
+object inspects its class's methods (``method_names_from_class``). Here both are computed once.
+
 Everything else is moto's own code: the replacements call the original functions with a narrower
 view of the table, and the transaction is moto's algorithm with the backup swapped for the log.
 :func:`check` lists what this patch expects of moto's internals, so a moto release that moves
@@ -109,6 +114,8 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
         "consistent_read", "projection_expression", "segments",
     ),
     "moto.dynamodb.models.dynamo_type.LimitedSizeDict.__setitem__": ("self", "key", "value"),
+    "moto.backends.list_of_moto_modules": (),
+    "moto.core.responses.method_names_from_class": ("clazz",),
 }
 
 #: :func:`source_hash` of each function above, as in the :data:`VERIFIED_MOTO` releases (a set per
@@ -127,6 +134,8 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
     "moto.dynamodb.models.table.Table.query": frozenset({"002b4d00be6d"}),
     "moto.dynamodb.models.table.Table.scan": frozenset({"5ef1ab21eef0"}),
     "moto.dynamodb.models.dynamo_type.LimitedSizeDict.__setitem__": frozenset({"d979580fdbe1"}),
+    "moto.backends.list_of_moto_modules": frozenset({"4f741a10b065"}),
+    "moto.core.responses.method_names_from_class": frozenset({"9dbac89d082b"}),
 }
 
 #: Module-level names the replacement transaction uses, as ``module: names``.
@@ -184,7 +193,10 @@ def _find(dotted: str) -> Any:
     module_name, _, rest = dotted.rpartition(".")
     module_name, _, class_name = module_name.rpartition(".")
     try:
-        owner = getattr(importlib.import_module(module_name), class_name)
+        try:  # a module-level function: ``package.module.function``
+            owner = importlib.import_module(f"{module_name}.{class_name}")
+        except ImportError:  # a method: ``package.module.Class.method``
+            owner = getattr(importlib.import_module(module_name), class_name)
         function = getattr(owner, rest)
     except (ImportError, AttributeError) as exc:
         return exc
@@ -269,6 +281,34 @@ def apply() -> None:
     for owner, name, make in replacements:
         original = getattr(owner, name)
         setattr(owner, name, _marked(make(original), original))
+    _compute_once()
+
+
+def _compute_once() -> None:
+    """Per-request work whose answer cannot change while the server runs, done once."""
+    from moto import backends
+    from moto.core import responses
+
+    listing = backends.list_of_moto_modules
+    if not getattr(listing, _MARK, False):
+        modules = tuple(listing())  # the installed package's folders
+
+        def list_of_moto_modules() -> tuple[str, ...]:
+            return modules
+
+        backends.list_of_moto_modules = _marked(list_of_moto_modules, listing)
+    method_names = getattr(responses, "method_names_from_class")  # noqa: B009 (not exported)
+    if not getattr(method_names, _MARK, False):
+        known: dict[object, list[str]] = {}
+
+        def method_names_from_class(clazz: object) -> list[str]:
+            names = known.get(clazz)
+            if names is None:
+                names = known[clazz] = method_names(clazz)
+            return list(names)
+
+        setattr(responses, "method_names_from_class",  # noqa: B010 (not exported)
+                _marked(method_names_from_class, method_names))
 
 
 def _marked(replacement: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:

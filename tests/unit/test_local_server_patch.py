@@ -70,13 +70,16 @@ _REPLACED = [
     ("moto.dynamodb.models.table", "Table", "query"),
     ("moto.dynamodb.models.table", "Table", "scan"),
     ("moto.dynamodb.models.dynamo_type", "LimitedSizeDict", "__setitem__"),
+    ("moto.backends", None, "list_of_moto_modules"),
+    ("moto.core.responses", None, "method_names_from_class"),
 ]
 
 
 def _restore_after(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let monkeypatch put back every function apply() replaces (moto stays stock here)."""
     for module, owner, name in _REPLACED:
-        cls = getattr(importlib.import_module(module), owner)
+        found = importlib.import_module(module)
+        cls = found if owner is None else getattr(found, owner)
         monkeypatch.setattr(cls, name, getattr(cls, name))
 
 
@@ -132,3 +135,24 @@ def test_the_force_variable_patches_a_changed_source(monkeypatch: pytest.MonkeyP
     _moto_patch.apply()
     assert _moto_patch.is_applied()
     assert Table.scan.__wrapped__ is _other_scan
+
+
+def test_what_cannot_change_while_the_server_runs_is_computed_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import backends
+    from moto.core import responses, utils
+    from moto.dynamodb.responses import DynamoHandler
+
+    _restore_after(monkeypatch)
+    stock_modules = list(backends.list_of_moto_modules())
+    stock_names = utils.method_names_from_class(DynamoHandler)
+    monkeypatch.setenv(_moto_patch.FORCE_ENV, "1")
+    _moto_patch.apply()
+    listing = backends.list_of_moto_modules
+    assert listing is not backends.list_of_moto_modules.__wrapped__  # type: ignore[attr-defined]
+    assert list(listing()) == stock_modules and "dynamodb" in stock_modules
+    lookup = responses.method_names_from_class  # type: ignore[attr-defined]
+    names = lookup(DynamoHandler)
+    assert names == stock_names and "transact_write_items" in names
+    names.append("mutated by a caller")
+    assert lookup(DynamoHandler) == stock_names  # each caller gets its own list
