@@ -26,11 +26,10 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.models import BatchWrite
 
-from dynaunique._flush import Op, OpKind
 from dynaunique._items import claim, locks_of, plain_key
 from dynaunique._model.binding import table_models, table_models_generation
 from dynaunique._model.reads import ReadMixin
-from dynaunique._transaction import same_item
+from dynaunique._state import Op, OpKind, same_item
 from dynaunique._writes import Lacking, OthersGuard, Shaped
 from dynaunique.errors import OtherModelRecordError
 

@@ -17,11 +17,11 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
 
 import dynaunique._writes as _writes
-from dynaunique._flush import Op, OpKind
 from dynaunique._items import LockRef, ModelInfo, locks_of, record_key
 from dynaunique._model.mixed import MixedMixin, of_another_model, others_fields
 from dynaunique._model.stored import serialize_checked
 from dynaunique._plan import Plan, plan_delete, plan_save, plan_update
+from dynaunique._state import Op, OpKind
 from dynaunique._writes import Expression, RecordDelete, RecordPut
 from dynaunique.errors import UnsupportedOperationError
 
