@@ -97,10 +97,13 @@ class InstanceState:
 
 
 def state_of(obj: Any) -> InstanceState:
-    """The :class:`InstanceState` of a model instance (created on first use)."""
-    state: InstanceState | None = obj.__dict__.get("_du_state_")
+    """The :class:`InstanceState` of a model instance (created on first use).
+
+    Kept in the instance's ``__dict__`` under ``_du_state``, where the model's cached property
+    of that name finds it without a call."""
+    state: InstanceState | None = obj.__dict__.get("_du_state")
     if state is None:
-        state = obj.__dict__["_du_state_"] = InstanceState()
+        state = obj.__dict__["_du_state"] = InstanceState()
     return state
 
 

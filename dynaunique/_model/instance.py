@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from functools import cached_property
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from dynaunique._connection import Steps, connection_for, policy_for, send_steps
 from dynaunique._items import LockRef, ModelInfo, locks_of
-from dynaunique._state import InstanceState, same_item, state_of
+from dynaunique._state import same_item, state_of
 
 if TYPE_CHECKING:
     # The mixins of dynaunique.Model are PynamoDB models to the type checker; at run time they
@@ -34,10 +35,9 @@ class InstanceMixin(ModelBase):
     #: or keys.
     _du_info: ClassVar[ModelInfo | None] = None
 
-    @property
-    def _du_state(self) -> InstanceState:
-        """Everything dynaunique remembers of this instance (``dynaunique._state``)."""
-        return state_of(self)
+    #: Everything dynaunique remembers of this instance (``dynaunique._state``): computed on
+    #: first use, then a plain attribute of the instance (this is on every write's path).
+    _du_state = cached_property(state_of)
 
     @property
     def _du_loaded(self) -> dict[str, Any] | None:
