@@ -38,7 +38,15 @@ import attrs
 from dynaunique._connection import Steps, connection_for, policy_for, run
 from dynaunique._plan import Plan, merge
 from dynaunique._render import render
-from dynaunique._state import InstanceState, Op, OpKind, finish_steps, may_adopt, same_item
+from dynaunique._state import (
+    InstanceState,
+    Op,
+    OpKind,
+    finish_steps,
+    holds,
+    may_adopt,
+    same_item,
+)
 from dynaunique._transaction import execute_steps
 from dynaunique._writes import (
     RECORD_WRITES,
@@ -86,7 +94,6 @@ class Flushable(Protocol):
 
     def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None: ...
 
-    def _du_others_hold(self, guard: OthersGuard, item: Mapping[str, Any] | None) -> bool: ...
 
 
 @attrs.define(eq=False)
@@ -255,7 +262,7 @@ def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModi
         return False
     op = unit.ops[ident]
     others = getattr(exc.write, "others", None)
-    if others is not None and not op.obj._du_others_hold(others, exc.current):
+    if others is not None and not holds(others, exc.current):
         # The item is not the one this write was guarded to meet: judge it (refused when it
         # holds another model's locks), then send again guarded on exactly it.
         op.obj._du_judge(op, exc.current)

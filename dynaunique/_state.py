@@ -5,8 +5,9 @@ DynamoDB (the snapshot the next write guards on and diffs against), caches of th
 snapshot holds, and the record write of a call whose outcome is unknown. A snapshot is replaced,
 never mutated, and only after a write succeeded (:func:`finish_steps`, the after-success update
 of ``dynaunique._flush``). The version rules a unit of work applies to a stored record
-(:func:`may_adopt`) and item equality (:func:`same_item`) live here too, so the flush and the
-model read one object's state through one module.
+(:func:`may_adopt`), item equality (:func:`same_item`) and whether a stored item meets a guard
+on other models' locks (:func:`holds`) live here too, so the flush and the model read one
+object's state through one module.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from dynaunique._kinds import Kind
-from dynaunique._writes import RecordPut, RecordUpdate, Write
+from dynaunique._writes import Lacking, OthersGuard, RecordPut, RecordUpdate, Write
 
 if TYPE_CHECKING:
     from dynaunique._connection import Steps
@@ -122,6 +123,18 @@ def same_item(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     if a is None or b is None:
         return a is b
     return bool(_number_normal(dict(a)) == _number_normal(dict(b)))
+
+
+def holds(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
+    """Whether ``item`` (None: absent) meets ``guard``, as DynamoDB would judge it."""
+    if isinstance(guard, Lacking):
+        return item is None or all(any(name not in item for name in group) and bool(group)
+                                   for group in guard.groups)
+    if item is None:
+        return False
+    return (all(n in item and same_item({"v": item[n]}, {"v": v}) for n, v in guard.equal)
+            and all(n in item for n in guard.present)
+            and not any(n in item for n in guard.absent))
 
 
 # --- the version rules and the after-success update ----------------------------------------------
