@@ -197,7 +197,7 @@ class Stages:
     """dynaunique's save cut into its steps, each timed alone (median thread CPU time, µs).
 
     Uses dynaunique's internals (``Model._du_plan_save``, ``_render.render``/``encode``/
-    ``check_size``/``new_token``, ``Model._du_after_save``) — the steps ``save()`` runs — so it
+    ``check_size``/``new_token``, ``_state.after_save``) — the steps ``save()`` runs — so it
     names where the time goes. If those internals change, the breakdown is skipped, not wrong.
     """
 
@@ -214,7 +214,7 @@ class Stages:
 
 STEP_NAMES = ("Model(...) construction", "_du_plan_save (plan: locks, guards)",
               "_render.render (request dict)", "encode + check_size + new_token",
-              "_du_after_save (snapshot)",
+              "_state.after_save (snapshot)",
               "rest of save(), by difference (client_for, retry loop; noise can make it < 0)")
 
 
@@ -238,7 +238,7 @@ def _state(op: str, n: int) -> BenchAccount:
 
 def stages(rounds: int) -> Stages:
     """Time each step of dynaunique's saves on the stub transport."""
-    from dynaunique import _render
+    from dynaunique import _render, _state
     from dynaunique._writes import RecordPut
 
     client = stub(point_at(STUB_ENDPOINT))
@@ -267,7 +267,7 @@ def stages(rounds: int) -> Stages:
                 t5 = clock()
                 record = plan.writes[0]
                 assert isinstance(record, RecordPut)
-                account._du_after_save(record.item)
+                _state.after_save(account, record.item)
                 t6 = clock()
                 call = _send(client, request)  # with a token of the same length
                 t7 = clock()

@@ -17,9 +17,10 @@ from typing import Any
 from pynamodb.expressions.condition import Condition
 
 from dynaunique import _flush
-from dynaunique._flush import Op, OpKind, Unit, current_unit
+from dynaunique._flush import Unit, current_unit
 from dynaunique._plan import Plan
 from dynaunique._render import render_checked, to_json
+from dynaunique._state import Op, OpKind
 from dynaunique._writes import ConditionCheck, Expression
 from dynaunique.errors import UnsupportedOperationError
 from dynaunique.observe import traced

@@ -5,7 +5,7 @@ Every write of a model with constraints, or on a table that holds locks, goes th
 ``atomic()`` collects a unit and flushes it when its block ends. The steps, as SQLAlchemy's
 ``Session.flush``:
 
-1. know each object's stored state — its snapshot (:class:`InstanceState`), or for an object
+1. know each object's stored state — its snapshot (``dynaunique._state``), or for an object
    never loaded whose plan needs it (a delete, an update of a lock input) one consistent read;
 2. plan (pure: ``dynaunique._plan``) and merge the plans into one;
 3. send it as one request (``dynaunique._transaction.execute``): each record write in it is
@@ -14,7 +14,7 @@ Every write of a model with constraints, or on a table that holds locks, goes th
    flush read itself (or never loaded) adopts the state DynamoDB returned, a lock another record
    holds is left out — and send again, every write guarded anew; a stale copy the caller loaded
    is never "repaired" behind its back: that is a ``ConcurrentModificationError``;
-5. only after success, update each object's snapshot.
+5. only after success, update each object's snapshot (``dynaunique._state.finish_steps``).
 
 No request after the first relies on what an earlier request saw: each is planned from the
 state it guards on, so another writer acting between two requests makes it fail, not err.
@@ -36,11 +36,18 @@ from typing import Any, Protocol
 import attrs
 
 from dynaunique._connection import Steps, connection_for, policy_for, run
-from dynaunique._items import LockRef
-from dynaunique._kinds import Kind
 from dynaunique._plan import Plan, merge
 from dynaunique._render import render
-from dynaunique._transaction import execute_steps, same_item
+from dynaunique._state import (
+    InstanceState,
+    Op,
+    OpKind,
+    finish_steps,
+    holds,
+    may_adopt,
+    same_item,
+)
+from dynaunique._transaction import execute_steps
 from dynaunique._writes import (
     RECORD_WRITES,
     Absent,
@@ -67,34 +74,6 @@ from dynaunique.observe import write_logger as _log
 MAX_ATTEMPTS = 4
 
 
-class OpKind(Kind):
-    """What a unit of work does to one object."""
-
-    SAVE = "save"
-    DELETE = "delete"
-    UPDATE = "update"
-
-
-@attrs.define
-class InstanceState:
-    """What dynaunique remembers of one model instance (all of it, in one place).
-
-    ``loaded`` is the item as last loaded from or written to DynamoDB (None: never loaded, or
-    deleted); it is what the next write guards on and diffs against. The lock caches only save
-    recomputation; ``unknown`` is the record write of a call that ended in
-    ``OutcomeUnknownError``, so that repeating the call recognises its own landed write.
-    """
-
-    loaded: dict[str, Any] | None = None
-    #: (loaded item, its locks, the attributes their conditions read) — valid while ``loaded``
-    #: is that very item.
-    old_locks: tuple[Mapping[str, Any], dict[str, LockRef], frozenset[str]] | None = None
-    #: (plan, the new locks, the attributes read) of the last planned save, to seed
-    #: ``old_locks`` once that plan succeeded.
-    new_locks: tuple[Plan, dict[str, LockRef], frozenset[str]] | None = None
-    unknown: Write | None = None
-
-
 class Flushable(Protocol):
     """What a unit of work needs of an object (``dynaunique.Model`` provides it)."""
 
@@ -111,28 +90,10 @@ class Flushable(Protocol):
 
     def _du_plan(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan: ...
 
-    def _du_finish_steps(self, op: Op, record: Write | None,
-                         response: Mapping[str, Any]) -> Steps[None]: ...
-
-    def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool: ...
-
     def _du_others_guard(self, op: Op, judged: Mapping[str, Any] | None) -> OthersGuard | None: ...
 
     def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None: ...
 
-    def _du_others_hold(self, guard: OthersGuard, item: Mapping[str, Any] | None) -> bool: ...
-
-
-@attrs.define(eq=False)
-class Op:
-    """One object's operation in a unit of work."""
-
-    obj: Flushable
-    kind: OpKind
-    condition: Any = None
-    add_version_condition: bool = True
-    #: The update actions (``OpKind.UPDATE``).
-    actions: list[Any] | None = None
 
 
 @attrs.define(eq=False)
@@ -261,7 +222,7 @@ def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:
     """
     write = exc.write
     if isinstance(write, RecordPut) and write.create:
-        return op.obj._du_may_adopt(op, exc.current)
+        return may_adopt(op, exc.current)
     return fresh
 
 
@@ -301,7 +262,7 @@ def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModi
         return False
     op = unit.ops[ident]
     others = getattr(exc.write, "others", None)
-    if others is not None and not op.obj._du_others_hold(others, exc.current):
+    if others is not None and not holds(others, exc.current):
         # The item is not the one this write was guarded to meet: judge it (refused when it
         # holds another model's locks), then send again guarded on exactly it.
         op.obj._du_judge(op, exc.current)
@@ -402,8 +363,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
                         unit.ops[ident].obj._du_state.unknown = write
                 raise
         for ident, op in unit.ops.items():
-            op.obj._du_state.unknown = None
-            yield from op.obj._du_finish_steps(op, records[ident], response)
+            yield from finish_steps(op, records[ident], response)
         return Flushed(plan, response, records, request)
     gave_up = ConcurrentModificationError(
         "the records of this write kept changing while it was retried; try again",

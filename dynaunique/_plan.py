@@ -98,40 +98,56 @@ def diff_locks(old: Mapping[str, LockRef], new: Mapping[str, LockRef]) -> tuple[
     return tuple(LockChange(n, old.get(n), new.get(n)) for n in names)
 
 
-def plan_save(
-    info: ModelInfo,
-    *,
-    item: dict[str, Typed],
-    new_locks: Mapping[str, LockRef],
-    loaded_item: Mapping[str, Typed] | None,
-    old_locks: Mapping[str, LockRef],
-    now: str,
-    condition: _writes.Expression | None = None,
-    use_version: bool = True,
-    condition_reads: Iterable[str] = (),
-    reown: bool = False,
-) -> Plan:
-    """Plan a save of a record whose serialized new state is ``item``.
+@attrs.frozen
+class Record:
+    """One record as the planner sees it: the state it is stored in, the state a write makes of
+    it, and how the write is guarded — the one value a model hands the planner."""
 
-    ``loaded_item`` is the record as it was loaded (None: never loaded — planned as a create)
-    and ``old_locks`` the locks that state holds. ``item`` already carries the bumped version.
-    ``reown``: the loaded item is a record of another model (sharing these locks) that this
-    save turns into one of ``info``'s: the locks it keeps are put again, naming this model.
-    """
+    info: ModelInfo
+    #: The record as it was loaded (None: never loaded — a save plans a create).
+    loaded: Mapping[str, Typed] | None
+    #: The locks ``loaded`` holds.
+    old_locks: Mapping[str, LockRef] = attrs.field(factory=dict)
+    #: The record after the write: a save's item (its version already bumped), an update's
+    #: prediction (None when it cannot be known).
+    item: dict[str, Typed] | None = None
+    #: The locks ``item`` holds.
+    new_locks: Mapping[str, LockRef] = attrs.field(factory=dict)
+    #: The caller's own condition.
+    condition: _writes.Expression | None = None
+    use_version: bool = True
+    #: The attributes the constraints' conditions read on ``loaded``.
+    condition_reads: Iterable[str] = ()
+    #: ``loaded`` is a record of another model (sharing these locks) that this write turns into
+    #: one of ``info``'s: the locks it keeps are put again, naming this model.
+    reown: bool = False
+    #: The ``created`` time of the lock puts.
+    now: str = ""
+
+
+def _guard(record: Record, loaded: Mapping[str, Typed]) -> _writes.Unchanged:
+    return _writes.unchanged_guard(record.info, loaded, use_version=record.use_version,
+                                   condition_reads=record.condition_reads)
+
+
+def plan_save(record: Record) -> Plan:
+    """Plan a save of ``record`` into its ``item``: over ``loaded`` and the locks it holds, or
+    as a create when it was never loaded."""
+    info, item, loaded = record.info, record.item, record.loaded
+    assert item is not None
     key = record_key(info, item)
-    if loaded_item is None:
-        record = _writes.RecordPut(info.table, info.name, key, item, _writes.Absent(),
-                                   condition, create=True)
-        puts = [_writes.lock_put(info, lock, key, item, created=now)
-                for _, lock in sorted(new_locks.items())]
-        return Plan((record, *puts), diff_locks({}, new_locks))
+    if loaded is None:
+        put = _writes.RecordPut(info.table, info.name, key, item, _writes.Absent(),
+                                record.condition, create=True)
+        puts = [_writes.lock_put(info, lock, key, item, created=record.now)
+                for _, lock in sorted(record.new_locks.items())]
+        return Plan((put, *puts), diff_locks({}, record.new_locks))
 
-    guard = _writes.unchanged_guard(info, loaded_item, use_version=use_version,
-                            condition_reads=condition_reads)
-    record = _writes.RecordPut(info.table, info.name, key, item, guard, condition)
-    changes = diff_locks(old_locks, new_locks)
-    lock_writes = _lock_writes(info, changes, key, loaded_item, item, now, reown=reown)
-    return Plan((record, *lock_writes), changes)
+    put = _writes.RecordPut(info.table, info.name, key, item, _guard(record, loaded),
+                            record.condition)
+    changes = diff_locks(record.old_locks, record.new_locks)
+    lock_writes = _lock_writes(info, changes, key, loaded, item, record.now, reown=record.reown)
+    return Plan((put, *lock_writes), changes)
 
 
 def _lock_writes(info: ModelInfo, changes: Sequence[LockChange], key: TypedKey,
@@ -154,64 +170,43 @@ def _lock_writes(info: ModelInfo, changes: Sequence[LockChange], key: TypedKey,
     return writes
 
 
-def plan_delete(
-    info: ModelInfo,
-    *,
-    loaded_item: Mapping[str, Typed],
-    old_locks: Mapping[str, LockRef],
-    condition: _writes.Expression | None = None,
-    use_version: bool = True,
-    condition_reads: Iterable[str] = (),
-) -> Plan:
+def plan_delete(record: Record) -> Plan:
     """Plan the delete of a loaded record and every lock it holds."""
-    key = record_key(info, loaded_item)
-    guard = _writes.unchanged_guard(info, loaded_item, use_version=use_version,
-                            condition_reads=condition_reads)
-    record = _writes.RecordDelete(info.table, info.name, key, guard, condition)
+    info, loaded = record.info, record.loaded
+    assert loaded is not None
+    key = record_key(info, loaded)
+    delete = _writes.RecordDelete(info.table, info.name, key, _guard(record, loaded),
+                                  record.condition)
     deletes = [_writes.lock_delete(info.table, info.key_attributes, lock, key, model=info.name)
-               for _, lock in sorted(old_locks.items())]
-    return Plan((record, *deletes), diff_locks(old_locks, {}))
+               for _, lock in sorted(record.old_locks.items())]
+    return Plan((delete, *deletes), diff_locks(record.old_locks, {}))
 
 
-def plan_update(
-    info: ModelInfo,
-    *,
-    loaded_item: Mapping[str, Typed],
-    update: _writes.Expression,
-    predicted_item: dict[str, Typed] | None,
-    old_locks: Mapping[str, LockRef],
-    new_locks: Mapping[str, LockRef],
-    lock_relevant: bool,
-    now: str,
-    condition: _writes.Expression | None = None,
-    use_version: bool = True,
-    condition_reads: Iterable[str] = (),
-    predicted_complete: bool = True,
-    reown: bool = False,
-) -> Plan:
+def plan_update(record: Record, update: _writes.Expression, *, lock_relevant: bool,
+                complete: bool = True) -> Plan:
     """Plan ``Model.update(actions)``: an UpdateItem, plus lock writes when a lock moves.
 
     ``lock_relevant`` says whether the actions touch anything a lock depends on; when they do,
-    ``predicted_item`` (the record after the update) decides the new locks. The update is
+    the record's ``item`` (the record after the update) decides the new locks. The update is
     guarded "unchanged since loaded" when it is lock-relevant, and also when the model has a
     conditional constraint: the condition must read the same attributes on the stored record
-    as on the loaded one for the untouched locks to stay right. ``predicted_complete`` is False
-    when some action's result on a lock-irrelevant attribute cannot be known: the prediction
-    still decides the locks but is not the record's exact next state.
+    as on the loaded one for the untouched locks to stay right. ``complete`` is False when some
+    action's result on a lock-irrelevant attribute cannot be known: the prediction still
+    decides the locks but is not the record's exact next state.
     """
-    key = record_key(info, loaded_item)
-    guard = (_writes.unchanged_guard(info, loaded_item, use_version=use_version,
-                             condition_reads=condition_reads)
-             if lock_relevant or info.has_conditions else None)
-    record = _writes.RecordUpdate(info.table, info.name, key, update, guard, condition,
-                          predicted_item if predicted_complete else None)
+    info, loaded, predicted = record.info, record.loaded, record.item
+    assert loaded is not None
+    key = record_key(info, loaded)
+    guard = _guard(record, loaded) if lock_relevant or info.has_conditions else None
+    write = _writes.RecordUpdate(info.table, info.name, key, update, guard, record.condition,
+                                 predicted if complete else None)
     if not lock_relevant:
-        return Plan((record,), ())
-    assert predicted_item is not None
-    changes = diff_locks(old_locks, new_locks)
-    lock_writes = _lock_writes(info, changes, key, loaded_item, predicted_item, now,
-                               reown=reown)
-    return Plan((record, *lock_writes), changes)
+        return Plan((write,), ())
+    assert predicted is not None
+    changes = diff_locks(record.old_locks, record.new_locks)
+    lock_writes = _lock_writes(info, changes, key, loaded, predicted, record.now,
+                               reown=record.reown)
+    return Plan((write, *lock_writes), changes)
 
 
 def _item_id(table: str, key: Mapping[str, Typed]) -> tuple[str, str]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
-from decimal import Decimal
 from typing import Any
 
 from pynamodb.connection import Connection
@@ -25,6 +24,7 @@ from dynaunique._connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, 
 from dynaunique._locks import OWNER_ATTR, untyped
 from dynaunique._plan import Plan
 from dynaunique._render import check_size, encode, new_token, render
+from dynaunique._state import same_item
 from dynaunique._writes import (
     RECORD_WRITES,
     ConditionCheck,
@@ -47,23 +47,6 @@ from dynaunique.observe import HASHED, emit
 from dynaunique.observe import write_logger as _log
 
 # --- executing -----------------------------------------------------------------------------------
-
-
-def _number_normal(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"N"}:
-            return {"N": str(Decimal(value["N"]).normalize())}
-        return {k: _number_normal(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_number_normal(v) for v in value]
-    return value
-
-
-def same_item(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
-    """Whether two raw items are equal, numbers compared by value."""
-    if a is None or b is None:
-        return a is b
-    return bool(_number_normal(dict(a)) == _number_normal(dict(b)))
 
 
 def _is_own(write: Write, current: Mapping[str, Any] | None) -> bool:

@@ -21,13 +21,13 @@ from pynamodb.models import Model as PynamoModel
 from pynamodb.pagination import ResultIterator
 
 from dynaunique._connection import run
-from dynaunique._flush import Op, OpKind
 from dynaunique._model.binding import ModelMeta
 from dynaunique._model.calls import CallsMixin
 from dynaunique._model.lookup import LookupMixin
 from dynaunique._model.mixed import GuardedBatchWrite
 from dynaunique._model.reads import ReadMixin, mark_partial
 from dynaunique._render import render_checked
+from dynaunique._state import Op, OpKind
 from dynaunique.errors import UnsupportedOperationError
 
 __all__ = ["Model", "ModelMeta"]

@@ -16,8 +16,6 @@ from pynamodb.expressions.update import Action
 
 from dynaunique._flush import (
     Flushed,
-    Op,
-    OpKind,
     Unit,
     as_operation,
     current_unit,
@@ -27,6 +25,7 @@ from dynaunique._flush import (
 from dynaunique._items import plain_key
 from dynaunique._model.binding import table_holds_locks
 from dynaunique._model.planning import PlanningMixin
+from dynaunique._state import Op, OpKind
 from dynaunique._transaction import condition_failed
 from dynaunique.errors import ConcurrentModificationError, UnsupportedOperationError
 from dynaunique.observe import traced

@@ -1,23 +1,22 @@
 """What a Model instance remembers: the item it was loaded from, its key, that item's locks.
 
-Each instance keeps one :class:`~dynaunique._flush.InstanceState`: the item as last loaded from
-or written to DynamoDB (the snapshot the next write guards on and diffs against), and caches of
-the locks a snapshot holds. A snapshot is replaced, never mutated, and only after a write
-succeeded (:meth:`InstanceMixin._du_finish_steps`).
+Each instance keeps one :class:`~dynaunique._state.InstanceState` (the snapshot the next write
+guards on and diffs against, and caches of the locks a snapshot holds); this mixin reads it for
+the model: its key, the locks of a stored item, the one read of its record. What a success does
+to it is ``dynaunique._state``'s (:func:`~dynaunique._state.finish_steps`).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from functools import cached_property
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from dynaunique._connection import Steps, connection_for, policy_for, send_steps
-from dynaunique._flush import InstanceState, Op, OpKind
 from dynaunique._items import LockRef, ModelInfo, locks_of
-from dynaunique._transaction import same_item
-from dynaunique._writes import RecordPut, RecordUpdate, Write
+from dynaunique._state import same_item, state_of
 
 if TYPE_CHECKING:
     # The mixins of dynaunique.Model are PynamoDB models to the type checker; at run time they
@@ -36,13 +35,9 @@ class InstanceMixin(ModelBase):
     #: or keys.
     _du_info: ClassVar[ModelInfo | None] = None
 
-    @property
-    def _du_state(self) -> InstanceState:
-        """Everything dynaunique remembers of this instance (``dynaunique._flush``)."""
-        state = self.__dict__.get("_du_state_")
-        if state is None:
-            state = self.__dict__["_du_state_"] = InstanceState()
-        return state
+    #: Everything dynaunique remembers of this instance (``dynaunique._state``): computed on
+    #: first use, then a plain attribute of the instance (this is on every write's path).
+    _du_state = cached_property(state_of)
 
     @property
     def _du_loaded(self) -> dict[str, Any] | None:
@@ -51,9 +46,7 @@ class InstanceMixin(ModelBase):
 
     @_du_loaded.setter
     def _du_loaded(self, item: dict[str, Any] | None) -> None:
-        state = self._du_state
-        state.loaded = item
-        state.unknown = None
+        state_of(self).set_loaded(item)
 
     # --- loading and snapshots -------------------------------------------------------------------
 
@@ -132,20 +125,8 @@ class InstanceMixin(ModelBase):
         assert info is not None
         if loaded is None:
             return {}
-        # The loaded state's locks are computed once per snapshot (snapshots are replaced, never
-        # mutated), so repeated saves of one loaded object do not rebuild it.
-        state = self._du_state
-        cached = state.old_locks
-        if cached is not None and cached[0] is loaded:
-            if reads is not None:
-                reads.update(cached[2])
-            return dict(cached[1])
-        found: set[str] = set()
-        locks = locks_of(info, self._du_lock_inputs(loaded), found)
-        state.old_locks = (loaded, locks, frozenset(found))
-        if reads is not None:
-            reads.update(found)
-        return dict(locks)
+        return state_of(self).locks_of_snapshot(
+            loaded, lambda item, found: locks_of(info, self._du_lock_inputs(item), found), reads)
 
     # --- the unit of work's hooks about state (dynaunique._flush) ---------------------------------
 
@@ -159,56 +140,3 @@ class InstanceMixin(ModelBase):
             policy=policy_for(self.Meta))
         item = response.get("Item")
         return dict(item) if item is not None else None
-
-    def _du_may_adopt(self, op: Op, current: Mapping[str, Any] | None) -> bool:
-        """Whether a never-loaded save that met an existing record may become an update of it.
-
-        Not when the model is versioned and the object's version does not match the stored
-        one: PynamoDB refuses that save (its first save is guarded ``attribute_not_exists``,
-        later ones on the version held), and so does dynaunique.
-        """
-        info = self._du_info
-        assert info is not None
-        if current is None or not op.add_version_condition or info.version_field is None:
-            return True
-        mine = getattr(self, info.version_field)
-        stored = current.get(info.version_attr or "")
-        return mine is not None and stored is not None and int(stored["N"]) == int(mine)
-
-    def _du_finish_steps(self, op: Op, record: Write | None,
-                         response: Mapping[str, Any]) -> Steps[None]:
-        """After the unit succeeded: this object's new snapshot (one read when it is unknown)."""
-        if op.kind is OpKind.DELETE:
-            self._du_loaded = None
-            return
-        if op.kind is OpKind.SAVE:
-            assert isinstance(record, RecordPut)
-            self._du_after_save(record.item, record)
-            return
-        # An update: a plain UpdateItem returns the new item; a transaction (or a write found
-        # already in place) returns none, so the known prediction is used, else one read.
-        attributes = response.get("Attributes")
-        if attributes is not None:
-            self.deserialize(attributes)
-        elif isinstance(record, RecordUpdate) and record.predicted is not None:
-            self.deserialize(copy.deepcopy(record.predicted))
-        else:
-            item = yield from self._du_read_steps()
-            if item is None:
-                raise self.DoesNotExist("This item does not exist in the table.")
-            self.deserialize(item)
-
-    def _du_after_save(self, item: Mapping[str, Any], record: Write | None = None) -> None:
-        """``item`` was written: it is the new snapshot (and the version the object holds)."""
-        info = self._du_info
-        assert info is not None
-        state = self._du_state
-        if info.version_field is not None and info.version_attr in item:
-            setattr(self, info.version_field, int(item[info.version_attr or ""]["N"]))
-        # The item was serialized for this write alone and nothing mutates it: no copy.
-        loaded = dict(item)
-        self._du_loaded = loaded
-        seeded, state.new_locks = state.new_locks, None
-        if seeded is not None and any(w is record for w in seeded[0].writes):
-            # The locks just written are the new snapshot's: the next save need not rebuild.
-            state.old_locks = (loaded, seeded[1], seeded[2])

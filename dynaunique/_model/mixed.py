@@ -26,11 +26,10 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.models import BatchWrite
 
-from dynaunique._flush import Op, OpKind
 from dynaunique._items import claim, locks_of, plain_key
 from dynaunique._model.binding import table_models, table_models_generation
 from dynaunique._model.reads import ReadMixin
-from dynaunique._transaction import same_item
+from dynaunique._state import Op, OpKind, holds
 from dynaunique._writes import Lacking, OthersGuard, Shaped
 from dynaunique.errors import OtherModelRecordError
 
@@ -115,18 +114,6 @@ def exactly(cls: Any, item: Mapping[str, Any]) -> Shaped:
         equal=tuple((n, item[n]) for n in here if every_value or n in valued),
         present=tuple(n for n in here if not (every_value or n in valued)),
         absent=tuple(sorted(n for n in names if n not in item)))
-
-
-def holds(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
-    """Whether ``item`` (None: absent) meets ``guard``, as DynamoDB would judge it."""
-    if isinstance(guard, Lacking):
-        return item is None or all(any(name not in item for name in group) and bool(group)
-                                   for group in guard.groups)
-    if item is None:
-        return False
-    return (all(n in item and same_item({"v": item[n]}, {"v": v}) for n, v in guard.equal)
-            and all(n in item for n in guard.present)
-            and not any(n in item for n in guard.absent))
 
 
 def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
@@ -243,11 +230,6 @@ class MixedMixin(ReadMixin):
             return condition
         guard = as_condition(cheap, info.hash_attr)
         return guard if condition is None else condition & guard
-
-    @staticmethod
-    def _du_others_hold(guard: OthersGuard, item: Mapping[str, Any] | None) -> bool:
-        """:func:`holds`, as the unit of work asks it."""
-        return holds(guard, item)
 
     def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None:
         """Refuse to write over ``item`` when it holds a lock this object's write does not carry.

@@ -17,11 +17,11 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
 
 import dynaunique._writes as _writes
-from dynaunique._flush import Op, OpKind
 from dynaunique._items import LockRef, ModelInfo, locks_of, record_key
 from dynaunique._model.mixed import MixedMixin, of_another_model, others_fields
 from dynaunique._model.stored import serialize_checked
-from dynaunique._plan import Plan, plan_delete, plan_save, plan_update
+from dynaunique._plan import Plan, Record, plan_delete, plan_save, plan_update
+from dynaunique._state import Op, OpKind
 from dynaunique._writes import Expression, RecordDelete, RecordPut
 from dynaunique.errors import UnsupportedOperationError
 
@@ -125,10 +125,10 @@ class PlanningMixin(MixedMixin):
         new_locks = locks_of(info, self._du_lock_inputs(item), new_reads)
         reads: set[str] = set()
         old_locks = self._du_old_locks(loaded, reads)
-        plan = plan_save(info, item=item, new_locks=new_locks, loaded_item=loaded,
-                         old_locks=old_locks, now=_writes.stamp(), condition=cond,
-                         use_version=add_version_condition, condition_reads=reads,
-                         reown=of_another_model(type(self), loaded))
+        plan = plan_save(Record(info, loaded, old_locks, item, new_locks, condition=cond,
+                                use_version=add_version_condition, condition_reads=reads,
+                                reown=of_another_model(type(self), loaded),
+                                now=_writes.stamp()))
         self._du_state.new_locks = (plan, new_locks, frozenset(new_reads))
         return plan
 
@@ -156,9 +156,9 @@ class PlanningMixin(MixedMixin):
                                       _render_condition(condition)),), pynamodb=True)
         reads: set[str] = set()
         old_locks = self._du_old_locks(loaded, reads)
-        return plan_delete(info, loaded_item=loaded, old_locks=old_locks,
-                           condition=_render_condition(condition),
-                           use_version=add_version_condition, condition_reads=reads)
+        return plan_delete(Record(info, loaded, old_locks,
+                                  condition=_render_condition(condition),
+                                  use_version=add_version_condition, condition_reads=reads))
 
     def _du_plan_update(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan:
         info = self._du_info
@@ -202,12 +202,11 @@ class PlanningMixin(MixedMixin):
             # Another model's record that this update makes one of this model's.
             reown = of_another_model(type(self), loaded) and not of_another_model(type(self),
                                                                                   predicted)
-        return plan_update(
-            info, update=update_expr, predicted_item=predicted, predicted_complete=complete,
-            loaded_item=loaded if loaded is not None else self.serialize(null_check=False),
-            old_locks=old_locks, new_locks=new_locks, lock_relevant=lock_relevant,
-            now=_writes.stamp(), condition=condition_only, use_version=op.add_version_condition,
-            condition_reads=reads, reown=reown)
+        stored = loaded if loaded is not None else self.serialize(null_check=False)
+        return plan_update(Record(info, stored, old_locks, predicted, new_locks,
+                                  condition=condition_only, use_version=op.add_version_condition,
+                                  condition_reads=reads, reown=reown, now=_writes.stamp()),
+                           update_expr, lock_relevant=lock_relevant, complete=complete)
 
     # --- the unit of work's planning hooks (dynaunique._flush) ------------------------------------
 

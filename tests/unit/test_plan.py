@@ -23,7 +23,7 @@ from dynaunique import (
     normalizers,
 )
 from dynaunique._items import LockRef, ModelInfo, locks_of
-from dynaunique._plan import LockChange, Plan, merge, plan_delete, plan_save
+from dynaunique._plan import LockChange, Plan, Record, merge, plan_delete, plan_save
 from dynaunique._render import render
 from dynaunique._writes import (
     Absent,
@@ -512,8 +512,7 @@ def test_plan_save_and_plan_delete_from_raw_items() -> None:
     old_locks = locks_of(info, Account.from_raw_data(dict(old_item)))
     new_locks = locks_of(info, Account.from_raw_data(dict(new_item)))
     assert old_locks == {"EMAIL": LockRef("EMAIL", ("email",), "UNIQ#EMAIL#a@x.io", "a@x.io")}
-    plan = plan_save(info, item=new_item, new_locks=new_locks, loaded_item=old_item,
-                     old_locks=old_locks, now=NOW)
+    plan = plan_save(Record(info, old_item, old_locks, new_item, new_locks, now=NOW))
     assert render(plan) == {"TransactItems": [
         {"Put": {
             "TableName": "uow_accounts",
@@ -527,7 +526,7 @@ def test_plan_save_and_plan_delete_from_raw_items() -> None:
         lock_put("UNIQ#EMAIL#b@x.io", "b@x.io", "EMAIL", A1),
         lock_delete("UNIQ#EMAIL#a@x.io", A1),
     ], "ReturnConsumedCapacity": "TOTAL"}
-    deleted = plan_delete(info, loaded_item=new_item, old_locks=new_locks)
+    deleted = plan_delete(Record(info, new_item, new_locks))
     assert kinds(render(deleted)["TransactItems"]) == ["Delete", "Delete"]
 
 
