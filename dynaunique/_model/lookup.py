@@ -27,7 +27,8 @@ from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, own
 from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique._model.instance import InstanceMixin
 from dynaunique._model.stored import as_stored
-from dynaunique._transaction import refusal, same_item
+from dynaunique._state import same_item
+from dynaunique._transaction import refusal
 from dynaunique.errors import ConfigurationError, format_value
 
 _L = TypeVar("_L", bound="LookupMixin")
