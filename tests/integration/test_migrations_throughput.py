@@ -98,7 +98,7 @@ def _duplicates(ws: Workspace, concurrency: int, flight: InFlight | None = None
 
 def test_concurrency_reports_the_duplicates_one_at_a_time_does_and_ends_with_exact_locks(
         ws: Workspace, proxy: FaultProxy) -> None:
-    models = _seed_with_duplicates(ws, 120)
+    models = _seed_with_duplicates(ws, 40)
     one_at_a_time = _report(_duplicates(ws, 1))
     assert len(one_at_a_time) == DUPLICATES
     _forget_locks(ws)
@@ -113,7 +113,7 @@ def test_concurrency_reports_the_duplicates_one_at_a_time_does_and_ends_with_exa
     assert 1 < flight.most <= 16  # really in flight at once, never more than asked
     # And with the application writing meanwhile: the same report, then exact locks.
     _forget_locks(ws)
-    with LiveWriters(models.Account, 120) as writers:
+    with LiveWriters(models.Account, 40) as writers:
         writers.wait_for(3)
         flight = InFlight()
         assert _report(_duplicates(ws, 8, flight)) == one_at_a_time
