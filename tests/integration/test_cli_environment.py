@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 from support.cli_process import Forker
-from support.tables import raw_tables
+from support.tables import raw_tables, scan_all
 
 import dynaunique
+from dynaunique.testing._exports import write_export
 
 WORKTREE = str(Path(dynaunique.__file__).resolve().parent.parent)
 TABLE = "cli_env_members"
@@ -168,6 +169,25 @@ def test_the_lock_commands_need_no_credentials_and_keep_values_whole(app: App, r
     assert fixed.returncode == 0, fixed.stderr
     assert "1 fixed; 0 left for a person" in fixed.stderr
     assert app.run("check", app.module, "--endpoint", app.endpoint).returncode == 0
+
+
+def test_the_drift_commands_need_no_credentials_and_keep_values_whole(app: App, raw: Any,
+                                                                       tmp_path: Path) -> None:
+    app.Member(pk="M#1", email=LONG_EMAIL).save()
+    raw.delete_item(TableName=TABLE, Key={"PK": {"S": f"UNIQ#EMAIL#{LONG_EMAIL}"},
+                                          "SK": {"S": "LOCK"}})
+    export = write_export(tmp_path / "export", TABLE, scan_all(raw, TABLE))
+
+    # check --export: the finding, confirmed live, on one piped line holding the whole value.
+    drift = app.run_real("check", app.module, "--export", str(export), "--endpoint", app.endpoint)
+    assert drift.returncode == 1, drift.stderr
+    assert "Traceback" not in drift.stderr
+    [finding] = [line for line in drift.stdout.splitlines() if LONG_EMAIL in line]
+    assert finding.split("\t")[:3] == ["missing lock", "EMAIL", LONG_EMAIL]
+
+    # watch on a table without a stream: a configuration mistake, one line and exit 2.
+    _one_line_error(app.run_real("watch", app.module, "--once", "--endpoint", app.endpoint), 2,
+                    TABLE)
 
 
 def test_the_migration_commands_need_no_credentials(app: App, raw: Any) -> None:
