@@ -302,3 +302,39 @@ def test_the_terraform_stream_guard_module_parses_and_is_consistent() -> None:
     [mapping] = [r['"aws_lambda_event_source_mapping"'] for r in files["main.tf"]["resource"]
                  if '"aws_lambda_event_source_mapping"' in r]
     assert mapping['"stream"']["function_response_types"] == ['"ReportBatchItemFailures"']
+
+
+#: The handler's settings a deployment sets (the others keep their defaults: page size, margin,
+#: target and migrations folder are per-run choices, passed in the event when needed).
+_DEPLOYED_SETTINGS = {"module", "total_segments", "lease_seconds", "max_wcu", "max_rcu",
+                      "concurrency"}
+
+
+def _handler_settings() -> set[str]:
+    import inspect
+
+    from dynaunique.migrations import aws_lambda
+
+    return set(re.findall(r'_setting\(event, "(\w+)"', inspect.getsource(aws_lambda)))
+
+
+def test_the_migrate_stack_and_module_set_the_handlers_throughput_settings() -> None:
+    """The stack's and the Terraform module's function environment set exactly the handler's
+    deployed settings (``--concurrency``, ``--max-wcu`` and ``--max-rcu`` among them), each one a
+    name the handler reads."""
+    from cfnlint.decode import decode
+
+    assert _handler_settings() >= _DEPLOYED_SETTINGS
+    expected = {f"DYNAUNIQUE_{name.upper()}" for name in _DEPLOYED_SETTINGS}
+    template, problems = decode(str(MIGRATE_TEMPLATE))
+    assert problems == []
+    variables = template["Resources"]["Function"]["Properties"]["Environment"]["Variables"]
+    assert set(variables) == expected
+    parameters = template["Parameters"]
+    assert {"MaxWcu", "MaxRcu", "Concurrency"} <= set(parameters)
+    for name in ("MaxWcu", "MaxRcu"):
+        pattern = re.compile(parameters[name]["AllowedPattern"])
+        assert [v for v in ("", "40", "2.5") if pattern.fullmatch(v)] == ["", "40", "2.5"]
+        assert [v for v in ("-1", "ten", "1e3") if pattern.fullmatch(v)] == []
+    text = (MIGRATE_TERRAFORM / "main.tf").read_text()
+    assert set(re.findall(r"\b(DYNAUNIQUE_\w+)\s*=", text)) == expected

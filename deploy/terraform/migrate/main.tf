@@ -53,8 +53,10 @@ resource "aws_lambda_function" "migrate" {
         DYNAUNIQUE_MODULE         = var.models_module
         DYNAUNIQUE_TOTAL_SEGMENTS = tostring(var.total_segments)
         DYNAUNIQUE_LEASE_SECONDS  = tostring(var.lease_seconds)
+        DYNAUNIQUE_CONCURRENCY    = tostring(var.concurrency)
       },
       var.max_wcu == null ? {} : { DYNAUNIQUE_MAX_WCU = tostring(var.max_wcu) },
+      var.max_rcu == null ? {} : { DYNAUNIQUE_MAX_RCU = tostring(var.max_rcu) },
     )
   }
 }

@@ -26,9 +26,26 @@ variable "lease_seconds" {
 }
 
 variable "max_wcu" {
-  description = "Cap on write capacity units per second over all items; null for none."
+  description = "Cap on write capacity units per second over all items (DYNAUNIQUE_MAX_WCU); null for none."
   type        = number
   default     = null
+}
+
+variable "max_rcu" {
+  description = "Cap on read capacity units per second over all items (DYNAUNIQUE_MAX_RCU); null for none."
+  type        = number
+  default     = null
+}
+
+variable "concurrency" {
+  description = "Lock writes in flight per segment (DYNAUNIQUE_CONCURRENCY); 1 is one at a time."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.concurrency >= 1 && var.concurrency <= 64 && floor(var.concurrency) == var.concurrency
+    error_message = "concurrency is a whole number from 1 to 64."
+  }
 }
 
 variable "function_timeout" {
