@@ -206,13 +206,15 @@ def _print_listing(listing: audit.LockListing, as_json: bool) -> None:
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int, int | None], None] | None]:
-    """A rich progress bar on stderr when it is a terminal; None (no bar) otherwise."""
+def _progress(enabled: bool, label: str = "scanning"
+              ) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A rich progress bar on stderr, labelled ``label``, when it is a terminal; None (no bar)
+    otherwise."""
     console = Console(file=sys.stderr)
     if not enabled or not console.is_terminal:
         yield None
         return
-    with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("scan", total=None)
 
@@ -283,7 +285,7 @@ def check_command(module: str, segments: int | None, export: str | None,
     with _reported():
         models, scan_segments = _models(module, endpoint, segments)
         if export is not None:
-            with _progress(not as_json) as progress:
+            with _progress(not as_json, "reading the export") as progress:
                 report: audit.AuditReport = audit.check_export(
                     models, export, s3_endpoint=s3_endpoint, progress=progress)
         else:
