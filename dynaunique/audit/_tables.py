@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
-from dynaunique._connection import Refused, RetryPolicy, connection_for, send
+from dynaunique._connection import RetryPolicy, connection_for, send
 from dynaunique._items import ModelInfo, TypedKey
 from dynaunique._locks import lock_primary_key, secret_id
-from dynaunique.errors import AuditError, DynauniqueError
+from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
 _READ_POLICY = RetryPolicy(max_conflict_retries=8, base_delay=0.02, max_delay=2.0)
@@ -85,14 +85,8 @@ class _Meter:
 
 def _call(meter: _Meter, connection: Any, operation: str, **params: Any) -> dict[str, Any]:
     """One read request through dynaunique's one boundary and retry loop; a failure that is
-    not retried becomes an AuditError."""
-    try:
-        response = send(connection, operation, params, policy=_READ_POLICY)
-    except Refused as refused:
-        raise AuditError(f"{operation} on {params.get('TableName', 'the table')} failed: "
-                         f"{refused.code}: {refused.message}") from refused.error
-    except DynauniqueError as exc:
-        raise AuditError(f"{operation}: {exc}") from exc
+    not retried becomes an AuditError (``dynaunique._answers.error_for``)."""
+    response = send(connection, operation, params, policy=_READ_POLICY, error=AuditError)
     # A scan bills the items it reads before any filter: ScannedCount, not the matches.
     meter.add(operation, int(response.get("ScannedCount", 0)) if operation == "Scan" else 0)
     return response

@@ -1,8 +1,10 @@
 """The one way migrations talk to DynamoDB: the call boundary, batch reads and deletes, and a
 table's key schema.
 
-:func:`call` is where botocore errors become :class:`~dynaunique.errors.MigrationError` (and a
-failed condition a :class:`ConditionFailed` the caller interprets).
+:func:`call` sends through the one boundary; a failure becomes a
+:class:`~dynaunique.errors.MigrationError` by the library's one mapping
+(``dynaunique._answers.error_for``), a failed condition a :class:`ConditionFailed` the caller
+interprets.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from typing import Any
 
 import attrs
 
-from dynaunique._connection import Refused, RetryPolicy, in_batches, send
+from dynaunique._answers import Refused, error_for
+from dynaunique._connection import RetryPolicy, exchange, in_batches
 from dynaunique._items import key_id
 from dynaunique._locks import LOCK_SORT_KEY
-from dynaunique.errors import ConfigurationError, DynauniqueError, MigrationError
+from dynaunique.errors import ConfigurationError, MigrationError
 
 #: The attribute holding all of a ledger item's data (no index may be keyed on it).
 LEDGER_ATTR = "ledger"
@@ -56,25 +59,13 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     :raises MigrationError: any other refusal, or the retries ran out.
     """
     name = "".join(part.title() for part in operation.split("_"))
-    try:
-        return send(connection, name, params, policy=policy, sleep=sleep,
-                    on_throttle=on_throttle)
-    except Refused as refused:
-        if refused.code == "ConditionalCheckFailedException":
-            raise ConditionFailed(refused.response.get("Item")) from None
-        if refused.code == "ResourceNotFoundException":
-            raise MissingTableError(
-                f"table {params.get('TableName')!r} does not exist (or the endpoint is "
-                "wrong): create it before migrating"
-            ) from refused.error
-        raise MigrationError(
-            f"DynamoDB refused {operation} on {params.get('TableName')!r}: {refused.code}: "
-            f"{refused.message}"
-        ) from refused.error
-    except MigrationError:
-        raise
-    except DynauniqueError as exc:
-        raise MigrationError(f"{operation} on {params.get('TableName')!r}: {exc}") from exc
+    answer = exchange(connection, name, params, policy=policy, sleep=sleep,
+                      on_throttle=on_throttle, error=MigrationError)
+    if isinstance(answer, Refused):
+        if answer.code == "ConditionalCheckFailedException":
+            raise ConditionFailed(answer.response.get("Item")) from None
+        raise error_for(answer, name, params, error=MigrationError, missing=MissingTableError)
+    return answer.data
 
 
 def batch_get(client: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
