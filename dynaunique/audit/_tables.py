@@ -97,7 +97,7 @@ class _Table:
     """The loaded models of one table on one endpoint."""
 
     name: str
-    client: Any = attrs.field(eq=False, repr=False)
+    connection: Any = attrs.field(eq=False, repr=False)
     models: tuple[type[Model], ...]
     hash_attr: str
     range_attr: str | None
@@ -144,14 +144,14 @@ def _info(model: type[Model]) -> ModelInfo:
 def _tables(models: Sequence[type[Model]]) -> list[_Table]:
     """The models grouped by table and endpoint, in the order the models first name them."""
     groups: dict[tuple[str, int], list[type[Model]]] = {}
-    clients: dict[int, Any] = {}
+    connections: dict[int, Any] = {}
     for model in models:
         info = _info(model)
-        client = connection_for(model.Meta)
-        clients[id(client)] = client
-        groups.setdefault((info.table, id(client)), []).append(model)
+        connection = connection_for(model.Meta)
+        connections[id(connection)] = connection
+        groups.setdefault((info.table, id(connection)), []).append(model)
     tables = []
-    for (name, client_id), members in groups.items():
+    for (name, connection_id), members in groups.items():
         keys = {_info(m).key_attributes for m in members}
         if len(keys) > 1:
             raise AuditError(
@@ -160,8 +160,8 @@ def _tables(models: Sequence[type[Model]]) -> list[_Table]:
         hash_attr, range_attr = keys.pop()
         ttl = next((_info(m).ttl_attr for m in members if _info(m).ttl_attr), None)
         declared = frozenset(b.name for m in members for b in _info(m).constraints)
-        tables.append(_Table(name, clients[client_id], tuple(members), hash_attr, range_attr,
-                             ttl, declared))
+        tables.append(_Table(name, connections[connection_id], tuple(members), hash_attr,
+                             range_attr, ttl, declared))
     return tables
 
 

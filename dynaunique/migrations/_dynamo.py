@@ -68,14 +68,14 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     return answer.data
 
 
-def batch_get(client: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
+def batch_get(connection: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
               consistent: bool = True) -> list[dict[str, Any]]:
     """Strongly consistent BatchGetItem of any number of keys (chunks of 100, retries the
     unprocessed ones); the items found, in no particular order."""
     found: list[dict[str, Any]] = []
 
     def send_chunk(chunk: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        response = call(client, "batch_get_item", RequestItems={
+        response = call(connection, "batch_get_item", RequestItems={
             table: {"Keys": [dict(k) for k in chunk], "ConsistentRead": consistent}
         })
         found.extend(response.get("Responses", {}).get(table, []))
@@ -86,11 +86,11 @@ def batch_get(client: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
     return found
 
 
-def batch_delete(client: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> None:
+def batch_delete(connection: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> None:
     """Unconditional BatchWriteItem deletes (chunks of 25), for ledger items only."""
 
     def send_chunk(chunk: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        response = call(client, "batch_write_item", RequestItems={
+        response = call(connection, "batch_write_item", RequestItems={
             table: [{"DeleteRequest": {"Key": dict(k)}} for k in chunk]
         })
         return [r["DeleteRequest"]["Key"] for r in response.get("UnprocessedItems", {})
@@ -125,9 +125,9 @@ class TableKeys:
         return key
 
 
-def describe_table(client: Any, table: str) -> TableKeys:
+def describe_table(connection: Any, table: str) -> TableKeys:
     """Read ``table``'s key schema; it must have string keys (as lock items need)."""
-    description = call(client, "describe_table", TableName=table)["Table"]
+    description = call(connection, "describe_table", TableName=table)["Table"]
     types = {a["AttributeName"]: a["AttributeType"]
              for a in description.get("AttributeDefinitions", [])}
     hash_attr = range_attr = None

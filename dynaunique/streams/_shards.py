@@ -109,7 +109,7 @@ class Checkpoints:
 
     def get(self, shard: str) -> Position | None:
         """The stored position of ``shard`` (strongly consistent), or None."""
-        item = call(self.table.client, "get_item", TableName=self.table.name,
+        item = call(self.table.connection, "get_item", TableName=self.table.name,
                     Key=self._key(shard), ConsistentRead=True).get("Item")
         if item is None or LEDGER_ATTR not in item:
             return None
@@ -136,7 +136,7 @@ class Checkpoints:
             guard["ConditionExpression"] = "#l.#s = :s"
             guard["ExpressionAttributeValues"] = {":s": {"S": previous.sequence}}
         try:
-            call(self.table.client, "put_item", TableName=self.table.name,
+            call(self.table.connection, "put_item", TableName=self.table.name,
                  Item={**self._key(position.shard), LEDGER_ATTR: {"M": ledger}}, **guard)
         except ConditionFailed:
             raise ConfigurationError(
@@ -184,7 +184,7 @@ class Reader:
         return send(self.streams, operation, params, policy=_POLICY, error=StreamsError)
 
     def _stream(self) -> tuple[str, str]:
-        table = call(self.table.client, "describe_table", TableName=self.table.name)["Table"]
+        table = call(self.table.connection, "describe_table", TableName=self.table.name)["Table"]
         spec = table.get("StreamSpecification") or {}
         arn = table.get("LatestStreamArn")
         if not spec.get("StreamEnabled") or not arn:
