@@ -358,18 +358,14 @@ def test_no_credentials_stop_at_once_without_a_resend() -> None:
 
 def test_agets_refused_read_is_a_dynaunique_error_quoting_dynamodb() -> None:
     """Before #26 the internal ``Refused`` escaped ``aget`` (not a DynauniqueError)."""
-    from dynaunique import Model
+    from support.declare import declare
+
     from dynaunique.attributes import UnicodeAttribute
 
-    class Read(Model):
-        class Meta:
-            table_name = "answers-read"
-            host = "http://127.0.0.1:9"  # never reached
-
-        pk = UnicodeAttribute(hash_key=True)
-        email = UnicodeAttribute(unique=True, null=True)
-
-    steps = Read._du_get_steps("A", None, True)
+    read = declare("Read", "answers-read", meta={"host": "http://127.0.0.1:9"},  # never reached
+                   pk=UnicodeAttribute(hash_key=True),
+                   email=UnicodeAttribute(unique=True, null=True))
+    steps = read._du_get_steps("A", None, True)
     request = next(steps)
     assert isinstance(request, Request)
     assert request.params == {"TableName": "answers-read", "Key": {"pk": {"S": "A"}},
