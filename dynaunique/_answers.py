@@ -132,14 +132,6 @@ def answer_of(exc: BaseException) -> Failure | None:
     return None
 
 
-def received(answer: Any) -> Answer:
-    """What a driver sent back: an :class:`Answer`; a generator driven by hand (a test, the
-    simulation) may send the response dict itself."""
-    if isinstance(answer, (Ok, Refused, Ambiguous, Unreachable)):
-        return answer
-    return Ok(dict(answer))
-
-
 def retryable(refused: Refused) -> bool:
     if refused.code == "TransactionCanceledException":
         codes = {r.get("Code") for r in refused.reasons}

@@ -40,10 +40,10 @@ from dynaunique._answers import (
     Answer,
     Ok,
     Refused,
+    Unreachable,
     answer_of,
     code_of,
     error_for,
-    received,
     retryable,
 )
 from dynaunique.errors import DynauniqueError
@@ -213,6 +213,14 @@ def run(steps: Steps[_T], *, sleep: Callable[[float], None] = time.sleep) -> _T:
         return stop.value  # type: ignore[no-any-return]
 
 
+def _received(answer: Any) -> Answer:
+    """What a driver sent back: an :class:`Answer`; a generator driven by hand (a test, the
+    simulation) may send the response dict itself."""
+    if isinstance(answer, (Ok, Refused, Ambiguous, Unreachable)):
+        return answer
+    return Ok(dict(answer))
+
+
 def exchange_steps(connection: Connection, operation: str, params: Mapping[str, Any], *,
                    policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
                    ambiguous: bool = False, on_throttle: Callable[[str], None] | None = None,
@@ -233,7 +241,7 @@ def exchange_steps(connection: Connection, operation: str, params: Mapping[str, 
             emit(_log, logging.DEBUG, "request", f"sending {operation}",
                  operation=operation, table=_tables(params))
         try:
-            got = received((yield Request(connection, operation, dict(params))))
+            got = _received((yield Request(connection, operation, dict(params))))
         except Exception as exc:  # a generator driven by hand (a test) may throw the exception
             failure = answer_of(exc)
             if failure is None:

@@ -17,10 +17,17 @@ from dynaunique._answers import (
     Unreachable,
     answer_of,
     error_for,
-    received,
     retryable,
 )
-from dynaunique._connection import Request, RetryPolicy, Sleep, exchange_steps, run, send_steps
+from dynaunique._connection import (
+    Request,
+    RetryPolicy,
+    Sleep,
+    _received,
+    exchange_steps,
+    run,
+    send_steps,
+)
 from dynaunique.errors import (
     AuditError,
     DynauniqueError,
@@ -165,8 +172,8 @@ def test_an_exception_that_is_no_failure_of_a_request_is_no_answer() -> None:
 
 
 def test_a_response_dict_sent_by_hand_is_ok() -> None:
-    assert received({"Item": {}}) == Ok({"Item": {}})
-    assert received(Ok({"x": 1})) == Ok({"x": 1})
+    assert _received({"Item": {}}) == Ok({"Item": {}})
+    assert _received(Ok({"x": 1})) == Ok({"x": 1})
 
 
 # --- error_for: one mapping, each family's words -------------------------------------------------
