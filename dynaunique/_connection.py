@@ -8,15 +8,16 @@ when a resend follows an ambiguous failure. Requests go through ``Connection.dis
 PynamoDB's ``pre_dynamodb_send``/``post_dynamodb_send`` signals fire and a mock of
 ``Connection._make_api_call`` sees them.
 
-:func:`send` is the library's one retry loop, and :data:`RETRYABLE` / :data:`AMBIGUOUS` its one
-table of errors: throttling and conflicts are retried with jittered backoff; a network failure or a
-5xx answer is resent only when the caller says a resend is safe; anything else comes back as
-:class:`Refused` (the botocore error with its whole response) for the caller to map.
-
-The logic does no I/O itself: :func:`send_steps` is a generator that yields each step —
-:class:`Request` "send this", :class:`Sleep` "back off this long" — and receives each answer.
-:func:`run` drives it (and every generator built on it: a flush, a read) synchronously;
-``dynaunique.aio`` drives the very same generators under asyncio. One logic, two senders.
+The logic does no I/O itself: :func:`exchange_steps` is a generator that yields each step —
+:class:`Request` "send this", :class:`Sleep` "back off this long" — and receives each answer as
+a value of ``dynaunique._answers`` (:class:`Ok`, :class:`Refused`, :class:`Ambiguous`,
+:class:`Unreachable`). It is the library's one retry loop, and ``_answers.RETRYABLE`` /
+``_answers.AMBIGUOUS`` its one table of errors: throttling and conflicts are retried with jittered
+backoff; a request that may have been applied is resent only when the caller says a resend is
+safe; any other refusal is handed back (:func:`send_steps` turns it into the library's error,
+:func:`~dynaunique._answers.error_for`). :func:`run` drives it (and every generator built on it:
+a flush, a read) synchronously; ``dynaunique.aio`` drives the very same generators under
+asyncio. One logic, two senders, one vocabulary between them.
 """
 
 from __future__ import annotations
@@ -30,25 +31,24 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 import attrs
-import botocore.exceptions
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
 from dynaunique import _wire
-from dynaunique.errors import DynauniqueError, OutcomeUnknownError, UnreachableError
+from dynaunique._answers import (
+    Ambiguous,
+    Answer,
+    Ok,
+    Refused,
+    Unreachable,
+    answer_of,
+    code_of,
+    error_for,
+    retryable,
+)
+from dynaunique.errors import DynauniqueError
 from dynaunique.observe import connection_logger as _log
 from dynaunique.observe import emit, stats
-
-#: Error codes that say "not now": retried after a backoff. ``TransactionConflict`` and the
-#: throttling reasons also arrive as CancellationReasons of a cancelled transaction.
-RETRYABLE = frozenset({
-    "TransactionConflict", "TransactionConflictException", "TransactionInProgressException",
-    "ThrottlingError", "ThrottlingException", "ProvisionedThroughputExceeded",
-    "ProvisionedThroughputExceededException", "RequestLimitExceeded", "LimitExceededException",
-})
-#: Error codes after which the request may or may not have been applied.
-AMBIGUOUS = frozenset({"InternalServerError", "InternalFailure", "ServiceUnavailable",
-                       "ServiceUnavailableException"})
 
 
 @attrs.frozen
@@ -160,56 +160,12 @@ def client_for(meta: Any) -> Any:
 # --- sending -------------------------------------------------------------------------------------
 
 
-class Refused(Exception):
-    """DynamoDB answered with an error that is not retried here: the caller maps it.
-
-    ``error`` is botocore's ``ClientError`` with the whole response (``CancellationReasons``,
-    the ``Item`` of a failed condition); ``ambiguous`` says whether an earlier attempt of the
-    same request may have been applied (a resend after a lost answer).
-    """
-
-    def __init__(self, error: botocore.exceptions.ClientError, *, ambiguous: bool) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.ambiguous = ambiguous
-
-    @property
-    def code(self) -> str:
-        """DynamoDB's error code (``ConditionalCheckFailedException``, …)."""
-        return str(self.error.response.get("Error", {}).get("Code", ""))
-
-    @property
-    def message(self) -> str:
-        """DynamoDB's error message."""
-        return str(self.error.response.get("Error", {}).get("Message", ""))
-
-    @property
-    def response(self) -> dict[str, Any]:
-        """DynamoDB's whole error response."""
-        return dict(self.error.response)
-
-
-def _client_error(exc: botocore.exceptions.ClientError) -> botocore.exceptions.ClientError:
-    # PynamoDB's _make_api_call re-raises a VerboseClientError that keeps only the "Error" part;
-    # the original, with CancellationReasons and the failed item, is its __cause__.
-    cause = exc.__cause__
-    return cause if isinstance(cause, botocore.exceptions.ClientError) else exc
-
-
-def _retryable(response: Mapping[str, Any]) -> bool:
-    code = response.get("Error", {}).get("Code", "")
-    if code == "TransactionCanceledException":
-        codes = {r.get("Code") for r in response.get("CancellationReasons") or []}
-        return "ConditionalCheckFailed" not in codes and bool(codes & RETRYABLE)
-    return code in RETRYABLE
-
-
 @attrs.frozen
 class Request:
     """A step of a sans-IO exchange: send this request through ``connection``.
 
-    The driver answers with DynamoDB's response (a dict), or throws in the exception the
-    sending raised (botocore's ``ClientError``, ``ConnectionError``…).
+    The driver answers with an :class:`Answer`: :class:`Ok` with DynamoDB's response, or the
+    failure :func:`answer_of` reads from what the sending raised.
     """
 
     connection: Connection
@@ -231,8 +187,19 @@ _T = TypeVar("_T")
 Steps = Generator[Step, Any, _T]
 
 
+def answer(request: Request) -> Answer | BaseException:
+    """Send ``request`` through its PynamoDB connection (``Connection.dispatch``): its answer,
+    or the exception when it says nothing about the request (:func:`answer_of`)."""
+    try:
+        return Ok(dict(request.connection.dispatch(request.operation, dict(request.params))))
+    except Exception as exc:
+        failure = answer_of(exc)
+        return exc if failure is None else failure
+
+
 def run(steps: Steps[_T], *, sleep: Callable[[float], None] = time.sleep) -> _T:
-    """Drive ``steps`` synchronously: each request through its PynamoDB connection."""
+    """Drive ``steps`` synchronously: each request through its PynamoDB connection, answered
+    with an :class:`Answer` (an exception that is no answer — a bug — is thrown in as it is)."""
     try:
         step = next(steps)
         while True:
@@ -240,22 +207,29 @@ def run(steps: Steps[_T], *, sleep: Callable[[float], None] = time.sleep) -> _T:
                 sleep(step.seconds)
                 step = steps.send(None)
                 continue
-            try:
-                response = dict(step.connection.dispatch(step.operation, dict(step.params)))
-            except Exception as exc:  # handed to the logic, which decides
-                step = steps.throw(exc)
-            else:
-                step = steps.send(response)
+            got = answer(step)
+            step = steps.throw(got) if isinstance(got, BaseException) else steps.send(got)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
 
 
-def send_steps(connection: Connection, operation: str, params: Mapping[str, Any], *,
-               policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
-               ambiguous: bool = False,
-               on_throttle: Callable[[str], None] | None = None) -> Steps[dict[str, Any]]:
-    """The logic of :func:`send`, without I/O: yields each attempt and each backoff
-    (``on_throttle(code)`` is told of each throttling refusal: an adaptive rate slows down)."""
+def _received(answer: Any) -> Answer:
+    """What a driver sent back: an :class:`Answer`; a generator driven by hand (a test, the
+    simulation) may send the response dict itself."""
+    if isinstance(answer, (Ok, Refused, Ambiguous, Unreachable)):
+        return answer
+    return Ok(dict(answer))
+
+
+def exchange_steps(connection: Connection, operation: str, params: Mapping[str, Any], *,
+                   policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
+                   ambiguous: bool = False, on_throttle: Callable[[str], None] | None = None,
+                   error: type[DynauniqueError] = DynauniqueError) -> Steps[Ok | Refused]:
+    """The one retry loop, without I/O: yields each attempt and each backoff and decides on
+    each answer. Ends with :class:`Ok`, or the :class:`Refused` that is not retried (for the
+    caller to read: a failed condition…); raises :func:`error_for`'s error when the retries run
+    out or a resend is not possible (``on_throttle(code)`` is told of each throttling refusal:
+    an adaptive rate slows down)."""
     conflicts = 0
     network = 0
     st = stats()
@@ -267,43 +241,48 @@ def send_steps(connection: Connection, operation: str, params: Mapping[str, Any]
             emit(_log, logging.DEBUG, "request", f"sending {operation}",
                  operation=operation, table=_tables(params))
         try:
-            return dict((yield Request(connection, operation, dict(params))))
-        except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
-            # A refused connection never reached the server; anything else may have applied.
-            if not isinstance(exc, (botocore.exceptions.EndpointConnectionError,
-                                    botocore.exceptions.ConnectTimeoutError)):
-                ambiguous = True
-            network += 1
-            _stop_or_resend(operation, policy, network, ambiguous, resend_safe, str(exc), exc)
-            yield _backoff(operation, params, "network", network, policy.delay(network),
-                           ambiguous, type(exc).__name__)
-        except botocore.exceptions.ClientError as raised:
-            error = _client_error(raised)
-            response = error.response
-            code = response.get("Error", {}).get("Code", "")
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if _retryable(response):
-                conflicts += 1
-                if conflicts > policy.max_conflict_retries:
-                    what = ("the transaction kept conflicting with others"
-                            if code == "TransactionCanceledException"
-                            else f"DynamoDB kept refusing {operation}: {code}")
-                    raise DynauniqueError(f"{what} ({conflicts} tries); try again later"
-                                          ) from error
-                reason = "conflict" if _conflict(response) else "throttling"
-                if reason == "throttling" and on_throttle is not None:
-                    on_throttle(code)
-                yield _backoff(operation, params, reason, conflicts, policy.delay(conflicts),
-                               False, code)
-                continue
-            if code in AMBIGUOUS or (isinstance(status, int) and status >= 500):
-                ambiguous = True
-                network += 1
-                _stop_or_resend(operation, policy, network, ambiguous, resend_safe, code, error)
-                yield _backoff(operation, params, "network", network, policy.delay(network),
-                               True, code)
-                continue
-            raise Refused(error, ambiguous=ambiguous) from error
+            got = _received((yield Request(connection, operation, dict(params))))
+        except Exception as exc:  # a generator driven by hand (a test) may throw the exception
+            failure = answer_of(exc)
+            if failure is None:
+                raise
+            got = failure
+        if isinstance(got, Ok):
+            return got
+        if isinstance(got, Refused):
+            if not retryable(got):
+                return attrs.evolve(got, ambiguous=True) if ambiguous else got
+            conflicts += 1
+            if conflicts > policy.max_conflict_retries:
+                raise error_for(got, operation, params, error=error, attempts=conflicts)
+            reason = "conflict" if _conflict(got) else "throttling"
+            if reason == "throttling" and on_throttle is not None:
+                on_throttle(got.code)
+            yield _backoff(operation, params, reason, conflicts, policy.delay(conflicts),
+                           False, got.code)
+            continue
+        # Not answered: a resend is safe only if the request cannot apply twice.
+        ambiguous = ambiguous or isinstance(got, Ambiguous)
+        network += 1
+        if got.lasting or (ambiguous and not resend_safe) or network > policy.max_network_retries:
+            raise error_for(got, operation, params, error=error, attempts=network,
+                            ambiguous=ambiguous, resend_safe=resend_safe)
+        yield _backoff(operation, params, "network", network, policy.delay(network),
+                       ambiguous, code_of(got.cause))
+
+
+def send_steps(connection: Connection, operation: str, params: Mapping[str, Any], *,
+               policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
+               ambiguous: bool = False, on_throttle: Callable[[str], None] | None = None,
+               error: type[DynauniqueError] = DynauniqueError) -> Steps[dict[str, Any]]:
+    """:func:`exchange_steps` for a caller that reads no refusal: DynamoDB's response, or
+    :func:`error_for`'s error (in ``error``'s words)."""
+    got = yield from exchange_steps(connection, operation, params, policy=policy,
+                                    resend_safe=resend_safe, ambiguous=ambiguous,
+                                    on_throttle=on_throttle, error=error)
+    if isinstance(got, Refused):
+        raise error_for(got, operation, params, error=error)
+    return got.data
 
 
 def _tables(params: Mapping[str, Any]) -> list[str]:
@@ -317,10 +296,10 @@ def _tables(params: Mapping[str, Any]) -> list[str]:
     return list(tables)
 
 
-def _conflict(response: Mapping[str, Any]) -> bool:
+def _conflict(refused: Refused) -> bool:
     """Whether a retryable refusal is a conflict with another transaction (else throttling)."""
-    codes = {response.get("Error", {}).get("Code", "")}
-    codes.update(r.get("Code") for r in response.get("CancellationReasons") or [])
+    codes = {refused.code}
+    codes.update(str(r.get("Code")) for r in refused.reasons)
     return bool(codes & _CONFLICTS)
 
 
@@ -353,20 +332,31 @@ def _backoff(operation: str, params: Mapping[str, Any], reason: str, attempt: in
 def send(connection: Connection, operation: str, params: Mapping[str, Any], *,
          policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
          sleep: Callable[[float], None] = time.sleep,
-         ambiguous: bool = False, on_throttle: Callable[[str], None] | None = None
-         ) -> dict[str, Any]:
-    """Send one request through ``connection``, retrying as the error table says.
+         ambiguous: bool = False, on_throttle: Callable[[str], None] | None = None,
+         error: type[DynauniqueError] = DynauniqueError) -> dict[str, Any]:
+    """Send one request through ``connection``, retrying as the error table says: DynamoDB's
+    response, or the library's error for the failure (:func:`error_for`, in ``error``'s words).
 
     ``resend_safe=False``: after a failure that may have been applied, raise
     :class:`~dynaunique.errors.OutcomeUnknownError` instead of resending. ``ambiguous=True``:
-    an earlier call already resent this request (carried into :class:`Refused`).
+    an earlier call already resent this request.
 
-    :raises Refused: DynamoDB refused the request (condition failed, validation, …).
+    :raises DynauniqueError: DynamoDB refused the request (condition failed, validation, …).
     :raises UnreachableError: DynamoDB was never reached; nothing was applied.
     :raises OutcomeUnknownError: the resends ran out after a failure that may have applied.
     """
     return run(send_steps(connection, operation, params, policy=policy, resend_safe=resend_safe,
-                          ambiguous=ambiguous, on_throttle=on_throttle), sleep=sleep)
+                          ambiguous=ambiguous, on_throttle=on_throttle, error=error), sleep=sleep)
+
+
+def exchange(connection: Connection, operation: str, params: Mapping[str, Any], *,
+             policy: RetryPolicy = DEFAULT_POLICY, sleep: Callable[[float], None] = time.sleep,
+             on_throttle: Callable[[str], None] | None = None,
+             error: type[DynauniqueError] = DynauniqueError) -> Ok | Refused:
+    """:func:`send` for a caller that reads a refusal itself (a failed condition, an expired
+    stream iterator): :class:`Ok` or the :class:`Refused` that is not retried."""
+    return run(exchange_steps(connection, operation, params, policy=policy,
+                              on_throttle=on_throttle, error=error), sleep=sleep)
 
 
 _R = TypeVar("_R")
@@ -395,25 +385,3 @@ def in_batches(items: Sequence[_R], size: int, send: Callable[[list[_R]], Sequen
                         "try again later")
         sleep(policy.delay(attempts))
         pending = left + pending
-
-
-def _stop_or_resend(operation: str, policy: RetryPolicy, attempts: int, ambiguous: bool,
-                    resend_safe: bool, detail: str, exc: Exception) -> None:
-    """After a network failure (or a 5xx): raise when the call must stop, else return."""
-    if ambiguous and not resend_safe:
-        raise OutcomeUnknownError(
-            f"DynamoDB did not answer {operation} ({detail}) and this update's result cannot be "
-            "recognised, so it is not resent (it might apply twice); reload the record to see "
-            "whether it was applied"
-        ) from exc
-    if attempts <= policy.max_network_retries:
-        return
-    if not ambiguous:
-        raise UnreachableError(
-            f"DynamoDB could not be reached after {attempts} attempts ({detail}); nothing was "
-            "sent, so nothing was applied"
-        ) from exc
-    raise OutcomeUnknownError(
-        f"DynamoDB did not answer after {attempts} attempts ({detail}); the write may or may "
-        "not have been applied: repeating the same call is safe"
-    ) from exc

@@ -20,7 +20,8 @@ from typing import Any
 
 from pynamodb.connection import Connection
 
-from dynaunique._connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, run, send_steps
+from dynaunique._answers import Ok, error_for
+from dynaunique._connection import DEFAULT_POLICY, RetryPolicy, Steps, exchange_steps, run
 from dynaunique._locks import OWNER_ATTR, untyped
 from dynaunique._plan import Plan
 from dynaunique._render import check_size, encode, new_token, render
@@ -212,24 +213,6 @@ def _failures(plan: Plan, response: Mapping[str, Any]
     return failures or None
 
 
-def refusal(refused: Refused) -> DynauniqueError:
-    """Any refusal that is not a failed condition (of a write, or of a lookup's read)."""
-    code, message = refused.code, refused.message
-    if code == "IdempotentParameterMismatchException":
-        return DynauniqueError(
-            "DynamoDB refused a resend: its ClientRequestToken was used within the last 10 "
-            f"minutes for a different request ({message}); nothing of this call was applied"
-        )
-    if code == "TransactionCanceledException":
-        reasons = refused.response.get("CancellationReasons") or []
-        detail = "; ".join(
-            f"item {i}: {r.get('Code')} {r.get('Message', '')}".strip()
-            for i, r in enumerate(reasons) if r.get("Code") not in (None, "None")
-        )
-        return DynauniqueError(f"DynamoDB cancelled the transaction: {detail}")
-    return DynauniqueError(f"DynamoDB refused the request: {code}: {message}")
-
-
 def execute_steps(plan: Plan, connection: Connection, *,
                   policy: RetryPolicy = DEFAULT_POLICY,
                   repeats: Collection[Write] = (),
@@ -248,19 +231,19 @@ def execute_steps(plan: Plan, connection: Connection, *,
     else:
         params = dict(request)
         operation = params.pop("Operation")
-    try:
-        return (yield from send_steps(connection, operation, params, policy=policy,
-                                      resend_safe=_resend_is_safe(plan)))
-    except Refused as refused:
-        failures = _failures(plan, refused.response)
-        if failures is None:
-            raise refusal(refused) from refused.error
-        if refused.ambiguous and _earlier_attempt_applied(plan, failures, lambda write: True):
-            return {}
-        if repeats and _earlier_attempt_applied(plan, failures,
-                                                lambda write: write in repeats):
-            return {}
-        raise _error_for(failures) from refused.error
+    refused = yield from exchange_steps(connection, operation, params, policy=policy,
+                                        resend_safe=_resend_is_safe(plan))
+    if isinstance(refused, Ok):
+        return refused.data
+    failures = _failures(plan, refused.response)
+    if failures is None:
+        raise error_for(refused, operation, params)
+    if refused.ambiguous and _earlier_attempt_applied(plan, failures, lambda write: True):
+        return {}
+    if repeats and _earlier_attempt_applied(plan, failures,
+                                            lambda write: write in repeats):
+        return {}
+    raise _error_for(failures) from refused.cause
 
 
 def execute(plan: Plan, connection: Connection, *, policy: RetryPolicy = DEFAULT_POLICY,

@@ -37,8 +37,8 @@ from botocore.hooks import first_non_none_response
 from botocore.httpchecksum import apply_request_checksum, resolve_checksum_context
 from pynamodb.connection import Connection
 
+from dynaunique._answers import Ambiguous, Answer, Ok, answer_of
 from dynaunique._connection import Sleep, Steps
-from dynaunique.errors import OutcomeUnknownError
 
 __all__ = ["arun", "close", "session"]
 
@@ -55,8 +55,10 @@ _TABLE_OPERATIONS = frozenset({"DescribeTable", "ListTables", "UpdateTable", "Up
 
 
 async def arun(steps: Steps[_T]) -> _T:
-    """Drive ``steps`` under asyncio: each request over this loop's HTTP client, each backoff
-    as ``asyncio.sleep``. The async twin of :func:`dynaunique._connection.run`."""
+    """Drive ``steps`` under asyncio: each request over this loop's HTTP client, answered with
+    an :class:`~dynaunique._answers.Answer` as :func:`dynaunique._connection.run` answers it
+    (the same :func:`~dynaunique._answers.answer_of` reads the failures), each backoff as
+    ``asyncio.sleep``. The async twin of :func:`dynaunique._connection.run`."""
     try:
         step = next(steps)
         while True:
@@ -65,19 +67,19 @@ async def arun(steps: Steps[_T]) -> _T:
                 step = steps.send(None)
                 continue
             try:
-                response = await dispatch(step.connection, step.operation, step.params)
-            except asyncio.CancelledError:
+                got: Answer | BaseException = Ok(
+                    await dispatch(step.connection, step.operation, step.params))
+            except asyncio.CancelledError as exc:
                 # The request may have landed: the logic records that as it does after a lost
                 # answer (a repeat of the call then recognises its own write), and the task
                 # still ends cancelled.
                 with contextlib.suppress(Exception):
-                    steps.throw(OutcomeUnknownError(
-                        f"the task was cancelled while {step.operation} was in flight"))
+                    steps.send(Ambiguous(exc, lasting=True))
                 raise
-            except Exception as exc:  # handed to the logic, which decides
-                step = steps.throw(exc)
-            else:
-                step = steps.send(response)
+            except Exception as exc:
+                failure = answer_of(exc)
+                got = exc if failure is None else failure
+            step = steps.throw(got) if isinstance(got, BaseException) else steps.send(got)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:

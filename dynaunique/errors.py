@@ -23,8 +23,9 @@ The tree::
     ├── UnreachableError            DynamoDB could not be reached at all: nothing was applied
     └── MigrationError, AuditError  (raised by the migrations and audit tools)
 
-Botocore errors are mapped to these at exactly one boundary, ``dynaunique._transaction``, with
-``raise ... from exc`` so the original stays reachable.
+Botocore errors are read at exactly one boundary, ``dynaunique._answers`` (``answer_of``), and
+mapped to these by one function (``error_for``; a write's failed conditions by
+``dynaunique._transaction``), chained so the original stays reachable as ``__cause__``.
 
 What ``save()``, ``delete()`` and ``update()`` raise because the write was not done as asked (a
 condition failed, DynamoDB refused it, the network failed) is also PynamoDB's ``PutError``,

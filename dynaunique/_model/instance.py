@@ -14,7 +14,10 @@ from functools import cached_property
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from dynaunique._connection import Steps, connection_for, policy_for, send_steps
+from pynamodb.connection import Connection
+
+from dynaunique._answers import Refused, error_for
+from dynaunique._connection import RetryPolicy, Steps, connection_for, exchange_steps, policy_for
 from dynaunique._items import LockRef, ModelInfo, locks_of
 from dynaunique._state import same_item, state_of
 
@@ -26,6 +29,30 @@ else:
     ModelBase = object
 
 _I = TypeVar("_I", bound="InstanceMixin")
+
+
+def read_steps(connection: Connection, policy: RetryPolicy, table: str, key: Mapping[str, Any],
+               *, consistent: bool = True,
+               invalid_key: Exception | None = None) -> Steps[dict[str, Any] | None]:
+    """The one read the library sends itself, sync and async: one GetItem (strongly consistent
+    unless ``consistent=False``), the raw item or None when there is none.
+
+    ``aget``, ``get_by_unique``'s two reads, a never-loaded delete's or update's read and the
+    read after an update are this generator. A refusal is the library's error
+    (:func:`~dynaunique._answers.error_for`); with ``invalid_key``, a ``ValidationException``
+    raises that instead (the table answered, so only the key can be invalid: one a lock names
+    that DynamoDB cannot read).
+    """
+    params: dict[str, Any] = {"TableName": table, "Key": dict(key)}
+    if consistent:
+        params["ConsistentRead"] = True
+    answer = yield from exchange_steps(connection, "GetItem", params, policy=policy)
+    if isinstance(answer, Refused):
+        if invalid_key is not None and answer.code == "ValidationException":
+            raise invalid_key from None
+        raise error_for(answer, "GetItem", params)
+    item = answer.data.get("Item")
+    return dict(item) if item is not None else None
 
 
 class InstanceMixin(ModelBase):
@@ -134,9 +161,5 @@ class InstanceMixin(ModelBase):
         """A strongly consistent read of this object's record (raw item, or None)."""
         info = self._du_info
         assert info is not None
-        response = yield from send_steps(
-            connection_for(self.Meta), "GetItem",
-            {"TableName": info.table, "Key": self._du_key(), "ConsistentRead": True},
-            policy=policy_for(self.Meta))
-        item = response.get("Item")
-        return dict(item) if item is not None else None
+        return (yield from read_steps(connection_for(self.Meta), policy_for(self.Meta),
+                                      info.table, self._du_key()))

@@ -13,48 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pynamodb.connection import Connection
-
-from dynaunique._connection import (
-    Refused,
-    RetryPolicy,
-    Steps,
-    connection_for,
-    policy_for,
-    send_steps,
-)
+from dynaunique._connection import Steps, connection_for, policy_for
 from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, owner_key, plain_key
 from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
-from dynaunique._model.instance import InstanceMixin
+from dynaunique._model.instance import InstanceMixin, read_steps
 from dynaunique._model.stored import as_stored
 from dynaunique._state import same_item
-from dynaunique._transaction import refusal
 from dynaunique.errors import ConfigurationError, format_value
 
 _L = TypeVar("_L", bound="LookupMixin")
 
 #: How many times a lookup follows a lock that moved between its two reads.
 _LOOKUP_ATTEMPTS = 4
-
-
-def _read(connection: Connection, policy: RetryPolicy, table: str, key: Mapping[str, Any], *,
-          invalid_key: Exception | None = None) -> Steps[dict[str, Any] | None]:
-    """One strongly consistent GetItem: the item, or None when there is none.
-
-    A refusal is a :class:`~dynaunique.errors.DynauniqueError` saying what DynamoDB said; with
-    ``invalid_key``, a ``ValidationException`` raises that instead (the table answered the
-    lock's read, so only the key can be invalid: one a lock names that DynamoDB cannot read).
-    """
-    try:
-        answer = yield from send_steps(
-            connection, "GetItem", {"TableName": table, "Key": dict(key), "ConsistentRead": True},
-            policy=policy)
-    except Refused as refused:
-        if invalid_key is not None and refused.code == "ValidationException":
-            raise invalid_key from None
-        raise refusal(refused) from refused.error
-    item = answer.get("Item")
-    return dict(item) if item is not None else None
 
 
 class LookupMixin(InstanceMixin):
@@ -74,7 +44,7 @@ class LookupMixin(InstanceMixin):
             raise cls.DoesNotExist(f"None is never locked ({', '.join(constraint.fields)})")
         connection, policy = connection_for(cls.Meta), policy_for(cls.Meta)
         lock_at = lock_primary_key(info.key_attributes, wanted.key)
-        lock = (yield from _read(connection, policy, info.table, lock_at))
+        lock = (yield from read_steps(connection, policy, info.table, lock_at))
         # The value as the caller gave it, or <hashed>: the one renderer decides.
         what = (f"{', '.join(constraint.fields)} "
                 f"{format_value(constraint.display_value(tuple(raw)), hashed=constraint.hashed)}")
@@ -92,7 +62,8 @@ class LookupMixin(InstanceMixin):
                               (info.hash_type, info.range_type))
             if owner is None:
                 raise malformed
-            item = yield from _read(connection, policy, info.table, owner, invalid_key=malformed)
+            item = yield from read_steps(connection, policy, info.table, owner,
+                                         invalid_key=malformed)
             if item is not None and not cls._du_is_mine(item):
                 # A parent's own record (its lock's model, a parent, is family): not a cls.
                 raise cls.DoesNotExist(f"no {cls.__name__} holds {what}")
@@ -104,7 +75,7 @@ class LookupMixin(InstanceMixin):
             # The owner is gone or holds another value: the value may have moved between the
             # two reads (a swap hands it to another record), or the lock is an orphan. Only a
             # lock still exactly as read says which; a lock that moved is followed.
-            again = yield from _read(connection, policy, info.table, lock_at)
+            again = yield from read_steps(connection, policy, info.table, lock_at)
             if not same_item(again, lock):
                 lock = again
                 continue

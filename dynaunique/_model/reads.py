@@ -14,10 +14,10 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.pagination import ResultIterator
 
-from dynaunique._connection import Steps, connection_for, policy_for, send_steps
+from dynaunique._connection import Steps, connection_for, policy_for
 from dynaunique._locks import LOCK_SORT_KEY, RESERVED_PREFIX, is_reserved_key
 from dynaunique._model.binding import table_holds_locks
-from dynaunique._model.instance import InstanceMixin
+from dynaunique._model.instance import InstanceMixin, read_steps
 from dynaunique.errors import ConfigurationError, InvalidValueError
 
 _R = TypeVar("_R", bound="ReadMixin")
@@ -115,13 +115,9 @@ class ReadMixin(InstanceMixin):
         info = cls._du_info
         if info is None:
             raise ConfigurationError(f"{cls.__name__} has no Meta.table_name")
-        params: dict[str, Any] = {"TableName": info.table,
-                                  "Key": cls._du_key_of(hash_key, range_key)}
-        if consistent_read:
-            params["ConsistentRead"] = True
-        response = yield from send_steps(connection_for(cls.Meta), "GetItem", params,
-                                         policy=policy_for(cls.Meta))
-        item = response.get("Item")
+        item = yield from read_steps(connection_for(cls.Meta), policy_for(cls.Meta), info.table,
+                                     cls._du_key_of(hash_key, range_key),
+                                     consistent=consistent_read)
         if not item:
             raise cls.DoesNotExist()
         return cls.from_raw_data(item)

@@ -253,7 +253,7 @@ def check(models: Sequence[type[Model]], *, segments: int = 1,
     meter = _Meter()
     estimate: int | None = None
     if progress is not None:
-        estimate = sum(int(_call(meter, t.client, "DescribeTable", TableName=t.name)
+        estimate = sum(int(_call(meter, t.connection, "DescribeTable", TableName=t.name)
                            .get("Table", {}).get("ItemCount", 0)) for t in tables)
         progress(0, estimate)
     done = [0]

@@ -113,7 +113,7 @@ def _spill_items(table: _Table, items: Iterator[dict[str, Any]], spill: _Spill,
 def _confirm_unreadable(table: _Table, key: TypedKey, meter: _Meter) -> list[Finding]:
     """An unreadable record of the export, read again consistently: still unreadable, its
     finding; readable now, the findings of the lock keys it requires."""
-    item = _call(meter, table.client, "GetItem", TableName=table.name, Key=key,
+    item = _call(meter, table.connection, "GetItem", TableName=table.name, Key=key,
                  ConsistentRead=True).get("Item")
     record: _Record = _interpret(table, key, item, keep_item=True)
     if record.exists and record.requires is None:

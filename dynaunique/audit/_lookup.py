@@ -78,7 +78,7 @@ def who_holds(model: type[Model], field_or_constraint: str | None = None, value:
     if lock is None:
         return None
     table = _tables([model])[0]
-    item = _call(_Meter(), table.client, "GetItem", TableName=table.name,
+    item = _call(_Meter(), table.connection, "GetItem", TableName=table.name,
                  Key=table.lock_pk(lock.key), ConsistentRead=True).get("Item")
     return _lock_info(table, item) if item is not None else None
 
@@ -102,7 +102,7 @@ def owner_locks(models: Sequence[type[Model]], hash_key: Any, range_key: Any = N
             if rng is None:
                 raise AuditError(f"{candidate.__name__} has a range key: give it too")
         key = info.typed_key(*candidate._serialize_keys(hash_key, rng))
-        item = _call(meter, table.client, "GetItem", TableName=table.name, Key=key,
+        item = _call(meter, table.connection, "GetItem", TableName=table.name, Key=key,
                      ConsistentRead=True).get("Item")
         if item is None:
             continue

@@ -117,7 +117,7 @@ def lock_page(models: Sequence[type[Model]], *, model: str | None = None,
         params["Limit"] = request_limit
         if start is not None:
             params["ExclusiveStartKey"] = start
-        response = _call(meter, table.client, "Scan", TableName=table.name, **params)
+        response = _call(meter, table.connection, "Scan", TableName=table.name, **params)
         room = limit - len(locks)
         matches = [i for i in response.get("Items", ()) if _is_lock_item(table, i)]
         evaluated += int(response.get("ScannedCount", request_limit))
@@ -207,7 +207,7 @@ def read_lock(models: Sequence[type[Model]], key: str, *,
     chosen = _one_table(models, table)
     if split_lock_key(key) is None:
         return None
-    item = _call(_Meter(), chosen.client, "GetItem", TableName=chosen.name,
+    item = _call(_Meter(), chosen.connection, "GetItem", TableName=chosen.name,
                  Key=chosen.lock_pk(key), ConsistentRead=True).get("Item")
     return _lock_info(chosen, item) if item is not None else None
 
@@ -252,7 +252,7 @@ def read_record(models: Sequence[type[Model]], key: Mapping[str, Any], *,
     :mod:`dynaunique.audit`'s docstring), None when no model claims it.
     """
     chosen = _one_table(models, table)
-    item = _call(_Meter(), chosen.client, "GetItem", TableName=chosen.name, Key=dict(key),
+    item = _call(_Meter(), chosen.connection, "GetItem", TableName=chosen.name, Key=dict(key),
                  ConsistentRead=True).get("Item")
     if item is None:
         return None

@@ -28,7 +28,7 @@ def _scan_pages(table: _Table, meter: _Meter, *, segment: int | None = None,
     if segment is not None:
         request.update(Segment=segment, TotalSegments=total_segments)
     while True:
-        response = _call(meter, table.client, "Scan", **request)
+        response = _call(meter, table.connection, "Scan", **request)
         if on_page is not None:
             on_page(int(response.get("ScannedCount", len(response.get("Items", ())))))
         yield from response.get("Items", ())
@@ -43,7 +43,7 @@ def _batch_get_locks(table: _Table, keys: Sequence[str], meter: _Meter) -> dict[
     found: dict[str, LockInfo] = {}
 
     def send_chunk(chunk: list[TypedKey]) -> list[TypedKey]:
-        response = _call(meter, table.client, "BatchGetItem", RequestItems={
+        response = _call(meter, table.connection, "BatchGetItem", RequestItems={
             table.name: {"Keys": chunk, "ConsistentRead": True}})
         for item in response.get("Responses", {}).get(table.name, []):
             lock = _lock_info(table, item)
@@ -67,7 +67,7 @@ def _read_key(table: _Table, key: str, record_keys: Iterable[TypedKey],
         wanted.setdefault(key_id(record_key), record_key)
     keys = list(wanted.values())[:_MAX_RECORDS_PER_READ]
     for _ in range(4):
-        response = _call(meter, table.client, "TransactGetItems", TransactItems=[
+        response = _call(meter, table.connection, "TransactGetItems", TransactItems=[
             {"Get": {"TableName": table.name, "Key": k}} for k in [table.lock_pk(key), *keys]
         ])
         answers = response.get("Responses", [])

@@ -88,7 +88,7 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
         try:
             sent += 1
             meter.add("TransactWriteItems")
-            execute(current.plan, table.client)
+            execute(current.plan, table.connection)
         except WriteConflict:
             continue
         except DynauniqueError as exc:

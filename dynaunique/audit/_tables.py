@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
-from dynaunique._connection import Refused, RetryPolicy, connection_for, send
+from dynaunique._connection import RetryPolicy, connection_for, send
 from dynaunique._items import ModelInfo, TypedKey
 from dynaunique._locks import lock_primary_key, secret_id
-from dynaunique.errors import AuditError, DynauniqueError
+from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
 _READ_POLICY = RetryPolicy(max_conflict_retries=8, base_delay=0.02, max_delay=2.0)
@@ -85,14 +85,8 @@ class _Meter:
 
 def _call(meter: _Meter, connection: Any, operation: str, **params: Any) -> dict[str, Any]:
     """One read request through dynaunique's one boundary and retry loop; a failure that is
-    not retried becomes an AuditError."""
-    try:
-        response = send(connection, operation, params, policy=_READ_POLICY)
-    except Refused as refused:
-        raise AuditError(f"{operation} on {params.get('TableName', 'the table')} failed: "
-                         f"{refused.code}: {refused.message}") from refused.error
-    except DynauniqueError as exc:
-        raise AuditError(f"{operation}: {exc}") from exc
+    not retried becomes an AuditError (``dynaunique._answers.error_for``)."""
+    response = send(connection, operation, params, policy=_READ_POLICY, error=AuditError)
     # A scan bills the items it reads before any filter: ScannedCount, not the matches.
     meter.add(operation, int(response.get("ScannedCount", 0)) if operation == "Scan" else 0)
     return response
@@ -103,7 +97,7 @@ class _Table:
     """The loaded models of one table on one endpoint."""
 
     name: str
-    client: Any = attrs.field(eq=False, repr=False)
+    connection: Any = attrs.field(eq=False, repr=False)
     models: tuple[type[Model], ...]
     hash_attr: str
     range_attr: str | None
@@ -150,14 +144,14 @@ def _info(model: type[Model]) -> ModelInfo:
 def _tables(models: Sequence[type[Model]]) -> list[_Table]:
     """The models grouped by table and endpoint, in the order the models first name them."""
     groups: dict[tuple[str, int], list[type[Model]]] = {}
-    clients: dict[int, Any] = {}
+    connections: dict[int, Any] = {}
     for model in models:
         info = _info(model)
-        client = connection_for(model.Meta)
-        clients[id(client)] = client
-        groups.setdefault((info.table, id(client)), []).append(model)
+        connection = connection_for(model.Meta)
+        connections[id(connection)] = connection
+        groups.setdefault((info.table, id(connection)), []).append(model)
     tables = []
-    for (name, client_id), members in groups.items():
+    for (name, connection_id), members in groups.items():
         keys = {_info(m).key_attributes for m in members}
         if len(keys) > 1:
             raise AuditError(
@@ -166,8 +160,8 @@ def _tables(models: Sequence[type[Model]]) -> list[_Table]:
         hash_attr, range_attr = keys.pop()
         ttl = next((_info(m).ttl_attr for m in members if _info(m).ttl_attr), None)
         declared = frozenset(b.name for m in members for b in _info(m).constraints)
-        tables.append(_Table(name, clients[client_id], tuple(members), hash_attr, range_attr,
-                             ttl, declared))
+        tables.append(_Table(name, connections[connection_id], tuple(members), hash_attr,
+                             range_attr, ttl, declared))
     return tables
 
 

@@ -1,8 +1,10 @@
 """The one way migrations talk to DynamoDB: the call boundary, batch reads and deletes, and a
 table's key schema.
 
-:func:`call` is where botocore errors become :class:`~dynaunique.errors.MigrationError` (and a
-failed condition a :class:`ConditionFailed` the caller interprets).
+:func:`call` sends through the one boundary; a failure becomes a
+:class:`~dynaunique.errors.MigrationError` by the library's one mapping
+(``dynaunique._answers.error_for``), a failed condition a :class:`ConditionFailed` the caller
+interprets.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from typing import Any
 
 import attrs
 
-from dynaunique._connection import Refused, RetryPolicy, in_batches, send
+from dynaunique._answers import Refused, error_for
+from dynaunique._connection import RetryPolicy, exchange, in_batches
 from dynaunique._items import key_id
 from dynaunique._locks import LOCK_SORT_KEY
-from dynaunique.errors import ConfigurationError, DynauniqueError, MigrationError
+from dynaunique.errors import ConfigurationError, MigrationError
 
 #: The attribute holding all of a ledger item's data (no index may be keyed on it).
 LEDGER_ATTR = "ledger"
@@ -56,35 +59,23 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     :raises MigrationError: any other refusal, or the retries ran out.
     """
     name = "".join(part.title() for part in operation.split("_"))
-    try:
-        return send(connection, name, params, policy=policy, sleep=sleep,
-                    on_throttle=on_throttle)
-    except Refused as refused:
-        if refused.code == "ConditionalCheckFailedException":
-            raise ConditionFailed(refused.response.get("Item")) from None
-        if refused.code == "ResourceNotFoundException":
-            raise MissingTableError(
-                f"table {params.get('TableName')!r} does not exist (or the endpoint is "
-                "wrong): create it before migrating"
-            ) from refused.error
-        raise MigrationError(
-            f"DynamoDB refused {operation} on {params.get('TableName')!r}: {refused.code}: "
-            f"{refused.message}"
-        ) from refused.error
-    except MigrationError:
-        raise
-    except DynauniqueError as exc:
-        raise MigrationError(f"{operation} on {params.get('TableName')!r}: {exc}") from exc
+    answer = exchange(connection, name, params, policy=policy, sleep=sleep,
+                      on_throttle=on_throttle, error=MigrationError)
+    if isinstance(answer, Refused):
+        if answer.code == "ConditionalCheckFailedException":
+            raise ConditionFailed(answer.response.get("Item")) from None
+        raise error_for(answer, name, params, error=MigrationError, missing=MissingTableError)
+    return answer.data
 
 
-def batch_get(client: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
+def batch_get(connection: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
               consistent: bool = True) -> list[dict[str, Any]]:
     """Strongly consistent BatchGetItem of any number of keys (chunks of 100, retries the
     unprocessed ones); the items found, in no particular order."""
     found: list[dict[str, Any]] = []
 
     def send_chunk(chunk: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        response = call(client, "batch_get_item", RequestItems={
+        response = call(connection, "batch_get_item", RequestItems={
             table: {"Keys": [dict(k) for k in chunk], "ConsistentRead": consistent}
         })
         found.extend(response.get("Responses", {}).get(table, []))
@@ -95,11 +86,11 @@ def batch_get(client: Any, table: str, keys: Sequence[Mapping[str, Any]], *,
     return found
 
 
-def batch_delete(client: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> None:
+def batch_delete(connection: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> None:
     """Unconditional BatchWriteItem deletes (chunks of 25), for ledger items only."""
 
     def send_chunk(chunk: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        response = call(client, "batch_write_item", RequestItems={
+        response = call(connection, "batch_write_item", RequestItems={
             table: [{"DeleteRequest": {"Key": dict(k)}} for k in chunk]
         })
         return [r["DeleteRequest"]["Key"] for r in response.get("UnprocessedItems", {})
@@ -134,9 +125,9 @@ class TableKeys:
         return key
 
 
-def describe_table(client: Any, table: str) -> TableKeys:
+def describe_table(connection: Any, table: str) -> TableKeys:
     """Read ``table``'s key schema; it must have string keys (as lock items need)."""
-    description = call(client, "describe_table", TableName=table)["Table"]
+    description = call(connection, "describe_table", TableName=table)["Table"]
     types = {a["AttributeName"]: a["AttributeType"]
              for a in description.get("AttributeDefinitions", [])}
     hash_attr = range_attr = None

@@ -173,7 +173,7 @@ class Guard:
 
     def _reread(self, table: _Table, key: TypedKey, meter: _Meter) -> Finding | None:
         """An image whose locks could not be computed: the record as stored now, judged alone."""
-        item = _call(meter, table.client, "GetItem", TableName=table.name, Key=key,
+        item = _call(meter, table.connection, "GetItem", TableName=table.name, Key=key,
                      ConsistentRead=True).get("Item")
         record = _interpret(table, key, item, keep_item=True)
         if record.exists and record.requires is None:

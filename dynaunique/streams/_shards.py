@@ -25,7 +25,8 @@ import attrs
 import botocore.client
 from pynamodb.connection import Connection
 
-from dynaunique._connection import Refused, RetryPolicy, _meta_value, send
+from dynaunique._answers import Refused, error_for
+from dynaunique._connection import RetryPolicy, _meta_value, exchange, send
 from dynaunique._endpoint import region_in_url
 from dynaunique._locks import untyped
 from dynaunique._writes import now
@@ -108,7 +109,7 @@ class Checkpoints:
 
     def get(self, shard: str) -> Position | None:
         """The stored position of ``shard`` (strongly consistent), or None."""
-        item = call(self.table.client, "get_item", TableName=self.table.name,
+        item = call(self.table.connection, "get_item", TableName=self.table.name,
                     Key=self._key(shard), ConsistentRead=True).get("Item")
         if item is None or LEDGER_ATTR not in item:
             return None
@@ -135,7 +136,7 @@ class Checkpoints:
             guard["ConditionExpression"] = "#l.#s = :s"
             guard["ExpressionAttributeValues"] = {":s": {"S": previous.sequence}}
         try:
-            call(self.table.client, "put_item", TableName=self.table.name,
+            call(self.table.connection, "put_item", TableName=self.table.name,
                  Item={**self._key(position.shard), LEDGER_ATTR: {"M": ledger}}, **guard)
         except ConditionFailed:
             raise ConfigurationError(
@@ -180,16 +181,10 @@ class Reader:
         self._done: set[str] = set()
 
     def _send(self, operation: str, **params: Any) -> dict[str, Any]:
-        try:
-            return send(self.streams, operation, params, policy=_POLICY)
-        except Refused as refused:
-            if refused.code in ("ExpiredIteratorException", "TrimmedDataAccessException"):
-                raise
-            raise StreamsError(f"DynamoDB Streams refused {operation}: {refused.code}: "
-                               f"{refused.message}") from refused.error
+        return send(self.streams, operation, params, policy=_POLICY, error=StreamsError)
 
     def _stream(self) -> tuple[str, str]:
-        table = call(self.table.client, "describe_table", TableName=self.table.name)["Table"]
+        table = call(self.table.connection, "describe_table", TableName=self.table.name)["Table"]
         spec = table.get("StreamSpecification") or {}
         arn = table.get("LatestStreamArn")
         if not spec.get("StreamEnabled") or not arn:
@@ -269,17 +264,21 @@ class Reader:
             self._done.add(shard_id)
             return True
         while iterator is not None:
-            try:
-                page = self._send("GetRecords", ShardIterator=iterator, Limit=self.limit)
-            except Refused as refused:
-                if refused.code == "TrimmedDataAccessException":
+            params = {"ShardIterator": iterator, "Limit": self.limit}
+            answer = exchange(self.streams, "GetRecords", params, policy=_POLICY,
+                              error=StreamsError)
+            if isinstance(answer, Refused):
+                if answer.code == "TrimmedDataAccessException":
                     raise StreamsError(
                         f"shard {shard_id}'s records after the checkpoint were trimmed (streams "
                         "keep 24 hours) before they were read: run dynaunique check to cover "
-                        "the gap") from refused.error
+                        "the gap") from answer.cause
+                if answer.code != "ExpiredIteratorException":
+                    raise error_for(answer, "GetRecords", params, error=StreamsError)
                 self._iterators.pop(shard_id, None)  # expired: start again from the position
                 iterator = self._iterator(shard)
                 continue
+            page = answer.data
             records = list(page.get("Records", []))
             following = page.get("NextShardIterator")
             sequence = self._last_read(shard_id)

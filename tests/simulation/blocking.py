@@ -19,6 +19,7 @@ from typing import Any
 import greenlet
 from pynamodb.connection import Connection
 
+from dynaunique._answers import Ambiguous, Ok, Refused, Unreachable
 from dynaunique._connection import Request, Steps
 
 
@@ -39,7 +40,10 @@ def blocking_steps(function: Callable[[], Any]) -> Steps[Any]:
         except Exception as exc:
             message = call.switch(("throw", exc))
         else:
-            message = call.switch(("answer", answer))
+            # The blocking code's dispatch raises what the answer was read from.
+            failed = answer.cause if isinstance(answer, (Refused, Ambiguous, Unreachable)) else None
+            message = call.switch(("throw", failed) if failed is not None else
+                                  ("answer", answer.data if isinstance(answer, Ok) else answer))
     return message[1]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 from pynamodb.exceptions import DoesNotExist
 
+from dynaunique._answers import answer_of
 from dynaunique._atomic import Atomic
 from dynaunique._connection import Request, Sleep
 from dynaunique._flush import Op, OpKind, Unit, flush_steps
@@ -177,7 +178,7 @@ class Client:
                 if first:
                     step = next(self.steps)
                 elif error is not None:
-                    step = self.steps.throw(error)
+                    step = self.steps.send(answer_of(error))  # the drivers' vocabulary
                 else:
                     step = self.steps.send(answer)
                 while isinstance(step, Sleep):
