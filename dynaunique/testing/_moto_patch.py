@@ -55,6 +55,7 @@ from dynaunique.testing._moto_fast import (
 from dynaunique.testing._moto_json import serialize_result
 
 __all__ = [
+    "ABSENT",
     "EXPECTED_SIGNATURES",
     "EXPECTED_SOURCES",
     "FORCE_ENV",
@@ -186,7 +187,7 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
         "BaseJSONSerializer._serialize_type_map": "faa32d1fa9a8",
         "BaseJSONSerializer._serialize_type_list": "f87b14fe9166",
         "BaseJSONSerializer._serialize_type_structure": "36873909cd0a",
-        "BaseJSONSerializer._serialize_type_string": "44954e021450",
+        "BaseJSONSerializer._serialize_type_string": "44954e021450",  # and ABSENT, below
         "AttributePicker.__call__": "c15da8ec29c1",
         "AttributePicker.get_possible_keys": "cb284052c5ea",
         "XFormedAttributePicker.get_possible_keys": "f0d20f55f37f",
@@ -196,6 +197,10 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
     "moto.core.utils.get_value": frozenset({"9b06b87ce416"}),
     "moto.core.utils._get_value_for_key": frozenset({"563aa7bc75bd"}),
 }
+#: In :data:`EXPECTED_SOURCES`: the function may also be missing (a verified release lacks it).
+ABSENT = "absent"
+# moto 5.2.0 and 5.2.1 have no string method of their own (a string is written as it is).
+EXPECTED_SOURCES["moto.core.serialize.BaseJSONSerializer._serialize_type_string"] |= {ABSENT}
 
 #: Module-level names the replacement transaction uses, as ``module: names``.
 EXPECTED_NAMES: dict[str, tuple[str, ...]] = {
@@ -275,7 +280,8 @@ def _problems() -> tuple[list[str], list[str]]:
     for dotted, expected in EXPECTED_SIGNATURES.items():
         function = _find(dotted)
         if isinstance(function, Exception):
-            problems.append(f"{dotted} is gone ({function})")
+            if ABSENT not in EXPECTED_SOURCES[dotted]:
+                problems.append(f"{dotted} is gone ({function})")
             continue
         actual = tuple(inspect.signature(function).parameters)
         if actual != expected:
