@@ -123,10 +123,10 @@ class _Compiler:
     def _structure(self, shape: Any) -> Convert:
         name = shape.name
         if name not in self.structures:
-            members: Members = []
-            self.structures[name] = members  # filled below; recursion sees the same list
-            members.extend(self._member(shape, key, member) for key, member in
-                           shape.members.items())
+            # (the members' converters are built at their first use, so a shape that holds
+            # itself, as an attribute value's M and L do, is complete before it recurses)
+            self.structures[name] = [self._member(shape, key, member) for key, member in
+                                     shape.members.items()]
         members = self.structures[name]
 
         def structure(value: Any) -> Any:
