@@ -12,6 +12,17 @@ load of a shared machine evenly over them, so their ratios hold even when absolu
 The tables grow by what earlier rounds wrote (a few thousand items at most).
 With ``--out`` the section is written at the end of that page (replacing an earlier copy of it);
 ``python -m benchmarks.run`` renders the same section in the full report.
+
+    python -m benchmarks.server --per-operation [--baseline DIR] [--requests N] [--rounds R]
+
+measures instead what one request costs the server's CPU, per operation (the server process's
+user + system time from ``/proc/<pid>/stat`` over N requests of one kind, a few hundred requests
+a point): this tree's patched server, with ``--stock`` stock moto, and with ``--baseline`` a
+server run from another source tree (e.g. ``git archive main dynaunique | tar -x -C /tmp/b``),
+side by side in interleaved rounds, as above. Its operations are what the tests send: a
+dynaunique create (3 guarded puts), the same cancelled, the single-item and batch reads and
+writes, a query, a scan page, a table's creation and deletion, and the ``dynaunique_db``
+fixture's reset.
 """
 
 from __future__ import annotations
@@ -221,6 +232,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small tables, a few seconds")
     parser.add_argument("--out", type=Path, help="write the section at the end of this page")
+    parser.add_argument("--per-operation", action="store_true",
+                        help="measure the server's CPU per request, per operation, instead")
+    parser.add_argument("--baseline", type=Path,
+                        help="--per-operation: also a server run from this dynaunique source tree")
+    parser.add_argument("--stock", action="store_true",
+                        help="--per-operation: also a server on stock moto")
+    parser.add_argument("--requests", type=int, default=200,
+                        help="--per-operation: requests of one kind a round (default 200)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="--per-operation: rounds per operation (default 3)")
     args = parser.parse_args(argv)
     fake_credentials()
     clock = time.perf_counter()
@@ -229,6 +250,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[server benchmark {time.perf_counter() - clock:6.1f} s] {text}", file=sys.stderr,
               flush=True)
 
+    if args.per_operation:
+        from benchmarks import server_cpu
+
+        rows = server_cpu.run(baseline=args.baseline, stock=args.stock, requests=args.requests,
+                              rounds=args.rounds, say=say)
+        print(server_cpu.render(rows, requests=args.requests, rounds=args.rounds))
+        return 0
     section = render(run(quick=args.quick, say=say))
     if args.out is None:
         print(section)
