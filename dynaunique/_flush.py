@@ -31,19 +31,23 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
+from dynaunique import _writes
 from dynaunique._connection import Steps, connection_for, policy_for, run
+from dynaunique._model.mixed import judge, others_guard
 from dynaunique._plan import Plan, merge
+from dynaunique._record import needs_stored
+from dynaunique._record import plan as plan_op
 from dynaunique._render import render
 from dynaunique._state import (
-    InstanceState,
     Op,
     OpKind,
     finish_steps,
     holds,
+    loaded_for_key,
     may_adopt,
     same_item,
 )
@@ -52,11 +56,10 @@ from dynaunique._writes import (
     RECORD_WRITES,
     Absent,
     ConditionCheck,
-    OthersGuard,
     RecordDelete,
     RecordPut,
+    RecordUpdate,
     Write,
-    one_timestamp,
 )
 from dynaunique.errors import (
     ConcurrentModificationError,
@@ -67,33 +70,11 @@ from dynaunique.errors import (
     UnsupportedOperationError,
     for_operation,
 )
-from dynaunique.observe import emit, stats
+from dynaunique.observe import emit, stats, traced
 from dynaunique.observe import write_logger as _log
 
 #: How many times one flush plans and sends before giving up on a record that keeps changing.
 MAX_ATTEMPTS = 4
-
-
-class Flushable(Protocol):
-    """What a unit of work needs of an object (``dynaunique.Model`` provides it)."""
-
-    Meta: Any
-
-    @property
-    def _du_state(self) -> InstanceState: ...
-
-    def _du_loaded_for_key(self) -> dict[str, Any] | None: ...
-
-    def _du_read_steps(self) -> Steps[dict[str, Any] | None]: ...
-
-    def _du_needs_stored(self, op: Op) -> bool: ...
-
-    def _du_plan(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan: ...
-
-    def _du_others_guard(self, op: Op, judged: Mapping[str, Any] | None) -> OthersGuard | None: ...
-
-    def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None: ...
-
 
 
 @attrs.define(eq=False)
@@ -198,6 +179,39 @@ def collecting(block: Any) -> Iterator[None]:
         _current.reset(token)
 
 
+def collect(obj: Any, kind: OpKind, condition: Any, add_version_condition: bool) -> bool:
+    """Inside ``atomic()``: hand this save or delete to the current unit (True); else False."""
+    unit = current_unit()
+    if unit is None:
+        return False
+    add = unit.add_save if kind is OpKind.SAVE else unit.add_delete
+    add(obj, condition, add_version_condition)
+    return True
+
+
+def flush_one(op: Op, *, dry_run: bool = False) -> Flushed:
+    """A write call outside ``atomic()``: a unit of one, flushed at once, traced and named as
+    the call (its errors are also PynamoDB's PutError/DeleteError/UpdateError)."""
+    unit = Unit()
+    unit.add(op)
+    with traced(type(op.obj).__name__, op.kind.value):
+        try:
+            return run(flush_steps(unit, dry_run=dry_run))
+        except DynauniqueError as exc:   # as_operation, without a call on success
+            for_operation(exc, op.kind.value)
+            raise
+
+
+async def aflush_one(op: Op) -> Flushed:
+    """:func:`flush_one` under asyncio: the same flush, driven by ``dynaunique.aio``."""
+    from dynaunique.aio import arun  # only an async caller needs the async client
+
+    unit = Unit()
+    unit.add(op)
+    with traced(type(op.obj).__name__, op.kind.value), as_operation(op.kind.value):
+        return await arun(flush_steps(unit))
+
+
 # --- flushing ------------------------------------------------------------------------------------
 
 
@@ -239,13 +253,11 @@ def _versioned(op: Op) -> bool:
     return info is not None and info.version_attr is not None
 
 
-def _guard_others(op: Op, plan: Plan, judged: Mapping[str, Any] | None) -> Plan:
-    """``plan`` with its record write guarded off other models' locks (``_model.mixed``); a
-    create needs no such guard (the item must not exist), nor a table only its model uses."""
-    write = plan.writes[0] if plan.writes else None
-    if not isinstance(write, RECORD_WRITES) or isinstance(write.guard, Absent):
-        return plan
-    others = op.obj._du_others_guard(op, judged)
+def _guard_others(op: Op, plan: Plan, write: RecordPut | RecordUpdate | RecordDelete,
+                  judged: Mapping[str, Any] | None) -> Plan:
+    """``plan`` with its record ``write`` (not a create's) guarded off other models' locks
+    (``_model.mixed``); a table only its model uses needs no such guard."""
+    others = others_guard(op, judged)
     if others is None:
         return plan
     # The item is judged from what DynamoDB returns with a failed guard: ALL_OLD is asked for.
@@ -265,7 +277,7 @@ def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModi
     if others is not None and not holds(others, exc.current):
         # The item is not the one this write was guarded to meet: judge it (refused when it
         # holds another model's locks), then send again guarded on exactly it.
-        op.obj._du_judge(op, exc.current)
+        judge(op, exc.current)
         judged[ident] = dict(exc.current) if exc.current is not None else None
         if op.kind is OpKind.UPDATE and ident in fresh:
             stored[ident] = judged[ident]   # the update is predicted from what is there now
@@ -282,7 +294,7 @@ def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModi
         # Nothing moved since this flush read it: what failed is the caller's own condition
         # (or version), which a replan would only fail again.
         return False
-    op.obj._du_judge(op, current)   # adopt only an item holding no lock this write leaves
+    judge(op, current)   # adopt only an item holding no lock this write leaves
     stored[ident] = judged[ident] = dict(current) if current is not None else None
     fresh.add(ident)
     return True
@@ -307,39 +319,52 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
     # The item each op met and judged to hold no lock of another model (_model.mixed).
     judged: dict[int, dict[str, Any] | None] = {}
     for ident, op in unit.ops.items():
-        loaded = op.obj._du_loaded_for_key()
-        if loaded is None and op.obj._du_needs_stored(op):
+        loaded = loaded_for_key(op.obj)
+        if loaded is None and op.kind is not OpKind.SAVE and needs_stored(op):
             loaded = yield from op.obj._du_read_steps()
             fresh.add(ident)
-        # Judged before anything is sent: refused if it holds another model's locks, else the
-        # write is guarded on exactly it (no request fails only to return what is known).
-        op.obj._du_judge(op, loaded)
+        if loaded is not None:
+            # Judged before anything is sent: refused if it holds another model's locks, else
+            # the write is guarded on exactly it (no request fails only to return what is known).
+            judge(op, loaded)
         judged[ident] = loaded
         stored[ident] = loaded
     foreign: set[str] = set()
     for _ in range(MAX_ATTEMPTS):
         records: dict[int, Write | None] = {}
         plans = []
-        with one_timestamp():   # every lock of the unit: one `created`
-            for ident, op in unit.ops.items():
-                if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
-                                     and ident in fresh):
-                    records[ident] = None   # deleting what does not exist: nothing to do
-                    continue
-                plan = _guard_others(op, op.obj._du_plan(op, stored[ident]), judged.get(ident))
-                records[ident] = plan.writes[0] if plan.writes else None
-                plans.append(plan)
-        plan = merge(plans, unit.checks).without_deletes(foreign)
+        now = _writes.Stamp()   # every lock of the unit: one `created`
+        for ident, op in unit.ops.items():
+            if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
+                                 and ident in fresh):
+                records[ident] = None   # deleting what does not exist: nothing to do
+                continue
+            plan = plan_op(op, stored[ident], now)
+            write = plan.writes[0] if plan.writes else None
+            if isinstance(write, RECORD_WRITES) and not isinstance(write.guard, Absent):
+                # A create needs no guard off other models' locks: the item must not exist.
+                plan = _guard_others(op, plan, write, judged.get(ident))
+                write = plan.writes[0]
+            records[ident] = write
+            plans.append(plan)
+        # One object's plan is already as DynamoDB needs it (one record write first, no lock
+        # item twice: each lock name has keys of its own); a unit of several is merged.
+        plan = plans[0] if len(plans) == 1 and not unit.checks else merge(plans, unit.checks)
+        if foreign:
+            plan = plan.without_deletes(foreign)
         st = stats()
         if st is not None:
             st.plan = plan
         if dry_run:
             return Flushed(plan, {}, records)
         response: dict[str, Any] = {}
-        request = render(plan) if plan.has_work else None
-        if plan.has_work:
-            repeats = [w for i, w in records.items()
-                       if w is not None and unit.ops[i].obj._du_state.unknown == w]
+        request = None
+        if plan.writes:
+            repeats = []   # record writes repeating a call whose outcome was unknown
+            for i, w in records.items():
+                if w is not None and unit.ops[i].obj._du_state.unknown == w:
+                    repeats.append(w)
+            request = render(plan)
             try:
                 response = yield from execute_steps(plan, connection, policy=policy,
                                                     repeats=repeats, request=request)

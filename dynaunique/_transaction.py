@@ -23,7 +23,7 @@ from pynamodb.connection import Connection
 from dynaunique._connection import DEFAULT_POLICY, Refused, RetryPolicy, Steps, run, send_steps
 from dynaunique._locks import OWNER_ATTR, untyped
 from dynaunique._plan import Plan
-from dynaunique._render import check_size, encode, new_token, render
+from dynaunique._render import outgoing, render
 from dynaunique._state import same_item
 from dynaunique._writes import (
     RECORD_WRITES,
@@ -238,19 +238,11 @@ def execute_steps(plan: Plan, connection: Connection, *,
 
     ``request``: the plan's :func:`~dynaunique._render.render`, when the caller has it already.
     """
-    if request is None:
-        request = render(plan)
-    if plan.is_transaction:
-        encoded = encode(request)
-        check_size(request, encoded)
-        operation = "TransactWriteItems"
-        params = {**request, "ClientRequestToken": new_token(request, encoded)}
-    else:
-        params = dict(request)
-        operation = params.pop("Operation")
+    resend_safe = _resend_is_safe(plan)
+    operation, params = outgoing(plan, render(plan) if request is None else request)
     try:
         return (yield from send_steps(connection, operation, params, policy=policy,
-                                      resend_safe=_resend_is_safe(plan)))
+                                      resend_safe=resend_safe))
     except Refused as refused:
         failures = _failures(plan, refused.response)
         if failures is None:

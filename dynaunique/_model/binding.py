@@ -88,6 +88,7 @@ def bind_constraint(
     """
     attr_names: list[str] = []
     converters: list[Callable[[Any], Any]] = []
+    bound_attributes: list[pa.Attribute[Any]] = []
     for field in constraint.fields:
         attribute = attributes.get(field)
         if attribute is None:
@@ -95,11 +96,13 @@ def bind_constraint(
         if check is not None:
             check(field, attribute)
         attr_names.append(attribute.attr_name)
+        bound_attributes.append(attribute)
         converters.append(attribute.serialize if isinstance(attribute, pa.UTCDateTimeAttribute)
                           else _identity)
     live = constraint if isinstance(constraint, UniqueConstraint) else constraint.to_constraint()
     return BoundConstraint(live, tuple(attr_names), tuple(converters),
-                           plain=all(c is _identity for c in converters))
+                           plain=all(c is _identity for c in converters),
+                           attributes=tuple(bound_attributes))
 
 
 # --- a model class -------------------------------------------------------------------------------
