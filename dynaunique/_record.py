@@ -6,26 +6,36 @@ over the snapshot's) and reads its locks off that item through the class's templ
 (``ModelInfo``, computed at class definition); a delete takes the snapshot's locks; an update
 predicts the record after its actions when they touch anything a lock depends on. The plans
 themselves are :mod:`dynaunique._plan`'s, pure; :mod:`dynaunique._flush` calls :func:`plan`.
+
+Locks derive from what is stored, never from the python value, and a value DynamoDB would
+refuse (``True`` or ``"12abc"`` in a number, an ``int`` in a string, NaN, a string that is not
+valid UTF-8 — a lone surrogate, anywhere in the item) is an :class:`InvalidValueError` naming
+the field before anything is sent (:func:`serialize_checked`); the message shows the value
+through :func:`~dynaunique.errors.format_value`, so a hashed constraint's value never appears.
+A ``str`` given to a binary attribute is stored as its UTF-8 bytes (as the wire would carry
+it), so its lock is those bytes'.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
+from pynamodb.exceptions import AttributeNullError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
 
 from dynaunique import _plan, _writes
 from dynaunique._items import LockRef, ModelInfo, record_key, stored_locks
+from dynaunique._locks import is_utf8
 from dynaunique._model.mixed import judge_result, of_another_model, others_fields
-from dynaunique._model.stored import serialize_checked
 from dynaunique._plan import Plan, Record
 from dynaunique._state import Op, OpKind, loaded_for_key, state_of
 from dynaunique._writes import Expression, RecordDelete, RecordPut
-from dynaunique.errors import UnsupportedOperationError
+from dynaunique.errors import InvalidValueError, UnsupportedOperationError, format_value
 
 
 def _render_condition(condition: Condition | None) -> Expression | None:
@@ -75,6 +85,121 @@ def _predict(info: ModelInfo, loaded: Mapping[str, Any], actions: Sequence[Actio
             )
         complete = False
     return predicted, complete
+
+
+# --- values as DynamoDB will store them ------------------------------------------------------
+
+_NOT_UTF8 = "it is not valid UTF-8 (it holds a lone surrogate)"
+
+
+def stored_problem(raw: Mapping[str, Any]) -> str | None:
+    """Why DynamoDB would refuse this serialized value (None: it would not); ``"binary text"``
+    for a ``str`` in a binary value, which the wire carries as its UTF-8 bytes. The reason
+    never quotes the value (the caller shows it, or hides a hashed one)."""
+    if "S" in raw:
+        text = raw["S"]
+        if not isinstance(text, str):
+            return f"a string must be a str, not {type(text).__name__}"
+        return None if text.isascii() or is_utf8(text) else _NOT_UTF8
+    if "N" in raw:
+        number = raw["N"]
+        try:
+            finite = isinstance(number, str) and Decimal(number).is_finite()
+        except ArithmeticError:
+            finite = False
+        return None if finite else "it is not a finite number"
+    if "B" in raw:
+        value = raw["B"]
+        if isinstance(value, str):
+            return "binary text" if is_utf8(value) else _NOT_UTF8
+        return None if isinstance(value, (bytes, bytearray)) else (
+            f"binary must be bytes, not {type(value).__name__}")
+    if "BOOL" in raw:
+        return None if isinstance(raw["BOOL"], bool) else (
+            f"a boolean must be a bool, not {type(raw['BOOL']).__name__}")
+    return None if _all_utf8(raw) else _NOT_UTF8
+
+
+def _all_utf8(raw: Mapping[str, Any]) -> bool:
+    """Whether every string of a serialized value — inside sets, lists and maps too, map keys
+    included — is valid UTF-8: DynamoDB refuses the whole item otherwise. One pass, no
+    recursion; an ASCII string costs one ``isascii``."""
+    pending = [raw]
+    while pending:
+        for kind, content in pending.pop().items():
+            if kind == "S":
+                if isinstance(content, str) and not (content.isascii() or is_utf8(content)):
+                    return False
+            elif kind == "L":
+                pending.extend(e for e in content if isinstance(e, Mapping))
+            elif kind == "M":
+                for name, element in content.items():
+                    if isinstance(name, str) and not (name.isascii() or is_utf8(name)):
+                        return False
+                    if isinstance(element, Mapping):
+                        pending.append(element)
+            elif kind == "SS" and not all(
+                    t.isascii() or is_utf8(t) for t in content if isinstance(t, str)):
+                return False
+    return True
+
+
+def hidden_field(model: Any, field: str) -> bool:
+    """Whether ``field`` of ``model`` is (part of) a hashed constraint: no message shows it."""
+    info = getattr(model, "_du_info", None)
+    return info is not None and field in info.hashed_fields
+
+
+def refusal_for(model: Any, field: str, value: Any, attribute: Any,
+             problem: str) -> InvalidValueError:
+    """The error for a value of ``model.field`` that cannot be stored: one message, the value
+    shown by :func:`~dynaunique.errors.format_value` (a hashed constraint's: never)."""
+    return InvalidValueError(
+        f"{model.__name__}.{field} = {format_value(value, hashed=hidden_field(model, field))} "
+        f"cannot be stored as a {type(attribute).__name__}: {problem}"
+    )
+
+
+def serialize_problem(model: Any, field: str, inner: Exception) -> str:
+    """What the attribute said when it refused a value; only the error's type for a hashed
+    field (the attribute's message may quote the value)."""
+    return type(inner).__name__ if hidden_field(model, field) else str(inner)
+
+
+def serialize_checked(obj: Any) -> dict[str, Any]:
+    """``obj`` (a model instance) as the item DynamoDB will store, every value checked.
+
+    :raises InvalidValueError: a value its attribute cannot serialize, or serializes to
+        something DynamoDB would refuse.
+    """
+    model = type(obj)
+    try:
+        item: dict[str, Any] = obj.serialize(null_check=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        if isinstance(exc, AttributeNullError):
+            raise
+        for field, attribute in obj.get_attributes().items():
+            value = getattr(obj, field, None)
+            if value is None:
+                continue
+            try:
+                attribute.serialize(value)
+            except Exception as inner:
+                error = refusal_for(model, field, value, attribute,
+                                 serialize_problem(model, field, inner))
+                # A hashed value's refusal is not chained to PynamoDB's, which may quote it.
+                raise error from (None if hidden_field(model, field) else exc)
+        raise
+    for field, attribute in obj.get_attributes().items():
+        raw = item.get(attribute.attr_name)
+        if raw is not None:
+            problem = stored_problem(raw)
+            if problem == "binary text":
+                raw["B"] = raw["B"].encode("utf-8")
+            elif problem is not None:
+                raise refusal_for(model, field, getattr(obj, field, None), attribute, problem)
+    return item
+
 
 
 # --- what a state holds ---------------------------------------------------------------------------

@@ -67,6 +67,7 @@ def _stale_follow_up() -> Any:
                     return {}
                 # The follow-up is its own request: the whole plan's rendering does not apply.
                 kwargs.pop("request", None)
+                kwargs.pop("sent", None)
                 return (yield from original(rest, connection, **kwargs))
         return execute_steps
     return patched(flush_module, "execute_steps", wrap)

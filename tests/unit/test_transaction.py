@@ -26,6 +26,7 @@ from support.declare import declare, pk_attr, sk_attr
 
 from dynaunique import _render
 from dynaunique._connection import RetryPolicy
+from dynaunique._flush import execute
 from dynaunique._items import LockRef
 from dynaunique._plan import Plan, merge
 from dynaunique._record import plan_save as plan_of
@@ -38,7 +39,7 @@ from dynaunique._render import (
     render_checked,
     to_json,
 )
-from dynaunique._transaction import execute, same_item
+from dynaunique._state import same_item
 from dynaunique._writes import (
     Absent,
     ConditionCheck,
