@@ -212,9 +212,7 @@ def unchanged_guard(
     alone is not enough: a record deleted and created again restarts at version 1, so a stale
     copy of the first life could pass a version-only guard with other values (and locks).
     """
-    wanted = {a for b in info.constraints for a in b.attr_names} | set(condition_reads)
-    if info.ttl_attr is not None:
-        wanted.add(info.ttl_attr)
+    wanted = info.lock_relevant.union(condition_reads)   # the class's template: once
     wanted -= {info.hash_attr, info.range_attr, info.version_attr}
     inputs = tuple((name, loaded.get(name)) for name in sorted(wanted))
     if use_version and info.version_attr is not None:
