@@ -33,7 +33,7 @@ from dynaunique._items import LockRef, ModelInfo, record_key, stored_locks
 from dynaunique._locks import is_utf8
 from dynaunique._model.mixed import judge_result, of_another_model, others_fields
 from dynaunique._plan import Plan, Record
-from dynaunique._state import Op, OpKind, loaded_for_key, state_of
+from dynaunique._state import InstanceState, Op, OpKind, loaded_for_key
 from dynaunique._writes import Expression, RecordDelete, RecordPut
 from dynaunique.errors import InvalidValueError, UnsupportedOperationError, format_value
 
@@ -226,7 +226,8 @@ def old_locks(obj: Any, loaded: Mapping[str, Any] | None,
     if loaded is None:
         return {}
     model = type(obj)
-    return state_of(obj).locks_of_snapshot(
+    state: InstanceState = obj._du_state   # it exists (``loaded_for_key``): no call to reach it
+    return state.locks_of_snapshot(
         loaded, lambda item, found: stored_locks(model, item, found), reads)
 
 

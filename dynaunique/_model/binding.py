@@ -338,19 +338,15 @@ def table_holds_locks(table: str) -> bool:
 # of, and which locks it holds, is judged against all of them (dynaunique._model.mixed).
 _table_models: dict[str, dict[str, type]] = {}
 _table_models_guard = threading.Lock()
-#: Bumped whenever a model is registered, so what is derived from the registry can be cached.
-_table_models_generation = [0]
+#: Bumped whenever a model is registered, so what is derived from the registry can be cached
+#: (``GENERATION[0]``: read on every write's path, without a call).
+_table_models_generation = GENERATION = [0]
 
 
 def _register_model(cls: type, table: str) -> None:
     with _table_models_guard:
         _table_models.setdefault(table, {})[cls.__name__] = cls
         _table_models_generation[0] += 1
-
-
-def table_models_generation() -> int:
-    """A number that changes whenever a model is bound to a table (for caches)."""
-    return _table_models_generation[0]
 
 
 def table_models(table: str) -> tuple[Any, ...]:

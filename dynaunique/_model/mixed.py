@@ -27,7 +27,7 @@ from pynamodb.expressions.operand import Path
 from pynamodb.models import BatchWrite
 
 from dynaunique._items import claim, plain_key, stored_locks
-from dynaunique._model.binding import table_models, table_models_generation
+from dynaunique._model.binding import GENERATION, table_models
 from dynaunique._state import Op, OpKind, holds
 from dynaunique._writes import Lacking, OthersGuard, Shaped
 from dynaunique.errors import OtherModelRecordError
@@ -42,10 +42,22 @@ def _models(table: str) -> list[Any]:
 _lacking: dict[Any, tuple[int, Lacking | None]] = {}
 
 
+# table → (registry generation, how many models it has): as ``_lacking``, for every loaded save.
+_counts: dict[str, tuple[int, int]] = {}
+
+
+def _model_count(table: str) -> int:
+    """How many models are bound to ``table`` (cached per registry generation)."""
+    cached = _counts.get(table)
+    if cached is None or cached[0] != GENERATION[0]:
+        cached = _counts[table] = (GENERATION[0], len(table_models(table)))
+    return cached[1]
+
+
 def lacking(cls: Any) -> Lacking | None:
     """The cheap guard of ``cls``'s writes: the item lacks a field of every constraint of the
     table that ``cls`` does not declare itself (None: there is none)."""
-    generation = table_models_generation()
+    generation = GENERATION[0]
     cached = _lacking.get(cls)
     if cached is not None and cached[0] == generation:
         return cached[1]
@@ -118,7 +130,7 @@ def exactly(cls: Any, item: Mapping[str, Any]) -> Shaped:
 def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
     """Whether ``item`` is a record of a model of the table other than ``cls`` (by the audit's
     rule): a save by ``cls`` makes it one of ``cls``'s, and the locks it keeps must say so."""
-    if item is None or len(table_models(cls._du_info.table)) < 2:
+    if item is None or _model_count(cls._du_info.table) < 2:
         return False
     models = _models(cls._du_info.table)
     owner, _ = claim(models, item, prefer=cls)
