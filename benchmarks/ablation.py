@@ -7,7 +7,7 @@ round runs dynaunique as it is, and again with one of its request-path changes u
 
 * ``botocore serializer``: the client's own serializer instead of ``dynaunique._wire``;
 * ``digest token``: the earlier ``ClientRequestToken``, a uuid4 and a SHA-256 of the request;
-* ``a timestamp per object``: every object planned with its own ``now()``.
+* ``a timestamp per lock``: every lock put stamped with its own ``now()``.
 
 The ratio is (with the change undone) / (as it is): above 1, the change pays.
 """
@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
 from benchmarks.cases import DYNAUNIQUE, cases, quantiles
-from dynaunique import _connection, _render, _transaction, _wire, _writes
+from dynaunique import _connection, _render, _wire, _writes
 
 AS_IS = "as it is"
 
@@ -61,8 +61,8 @@ def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
 
 UNDONE: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "botocore serializer": _botocore_serializer,
-    "digest token": lambda: _patched(_transaction, "new_token", _digest_token),
-    "a timestamp per object": lambda: _patched(_writes, "stamp", lambda: _writes.now()),
+    "digest token": lambda: _patched(_render, "new_token", _digest_token),
+    "a timestamp per lock": lambda: _patched(_writes.Stamp, "take", lambda _: _writes.now()),
 }
 
 

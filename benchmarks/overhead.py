@@ -196,7 +196,7 @@ def run_null_server(rounds: int, warmup: int = 50) -> Result:
 class Stages:
     """dynaunique's save cut into its steps, each timed alone (median thread CPU time, µs).
 
-    Uses dynaunique's internals (``Model._du_plan_save``, ``_render.render``/``encode``/
+    Uses dynaunique's internals (``_record.plan_save``, ``_render.render``/``encode``/
     ``check_size``/``new_token``, ``_state.after_save``) — the steps ``save()`` runs — so it
     names where the time goes. If those internals change, the breakdown is skipped, not wrong.
     """
@@ -212,7 +212,7 @@ class Stages:
     skipped: str | None = None
 
 
-STEP_NAMES = ("Model(...) construction", "_du_plan_save (plan: locks, guards)",
+STEP_NAMES = ("Model(...) construction", "_record.plan_save (plan: locks, guards)",
               "_render.render (request dict)", "encode + check_size + new_token",
               "_state.after_save (snapshot)",
               "rest of save(), by difference (client_for, retry loop; noise can make it < 0)")
@@ -238,7 +238,7 @@ def _state(op: str, n: int) -> BenchAccount:
 
 def stages(rounds: int) -> Stages:
     """Time each step of dynaunique's saves on the stub transport."""
-    from dynaunique import _render, _state
+    from dynaunique import _record, _render, _state
     from dynaunique._writes import RecordPut
 
     client = stub(point_at(STUB_ENDPOINT))
@@ -256,7 +256,7 @@ def stages(rounds: int) -> Stages:
                 t1 = clock()
                 account = _state(op, n)
                 t2 = clock()
-                plan = account._du_plan_save()
+                plan = _record.plan_save(account)
                 t3 = clock()
                 request = _render.render(plan)
                 t4 = clock()

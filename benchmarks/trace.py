@@ -27,12 +27,14 @@ class Trace:
     functions: int
     modules: tuple[str, ...]
     switches: int
+    #: The distinct (module, function) pairs called, in the order first called.
+    calls: tuple[tuple[str, str], ...] = ()
 
 
 def trace(call: Callable[[], Any], package: str) -> Trace:
     """Run ``call`` under ``sys.setprofile`` and count its calls into ``package``'s modules."""
     marker = f"/{package}/"
-    functions: set[tuple[str, str]] = set()
+    functions: dict[tuple[str, str], None] = {}
     modules: dict[str, None] = {}
     switches = 0
     last: list[str | None] = [None]
@@ -45,7 +47,7 @@ def trace(call: Callable[[], Any], package: str) -> Trace:
         if marker not in path:
             return
         module = package + "/" + path.rsplit(marker, 1)[1]
-        functions.add((module, frame.f_code.co_qualname))
+        functions.setdefault((module, frame.f_code.co_qualname))
         modules.setdefault(module)
         if last[0] is not None and last[0] != module:
             switches += 1
@@ -56,7 +58,7 @@ def trace(call: Callable[[], Any], package: str) -> Trace:
         call()
     finally:
         sys.setprofile(None)
-    return Trace(package, len(functions), tuple(modules), switches)
+    return Trace(package, len(functions), tuple(modules), switches, tuple(functions))
 
 
 def measure() -> tuple[Trace, Trace]:

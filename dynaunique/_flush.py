@@ -7,13 +7,15 @@ Every write of a model with constraints, or on a table that holds locks, goes th
 
 1. know each object's stored state — its snapshot (``dynaunique._state``), or for an object
    never loaded whose plan needs it (a delete, an update of a lock input) one consistent read;
-2. plan (pure: ``dynaunique._plan``) and merge the plans into one;
-3. send it as one request (``dynaunique._transaction.execute``): each record write in it is
-   guarded on the state it was planned from, each lock write on its owner;
-4. when a guard failed, replan only where a fresh plan is safe by construction — an object this
-   flush read itself (or never loaded) adopts the state DynamoDB returned, a lock another record
-   holds is left out — and send again, every write guarded anew; a stale copy the caller loaded
-   is never "repaired" behind its back: that is a ``ConcurrentModificationError``;
+2. build each object's Record (``dynaunique._record``), plan it (pure: ``dynaunique._plan``),
+   and merge a unit's plans into one — calling no method of the model;
+3. send it as one request (:func:`execute_steps`, refusals mapped by ``_transaction``): each
+   record write in it is guarded on the state it was planned from, each lock write on its owner;
+4. when a guard failed (``_transaction.settle_steps``), replan only where a fresh plan is safe
+   by construction — an object this flush read itself (or never loaded) adopts the state
+   DynamoDB returned, a lock another record holds is left out — and send again, every write
+   guarded anew; a stale copy the caller loaded is never "repaired" behind its back: that is
+   a ``ConcurrentModificationError``;
 5. only after success, update each object's snapshot (``dynaunique._state.finish_steps``).
 
 No request after the first relies on what an earlier request saw: each is planned from the
@@ -29,34 +31,45 @@ from __future__ import annotations
 import contextvars
 import logging
 import sys
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
+from pynamodb.connection import Connection
 
-from dynaunique._connection import Steps, connection_for, policy_for, run
-from dynaunique._plan import Plan, merge
-from dynaunique._render import render
-from dynaunique._state import (
-    InstanceState,
-    Op,
-    OpKind,
-    finish_steps,
-    holds,
-    may_adopt,
-    same_item,
+from dynaunique import _writes
+from dynaunique._answers import Ok, error_for
+from dynaunique._connection import (
+    DEFAULT_POLICY,
+    RetryPolicy,
+    Steps,
+    connection_for,
+    exchange_steps,
+    policy_for,
+    run,
 )
-from dynaunique._transaction import execute_steps
+from dynaunique._model.mixed import judge, others_guard
+from dynaunique._plan import Plan, merge
+from dynaunique._record import needs_stored
+from dynaunique._record import plan as plan_op
+from dynaunique._render import outgoing, render
+from dynaunique._state import Op, OpKind, finish_steps, loaded_for_key
+from dynaunique._transaction import (
+    earlier_attempt_applied,
+    failures_error,
+    failures_of,
+    settle_steps,
+)
 from dynaunique._writes import (
     RECORD_WRITES,
     Absent,
     ConditionCheck,
-    OthersGuard,
     RecordDelete,
     RecordPut,
+    RecordUpdate,
     Write,
-    one_timestamp,
 )
 from dynaunique.errors import (
     ConcurrentModificationError,
@@ -67,33 +80,11 @@ from dynaunique.errors import (
     UnsupportedOperationError,
     for_operation,
 )
-from dynaunique.observe import emit, stats
+from dynaunique.observe import emit, stats, traced
 from dynaunique.observe import write_logger as _log
 
 #: How many times one flush plans and sends before giving up on a record that keeps changing.
 MAX_ATTEMPTS = 4
-
-
-class Flushable(Protocol):
-    """What a unit of work needs of an object (``dynaunique.Model`` provides it)."""
-
-    Meta: Any
-
-    @property
-    def _du_state(self) -> InstanceState: ...
-
-    def _du_loaded_for_key(self) -> dict[str, Any] | None: ...
-
-    def _du_read_steps(self) -> Steps[dict[str, Any] | None]: ...
-
-    def _du_needs_stored(self, op: Op) -> bool: ...
-
-    def _du_plan(self, op: Op, loaded: Mapping[str, Any] | None) -> Plan: ...
-
-    def _du_others_guard(self, op: Op, judged: Mapping[str, Any] | None) -> OthersGuard | None: ...
-
-    def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None: ...
-
 
 
 @attrs.define(eq=False)
@@ -198,6 +189,42 @@ def collecting(block: Any) -> Iterator[None]:
         _current.reset(token)
 
 
+def collect(obj: Any, kind: OpKind, condition: Any, add_version_condition: bool) -> bool:
+    """Inside ``atomic()``: hand this save or delete to the current unit (True); else False."""
+    unit = current_unit()
+    if unit is None:
+        return False
+    add = unit.add_save if kind is OpKind.SAVE else unit.add_delete
+    add(obj, condition, add_version_condition)
+    return True
+
+
+def flush_one(op: Op, *, dry_run: bool = False) -> Flushed:
+    """A write call outside ``atomic()``: a unit of one, flushed at once, traced and named as
+    the call (its errors are also PynamoDB's PutError/DeleteError/UpdateError)."""
+    unit = Unit()
+    unit.add(op)
+    with traced(type(op.obj).__name__, op.kind.value):
+        try:
+            # One object, one endpoint: its connection is known before the steps start.
+            meta = op.obj.Meta
+            sending = (connection_for(meta), policy_for(meta))
+            return run(flush_steps(unit, dry_run=dry_run, sending=sending))
+        except DynauniqueError as exc:   # as_operation, without a call on success
+            for_operation(exc, op.kind.value)
+            raise
+
+
+async def aflush_one(op: Op) -> Flushed:
+    """:func:`flush_one` under asyncio: the same flush, driven by ``dynaunique.aio``."""
+    from dynaunique.aio import arun  # only an async caller needs the async client
+
+    unit = Unit()
+    unit.add(op)
+    with traced(type(op.obj).__name__, op.kind.value), as_operation(op.kind.value):
+        return await arun(flush_steps(unit))
+
+
 # --- flushing ------------------------------------------------------------------------------------
 
 
@@ -213,79 +240,16 @@ def _connection(unit: Unit) -> Any:
     return next(iter(connections.values())), policy_for(next(iter(metas.values())))
 
 
-def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:
-    """Whether a failed record guard may be answered by replanning from what DynamoDB returned.
-
-    Yes for an object whose stored state this flush found itself (never loaded by the caller):
-    it had no view to be stale. No for a copy the caller loaded: its write was planned from
-    what the caller saw, and the caller must see the change (reload and retry).
-    """
-    write = exc.write
-    if isinstance(write, RecordPut) and write.create:
-        return may_adopt(op, exc.current)
-    return fresh
-
-
-def _already_gone(op: Op, exc: ConcurrentModificationError) -> bool:
-    """A loaded copy's delete whose record no longer exists: done, as in PynamoDB — unless a
-    version or a condition was asked for, which a missing record cannot satisfy."""
-    return (op.kind is OpKind.DELETE and isinstance(exc.write, RecordDelete)
-            and exc.current is None and op.condition is None
-            and not (op.add_version_condition and _versioned(op)))
-
-
-def _versioned(op: Op) -> bool:
-    info = getattr(op.obj, "_du_info", None)
-    return info is not None and info.version_attr is not None
-
-
-def _guard_others(op: Op, plan: Plan, judged: Mapping[str, Any] | None) -> Plan:
-    """``plan`` with its record write guarded off other models' locks (``_model.mixed``); a
-    create needs no such guard (the item must not exist), nor a table only its model uses."""
-    write = plan.writes[0] if plan.writes else None
-    if not isinstance(write, RECORD_WRITES) or isinstance(write.guard, Absent):
-        return plan
-    others = op.obj._du_others_guard(op, judged)
+def _guard_others(op: Op, plan: Plan, write: RecordPut | RecordUpdate | RecordDelete,
+                  judged: Mapping[str, Any] | None) -> Plan:
+    """``plan`` with its record ``write`` (not a create's) guarded off other models' locks
+    (``_model.mixed``); a table only its model uses needs no such guard."""
+    others = others_guard(op, judged)
     if others is None:
         return plan
     # The item is judged from what DynamoDB returns with a failed guard: ALL_OLD is asked for.
     return attrs.evolve(plan, writes=(attrs.evolve(write, others=others), *plan.writes[1:]),
                         pynamodb=False)
-
-
-def _settle(unit: Unit, records: Mapping[int, Write | None], exc: ConcurrentModificationError,
-            stored: dict[int, dict[str, Any] | None], fresh: set[int],
-            done: set[int], judged: dict[int, dict[str, Any] | None]) -> Steps[bool]:
-    """A record guard failed: prepare the replan (True), or say the caller must see it (False)."""
-    ident = next((i for i, w in records.items() if w is not None and w is exc.write), None)
-    if ident is None:
-        return False
-    op = unit.ops[ident]
-    others = getattr(exc.write, "others", None)
-    if others is not None and not holds(others, exc.current):
-        # The item is not the one this write was guarded to meet: judge it (refused when it
-        # holds another model's locks), then send again guarded on exactly it.
-        op.obj._du_judge(op, exc.current)
-        judged[ident] = dict(exc.current) if exc.current is not None else None
-        if op.kind is OpKind.UPDATE and ident in fresh:
-            stored[ident] = judged[ident]   # the update is predicted from what is there now
-        return True
-    if _already_gone(op, exc):
-        done.add(ident)
-        return True
-    if not _may_replan(op, exc, ident in fresh):
-        return False
-    # Adopt the record as DynamoDB returned it with the failure (the next request is guarded on
-    # exactly that state); without it, read it.
-    current = exc.current if exc.current is not None else (yield from op.obj._du_read_steps())
-    if ident in fresh and same_item(current, stored[ident]):
-        # Nothing moved since this flush read it: what failed is the caller's own condition
-        # (or version), which a replan would only fail again.
-        return False
-    op.obj._du_judge(op, current)   # adopt only an item holding no lock this write leaves
-    stored[ident] = judged[ident] = dict(current) if current is not None else None
-    fresh.add(ident)
-    return True
 
 
 def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
@@ -297,9 +261,11 @@ def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
     return run(flush_steps(unit, dry_run=dry_run))
 
 
-def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
-    """:func:`flush` without I/O: yields its reads and its write, receives their answers."""
-    connection, policy = _connection(unit)
+def flush_steps(unit: Unit, *, dry_run: bool = False,
+                sending: tuple[Connection, RetryPolicy] | None = None) -> Steps[Flushed]:
+    """:func:`flush` without I/O: yields its reads and its write, receives their answers.
+    ``sending``: the unit's connection and retry policy, when the caller knows them."""
+    connection, policy = sending if sending is not None else _connection(unit)
     # The stored state each op is planned from; `fresh`: found by this flush, not the caller.
     stored: dict[int, dict[str, Any] | None] = {}
     fresh: set[int] = set()
@@ -307,42 +273,56 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
     # The item each op met and judged to hold no lock of another model (_model.mixed).
     judged: dict[int, dict[str, Any] | None] = {}
     for ident, op in unit.ops.items():
-        loaded = op.obj._du_loaded_for_key()
-        if loaded is None and op.obj._du_needs_stored(op):
+        loaded = loaded_for_key(op.obj)
+        if loaded is None and op.kind is not OpKind.SAVE and needs_stored(op):
             loaded = yield from op.obj._du_read_steps()
             fresh.add(ident)
-        # Judged before anything is sent: refused if it holds another model's locks, else the
-        # write is guarded on exactly it (no request fails only to return what is known).
-        op.obj._du_judge(op, loaded)
+        if loaded is not None:
+            # Judged before anything is sent: refused if it holds another model's locks, else
+            # the write is guarded on exactly it (no request fails only to return what is known).
+            judge(op, loaded)
         judged[ident] = loaded
         stored[ident] = loaded
     foreign: set[str] = set()
     for _ in range(MAX_ATTEMPTS):
         records: dict[int, Write | None] = {}
         plans = []
-        with one_timestamp():   # every lock of the unit: one `created`
-            for ident, op in unit.ops.items():
-                if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
-                                     and ident in fresh):
-                    records[ident] = None   # deleting what does not exist: nothing to do
-                    continue
-                plan = _guard_others(op, op.obj._du_plan(op, stored[ident]), judged.get(ident))
-                records[ident] = plan.writes[0] if plan.writes else None
-                plans.append(plan)
-        plan = merge(plans, unit.checks).without_deletes(foreign)
+        now = _writes.Stamp()   # every lock of the unit: one `created`
+        for ident, op in unit.ops.items():
+            if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
+                                 and ident in fresh):
+                records[ident] = None   # deleting what does not exist: nothing to do
+                continue
+            plan = plan_op(op, stored[ident], now)
+            write = plan.writes[0] if plan.writes else None
+            if isinstance(write, RECORD_WRITES) and not isinstance(write.guard, Absent):
+                # A create needs no guard off other models' locks: the item must not exist.
+                plan = _guard_others(op, plan, write, judged.get(ident))
+                write = plan.writes[0]
+            records[ident] = write
+            plans.append(plan)
+        # One object's plan is already as DynamoDB needs it (one record write first, no lock
+        # item twice: each lock name has keys of its own); a unit of several is merged.
+        plan = plans[0] if len(plans) == 1 and not unit.checks else merge(plans, unit.checks)
+        if foreign:
+            plan = plan.without_deletes(foreign)
         st = stats()
         if st is not None:
             st.plan = plan
         if dry_run:
             return Flushed(plan, {}, records)
         response: dict[str, Any] = {}
-        request = render(plan) if plan.has_work else None
-        if plan.has_work:
-            repeats = [w for i, w in records.items()
-                       if w is not None and unit.ops[i].obj._du_state.unknown == w]
+        request = None
+        if plan.writes:
+            repeats = []   # record writes repeating a call whose outcome was unknown
+            for i, w in records.items():
+                if w is not None and unit.ops[i].obj._du_state.unknown == w:
+                    repeats.append(w)
+            request = render(plan)
+            sent = outgoing(plan, request)   # rendered once: what is sent, and its token
             try:
                 response = yield from execute_steps(plan, connection, policy=policy,
-                                                    repeats=repeats, request=request)
+                                                    repeats=repeats, request=request, sent=sent)
             except ForeignLockError as exc:
                 # Locks another record holds were never this unit's to delete: leave them.
                 # The next request carries every record guard again.
@@ -353,7 +333,8 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
                          "writing again without deleting it", model=exc.model, lock_key=key)
                 continue
             except ConcurrentModificationError as exc:
-                if not (yield from _settle(unit, records, exc, stored, fresh, done, judged)):
+                if not (yield from settle_steps(unit.ops, records, exc, stored, fresh, done,
+                                                judged)):
                     _log_stale(exc)
                     raise
                 continue
@@ -371,6 +352,54 @@ def flush_steps(unit: Unit, *, dry_run: bool = False) -> Steps[Flushed]:
     )
     _log_stale(gave_up)
     raise gave_up
+
+
+def _resend_is_safe(plan: Plan) -> bool:
+    """Whether resending after an ambiguous failure can neither apply twice nor mislead: an
+    update whose result cannot be predicted (``add``, arithmetic, ``if_not_exists``…) may apply
+    twice when unguarded, and when guarded its resend fails without a way to tell this call's
+    own write from someone else's: it is never resent."""
+    for write in plan.writes:
+        if isinstance(write, RecordUpdate) and write.predicted is None:
+            return False
+    return True
+
+
+def execute_steps(plan: Plan, connection: Connection, *,
+                  policy: RetryPolicy = DEFAULT_POLICY,
+                  repeats: Collection[Write] = (),
+                  request: Mapping[str, Any] | None = None,
+                  sent: tuple[str, dict[str, Any]] | None = None) -> Steps[dict[str, Any]]:
+    """:func:`execute` without I/O (``dynaunique._connection.Steps``). ``request``: the plan's
+    :func:`~dynaunique._render.render`, ``sent`` its ``outgoing``, when the caller has them."""
+    resend_safe = _resend_is_safe(plan)
+    if sent is None:
+        sent = outgoing(plan, render(plan) if request is None else request)
+    operation, params = sent
+    answer = yield from exchange_steps(connection, operation, params, policy=policy,
+                                       resend_safe=resend_safe)
+    if isinstance(answer, Ok):
+        return answer.data
+    failures = failures_of(plan, answer.response)
+    if failures is None:
+        raise error_for(answer, operation, params)
+    if answer.ambiguous and earlier_attempt_applied(plan, failures, lambda write: True):
+        return {}
+    if repeats and earlier_attempt_applied(plan, failures, lambda write: write in repeats):
+        return {}
+    raise failures_error(failures) from answer.cause
+
+
+def execute(plan: Plan, connection: Connection, *, policy: RetryPolicy = DEFAULT_POLICY,
+            sleep: Callable[[float], None] = time.sleep,
+            repeats: Collection[Write] = ()) -> dict[str, Any]:
+    """Send ``plan`` as one request and return DynamoDB's response; raise the mapped error.
+
+    Nothing but resends of this very request (same body, same token) is ever sent. ``repeats``:
+    record writes that repeat a call whose outcome was unknown (``OutcomeUnknownError``); like a
+    resend after an ambiguous failure, finding such a record already in place is success.
+    """
+    return run(execute_steps(plan, connection, policy=policy, repeats=repeats), sleep=sleep)
 
 
 def _log_stale(exc: ConcurrentModificationError) -> None:

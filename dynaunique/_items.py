@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -18,12 +20,12 @@ import attrs
 from dynaunique._locks import (
     MAX_HASH_KEY_BYTES,
     RESERVED_PREFIX,
-    is_reserved_key,
-    lock_key,
+    lock_keys,
     untyped,
 )
-from dynaunique.constraints import UniqueConstraint
+from dynaunique.constraints import UniqueConstraint, _evaluate_condition
 from dynaunique.errors import ConfigurationError, InvalidValueError, format_value
+from dynaunique.normalizers import Normalizer, _normalize_all
 
 Typed = dict[str, Any]
 #: A record's primary key as DynamoDB values: ``{"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}}``.
@@ -46,6 +48,14 @@ class BoundConstraint:
     to_lockable: tuple[Callable[[Any], Any], ...] = attrs.field(eq=False, repr=False)
     #: True when every field's value is encoded as it is (no conversion to apply).
     plain: bool = attrs.field(default=False, eq=False, repr=False)
+    #: The class's attributes of ``constraint.fields`` (what reads a field from a stored item).
+    attributes: tuple[Any, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: The normalizer of each field (None: the value as it is), looked up once.
+    normalizers: tuple[Normalizer | None, ...] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "normalizers",
+                           tuple(self.constraint.normalizer_for(f) for f in self.constraint.fields))
 
     @property
     def name(self) -> str:
@@ -55,7 +65,9 @@ class BoundConstraint:
 
 @attrs.frozen
 class ModelInfo:
-    """What the planner needs to know about a model class, computed once at class definition."""
+    """What the planner needs to know about a model class, computed once at class definition:
+    the class's template — key layout, lock rules, the attributes a lock depends on — so a
+    write reads these instead of recomputing them."""
 
     name: str
     table: str
@@ -73,6 +85,25 @@ class ModelInfo:
     #: DynamoDB types of the hash and range keys (``S``, ``N`` or ``B``).
     hash_type: str = "S"
     range_type: str | None = None
+    #: The table's hash and range key attribute names.
+    key_attributes: tuple[str, str | None] = attrs.field(init=False, eq=False, repr=False)
+    #: Whether any constraint is conditional (its lock depends on arbitrary fields).
+    has_conditions: bool = attrs.field(init=False, eq=False, repr=False)
+    #: The fields of hashed constraints: no message, log or span may show their values.
+    hashed_fields: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
+    #: The stored attributes a lock depends on: the constrained ones and the TTL.
+    lock_relevant: frozenset[str] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        relevant = {a for b in self.constraints for a in b.attr_names}
+        relevant.update([self.ttl_attr] if self.ttl_attr is not None else [])
+        hashed = frozenset(f for b in self.constraints if b.constraint.hashed
+                           for f in b.constraint.fields)
+        conditional = any(b.constraint.condition is not None for b in self.constraints)
+        for name, value in (("key_attributes", (self.hash_attr, self.range_attr)),
+                            ("has_conditions", conditional), ("hashed_fields", hashed),
+                            ("lock_relevant", frozenset(relevant))):
+            object.__setattr__(self, name, value)
 
     def typed_key(self, hash_value: Any, range_value: Any = None) -> TypedKey:
         """The typed primary key of serialized key values (as PynamoDB serializes them)."""
@@ -80,22 +111,6 @@ class ModelInfo:
         if self.range_attr is not None and range_value is not None:
             key[self.range_attr] = {self.range_type or "S": range_value}
         return key
-
-    @property
-    def key_attributes(self) -> tuple[str, str | None]:
-        """The table's hash and range key attribute names."""
-        return self.hash_attr, self.range_attr
-
-    @property
-    def hashed_fields(self) -> frozenset[str]:
-        """The fields of hashed constraints: no message, log or span may show their values."""
-        return frozenset(f for b in self.constraints if b.constraint.hashed
-                         for f in b.constraint.fields)
-
-    @property
-    def has_conditions(self) -> bool:
-        """Whether any constraint is conditional (its lock depends on arbitrary fields)."""
-        return any(b.constraint.condition is not None for b in self.constraints)
 
     def secret(self) -> bytes:
         """The HMAC secret of hashed constraints: ``Meta.lock_secret``, else the environment."""
@@ -135,60 +150,38 @@ class LockRef:
                 f"key={self.key!r}, value={self.shown}, hashed={self.hashed!r})")
 
 
-class _RecordingValues(dict[str, Any]):
-    """An instance's ``attribute_values`` that notes every attribute read through it."""
-
-    def __init__(self, data: Mapping[str, Any], reads: set[str]) -> None:
-        super().__init__(data)
-        self.reads = reads
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self.reads.add(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        self.reads.add(key)
-        return super().__getitem__(key)
-
-
-def _evaluate(condition: Callable[[Any], bool], instance: Any, reads: set[str] | None) -> bool:
-    """Evaluate a constraint's condition, noting (into ``reads``) the attributes it reads.
-
-    A deterministic condition that read only the attributes S of a state gives the same answer
-    on every state that agrees on S — so guarding a write on S (plus the constrained fields) is
-    enough to know the stored record holds exactly the locks this state holds.
-    """
-    values = getattr(instance, "attribute_values", None)
-    if reads is None or not isinstance(values, dict):
-        return bool(condition(instance))
-    names: set[str] = set()
-    instance.attribute_values = _RecordingValues(values, names)
-    try:
-        return bool(condition(instance))
-    finally:
-        instance.attribute_values = values
-        attributes = type(instance).get_attributes()
-        reads.update(attributes[n].attr_name for n in names if n in attributes)
-
-
 def lock_of(info: ModelInfo, bound: BoundConstraint, values: Sequence[Any]) -> LockRef | None:
     """The lock ``bound``'s constraint requires for these field values (None: a None is never
     locked). The values are the fields' python values as stored; the constraint's condition is
     not evaluated here (:func:`locks_of` does)."""
-    constraint = bound.constraint
-    normalized = constraint.normalized(values)
-    if None in normalized:
-        return None
-    lockable = (normalized if bound.plain else
-                tuple(conv(v) for conv, v in zip(bound.to_lockable, normalized, strict=True)))
-    secret = info.secret() if constraint.hashed else None
-    return LockRef(
-        constraint=constraint.name,
-        fields=constraint.fields,
-        key=lock_key(constraint.name, lockable, secret=secret),
-        value=constraint.display_value(lockable),
-        hashed=constraint.hashed,
-    )
+    return _lock_refs(info, [(bound, values)])[0]
+
+
+def _lock_refs(info: ModelInfo, rows: Sequence[tuple[BoundConstraint, Sequence[Any]]]
+               ) -> list[LockRef | None]:
+    """The lock of each (constraint, field values) row, None where a value is None: all values
+    normalized in one call, all keys made in one call (no module crossed per lock)."""
+    normalized = iter(_normalize_all([(n, v) for bound, values in rows
+                                     for n, v in zip(bound.normalizers, values, strict=True)]))
+    lockables: list[tuple[Any, ...] | None] = []
+    wanted: list[tuple[str, Sequence[Any], bytes | None]] = []
+    for bound, values in rows:
+        row = tuple(islice(normalized, len(values)))
+        lockable = None if None in row else row if bound.plain else tuple(
+            conv(v) for conv, v in zip(bound.to_lockable, row, strict=True))
+        lockables.append(lockable)
+        if lockable is not None:
+            hashed = bound.constraint.hashed
+            wanted.append((bound.constraint.name, lockable, info.secret() if hashed else None))
+    keys = iter(lock_keys(wanted))
+    refs: list[LockRef | None] = []
+    for (bound, _), lockable in zip(rows, lockables, strict=True):
+        c = bound.constraint
+        # The value as UniqueConstraint.display_value shows it: a scalar for one field.
+        refs.append(None if lockable is None else LockRef(
+            c.name, c.fields, next(keys), lockable[0] if len(lockable) == 1 else lockable,
+            c.hashed))
+    return refs
 
 
 def locks_of(info: ModelInfo, instance: Any, reads: set[str] | None = None) -> dict[str, LockRef]:
@@ -196,17 +189,48 @@ def locks_of(info: ModelInfo, instance: Any, reads: set[str] | None = None) -> d
 
     With ``reads``, the stored names of the attributes that conditions read are added to it.
     """
+    rows = [(bound, [getattr(instance, field) for field in bound.constraint.fields])
+            for bound in info.constraints]
     held: dict[str, LockRef] = {}
-    for bound in info.constraints:
-        constraint = bound.constraint
-        lock = lock_of(info, bound, [getattr(instance, field) for field in constraint.fields])
+    for (bound, _), lock in zip(rows, _lock_refs(info, rows), strict=True):
         if lock is None:
             continue
-        if constraint.condition is not None and not _evaluate(constraint.condition, instance,
-                                                                reads):
+        condition = bound.constraint.condition
+        if condition is not None and not _evaluate_condition(condition, instance, reads):
             continue
-        held[constraint.name] = lock
+        held[bound.constraint.name] = lock
     return held
+
+
+def _stored_value(attribute: Any, raw: Mapping[str, Any] | None) -> Any:
+    """A field's python value as the item stores it (a missing attribute takes its default,
+    as PynamoDB's loading does)."""
+    if raw is None or "NULL" in raw:
+        default = attribute.default
+        return default() if callable(default) else default
+    return attribute.deserialize(attribute.get_value(raw))
+
+
+def lock_inputs(model: Any, item: Mapping[str, Any]) -> Any:
+    """What :func:`locks_of` needs of a stored (or about to be stored) item of ``model``: locks
+    derive from what is stored, never from the python value. Without a condition (which may
+    read any attribute) only the constrained fields are deserialized, not the whole record."""
+    info = model._du_info
+    if info.has_conditions:
+        return model._du_build(item)
+    values: dict[str, Any] = {}
+    for bound in info.constraints:
+        for field, attribute in zip(bound.constraint.fields, bound.attributes, strict=True):
+            if field not in values:
+                values[field] = _stored_value(attribute, item.get(attribute.attr_name))
+    return SimpleNamespace(**values)
+
+
+def stored_locks(model: Any, item: Mapping[str, Any],
+                 reads: set[str] | None = None) -> dict[str, LockRef]:
+    """The locks ``item`` (as stored) requires of ``model``: :func:`locks_of` of its
+    :func:`lock_inputs`."""
+    return locks_of(model._du_info, lock_inputs(model, item), reads)
 
 
 # --- record keys and owners ----------------------------------------------------------------------
@@ -217,10 +241,11 @@ def record_key(info: ModelInfo, item: Mapping[str, Typed]) -> TypedKey:
     if info.hash_attr not in item:
         raise InvalidValueError(f"{info.name} has no value for its hash key {info.hash_field!r}")
     key = {info.hash_attr: item[info.hash_attr]}
-    if is_reserved_key(untyped(item[info.hash_attr])):
+    text = item[info.hash_attr].get("S")
+    if isinstance(text, str) and text.startswith(RESERVED_PREFIX):   # is_reserved_key, inline
         raise InvalidValueError(
-            f"{info.name}'s hash key {untyped(item[info.hash_attr])!r} starts with 'UNIQ#', which "
-            "is reserved for dynaunique's lock items"
+            f"{info.name}'s hash key {text!r} starts with 'UNIQ#', which is reserved for "
+            "dynaunique's lock items"
         )
     if info.range_attr is not None:
         if info.range_attr not in item:

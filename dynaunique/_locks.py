@@ -159,6 +159,11 @@ def lock_key(name: str, values: Sequence[Any], *, secret: bytes | None = None) -
     return key
 
 
+def lock_keys(wanted: Sequence[tuple[str, Sequence[Any], bytes | None]]) -> list[str]:
+    """:func:`lock_key` of each ``(name, values, secret)``: a record's lock keys in one call."""
+    return [lock_key(name, values, secret=secret) for name, values, secret in wanted]
+
+
 def secret_id(secret: bytes) -> str:
     """The fingerprint of a lock secret that hashed locks carry: 16 hex digits.
 

@@ -69,10 +69,12 @@ class Plan:
     #: A model without constraints: its single write is sent as PynamoDB sends it (no
     #: ``ReturnValuesOnConditionCheckFailure``, which only dynaunique's settling reads).
     pynamodb: bool = False
+    #: False when the plan is one record write and nothing else: a plain conditional write
+    #: (computed with the plan: the renderer and the sender both ask).
+    is_transaction: bool = attrs.field(init=False, eq=False, repr=False)
 
-    @property
-    def is_transaction(self) -> bool:
-        """False when the plan is one record write and nothing else: a plain conditional write."""
+    @is_transaction.default
+    def _is_transaction(self) -> bool:
         return not (len(self.writes) == 1 and isinstance(self.writes[0], _writes.RECORD_WRITES))
 
     @property
@@ -121,8 +123,10 @@ class Record:
     #: ``loaded`` is a record of another model (sharing these locks) that this write turns into
     #: one of ``info``'s: the locks it keeps are put again, naming this model.
     reown: bool = False
-    #: The ``created`` time of the lock puts.
-    now: str = ""
+    #: The ``created`` time of the lock puts, or the unit's one :class:`~dynaunique._writes.Stamp`.
+    now: str | _writes.Stamp = ""
+    #: The record's primary key (None: read off ``item``, or ``loaded`` for a delete).
+    key: TypedKey | None = None
 
 
 def _guard(record: Record, loaded: Mapping[str, Typed]) -> _writes.Unchanged:
@@ -135,13 +139,14 @@ def plan_save(record: Record) -> Plan:
     as a create when it was never loaded."""
     info, item, loaded = record.info, record.item, record.loaded
     assert item is not None
-    key = record_key(info, item)
+    key = record.key if record.key is not None else record_key(info, item)
     if loaded is None:
+        changes = diff_locks({}, record.new_locks)
         put = _writes.RecordPut(info.table, info.name, key, item, _writes.Absent(),
                                 record.condition, create=True)
-        puts = [_writes.lock_put(info, lock, key, item, created=record.now)
-                for _, lock in sorted(record.new_locks.items())]
-        return Plan((put, *puts), diff_locks({}, record.new_locks))
+        puts = _writes.lock_puts(info, [c.new for c in changes if c.new is not None],
+                                 key, item, created=record.now)
+        return Plan((put, *puts), changes)
 
     put = _writes.RecordPut(info.table, info.name, key, item, _guard(record, loaded),
                             record.condition)
@@ -152,7 +157,7 @@ def plan_save(record: Record) -> Plan:
 
 def _lock_writes(info: ModelInfo, changes: Sequence[LockChange], key: TypedKey,
                  before: Mapping[str, Typed], after: Mapping[str, Typed],
-                 now: str, *, reown: bool = False) -> list[_writes.Write]:
+                 now: str | _writes.Stamp, *, reown: bool = False) -> list[_writes.Write]:
     """The lock puts and deletes that take a record from ``before`` to ``after``."""
     ttl_changed = reown or _writes.ttl_epoch(info, after) != _writes.ttl_epoch(info, before)
     writes: list[_writes.Write] = []

@@ -215,6 +215,19 @@ def render(plan: Plan) -> dict[str, Any]:
     return {"TransactItems": items, "ReturnConsumedCapacity": "TOTAL"}
 
 
+def outgoing(plan: Plan, request: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``plan``'s rendered ``request`` as it is sent: (operation, parameters). A transaction is
+    size-checked and gets its call's one ``ClientRequestToken``; a single write names its
+    operation."""
+    if plan.is_transaction:
+        encoded = encode(request)
+        check_size(request, encoded)
+        return "TransactWriteItems", {**request, "ClientRequestToken": new_token(request,
+                                                                                 encoded)}
+    params = dict(request)
+    return params.pop("Operation"), params
+
+
 def render_checked(plan: Plan) -> dict[str, Any]:
     """:func:`render`, refusing (as a real send would) a transaction over DynamoDB's limits."""
     request = render(plan)

@@ -24,7 +24,6 @@ from dynaunique._writes import Lacking, OthersGuard, RecordPut, RecordUpdate, Wr
 
 if TYPE_CHECKING:
     from dynaunique._connection import Steps
-    from dynaunique._flush import Flushable
     from dynaunique._items import LockRef
     from dynaunique._plan import Plan
 
@@ -41,7 +40,8 @@ class OpKind(Kind):
 class Op:
     """One object's operation in a unit of work."""
 
-    obj: Flushable
+    #: The model instance (a ``dynaunique.Model``).
+    obj: Any
     kind: OpKind
     condition: Any = None
     add_version_condition: bool = True
@@ -106,6 +106,21 @@ def state_of(obj: Any) -> InstanceState:
     if state is None:
         state = obj.__dict__["_du_state"] = InstanceState()
     return state
+
+
+def loaded_for_key(obj: Any) -> dict[str, Any] | None:
+    """``obj``'s snapshot, if it is of its current key (a changed key is a new record)."""
+    loaded = state_of(obj).loaded
+    info = obj._du_info
+    if loaded is None or info is None:
+        return None
+    try:
+        key = info.typed_key(*obj._get_hash_range_key_serialized_values())
+    except Exception:
+        return None
+    if all(same_item(loaded.get(k), v) for k, v in key.items()):
+        return loaded
+    return None
 
 
 def _number_normal(value: Any) -> Any:

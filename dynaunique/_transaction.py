@@ -1,31 +1,26 @@
-"""Send a Plan to DynamoDB and map every failure back to the write that caused it.
+"""A refused write request mapped back to the write that caused it, and a failed guard settled.
 
 :mod:`dynaunique._render` builds the request (slot *i* of ``CancellationReasons`` is
-``plan.writes[i]``). ``execute(plan, connection)`` sends it as ONE request through
-:func:`dynaunique._connection.send` (the one boundary and retry loop): one ``ClientRequestToken``
-per call, reused by every resend. A failed condition is never retried here and nothing is ever
-sent after it: the refusal becomes one dynaunique error, except that after an ambiguous failure
-(or when repeating a call whose outcome was unknown) a record slot that already holds exactly
-this call's write proves the earlier attempt landed, whole — that is success.
-``execute_steps`` is that logic without I/O, which ``execute`` drives synchronously and
-``dynaunique.aio`` under asyncio.
+``plan.writes[i]``); ``dynaunique._flush.execute_steps`` sends it as ONE request. A failed
+condition is never retried and nothing is ever sent after it: the refusal becomes one
+dynaunique error (:func:`failures_error`), except that after an ambiguous failure (or when repeating
+a call whose outcome was unknown) a record slot that already holds exactly this call's write
+proves the earlier attempt landed, whole — that is success (:func:`earlier_attempt_applied`).
+A failed record guard of a flush is settled here (:func:`settle_steps`): replanned where that
+is safe by construction, else the caller's error.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from pynamodb.connection import Connection
-
-from dynaunique._answers import Ok, error_for
-from dynaunique._connection import DEFAULT_POLICY, RetryPolicy, Steps, exchange_steps, run
+from dynaunique._connection import Steps
 from dynaunique._locks import OWNER_ATTR, untyped
+from dynaunique._model.mixed import judge
 from dynaunique._plan import Plan
-from dynaunique._render import check_size, encode, new_token, render
-from dynaunique._state import same_item
+from dynaunique._state import Op, OpKind, holds, may_adopt, same_item
 from dynaunique._writes import (
     RECORD_WRITES,
     ConditionCheck,
@@ -47,7 +42,7 @@ from dynaunique.errors import (
 from dynaunique.observe import HASHED, emit
 from dynaunique.observe import write_logger as _log
 
-# --- executing -----------------------------------------------------------------------------------
+# --- a refusal, slot by slot --------------------------------------------------------------------
 
 
 def _is_own(write: Write, current: Mapping[str, Any] | None) -> bool:
@@ -61,8 +56,9 @@ def _is_own(write: Write, current: Mapping[str, Any] | None) -> bool:
     return False
 
 
-def _earlier_attempt_applied(plan: Plan, failures: list[tuple[Write, Mapping[str, Any] | None]],
-                             mine: Callable[[Write], bool]) -> bool:
+def earlier_attempt_applied(plan: Plan,
+                            failures: list[tuple[Write, Mapping[str, Any] | None]],
+                            mine: Callable[[Write], bool]) -> bool:
     """Did an earlier attempt of this very call land (``mine``: the record writes that may)?
 
     A transaction lands whole or not at all, so record slots that fail only because each record
@@ -86,16 +82,6 @@ def _record_failures(
     failures: list[tuple[Write, Mapping[str, Any] | None]],
 ) -> list[tuple[Write, Mapping[str, Any] | None]]:
     return [(w, c) for w, c in failures if isinstance(w, (RecordPut, RecordUpdate, RecordDelete))]
-
-
-def _resend_is_safe(plan: Plan) -> bool:
-    """Whether resending after an ambiguous failure can neither apply twice nor mislead.
-
-    An update whose result cannot be predicted (``add``, arithmetic, ``if_not_exists``…) may
-    apply twice when unguarded, and when guarded its resend fails without a way to tell this
-    call's own write from someone else's: it is never resent.
-    """
-    return not any(isinstance(w, RecordUpdate) and w.predicted is None for w in plan.writes)
 
 
 def _holder(current: Mapping[str, Any] | None) -> str:
@@ -134,7 +120,7 @@ def condition_failed(model: str, key: Mapping[str, Any]) -> str:
             "gave, or the version)")
 
 
-def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> DynauniqueError:
+def failures_error(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> DynauniqueError:
     """Turn the failed slots of one attempt into the one error the caller sees."""
     for write, current in failures:
         if isinstance(write, (RecordPut, RecordUpdate, RecordDelete)):
@@ -198,7 +184,7 @@ def _error_for(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dynaun
 
 
 
-def _failures(plan: Plan, response: Mapping[str, Any]
+def failures_of(plan: Plan, response: Mapping[str, Any]
               ) -> list[tuple[Write, Mapping[str, Any] | None]] | None:
     """The failed conditions of a refused request, slot by slot (None: not a failed condition)."""
     code = response.get("Error", {}).get("Code", "")
@@ -213,46 +199,69 @@ def _failures(plan: Plan, response: Mapping[str, Any]
     return failures or None
 
 
-def execute_steps(plan: Plan, connection: Connection, *,
-                  policy: RetryPolicy = DEFAULT_POLICY,
-                  repeats: Collection[Write] = (),
-                  request: Mapping[str, Any] | None = None) -> Steps[dict[str, Any]]:
-    """The logic of :func:`execute`, without I/O (see ``dynaunique._connection.Steps``).
+# --- settling a failed record guard (for dynaunique._flush) ---------------------------------------
 
-    ``request``: the plan's :func:`~dynaunique._render.render`, when the caller has it already.
+
+def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:
+    """Whether a failed record guard may be answered by replanning from what DynamoDB returned.
+
+    Yes for an object whose stored state this flush found itself (never loaded by the caller):
+    it had no view to be stale. No for a copy the caller loaded: its write was planned from
+    what the caller saw, and the caller must see the change (reload and retry).
     """
-    if request is None:
-        request = render(plan)
-    if plan.is_transaction:
-        encoded = encode(request)
-        check_size(request, encoded)
-        operation = "TransactWriteItems"
-        params = {**request, "ClientRequestToken": new_token(request, encoded)}
-    else:
-        params = dict(request)
-        operation = params.pop("Operation")
-    refused = yield from exchange_steps(connection, operation, params, policy=policy,
-                                        resend_safe=_resend_is_safe(plan))
-    if isinstance(refused, Ok):
-        return refused.data
-    failures = _failures(plan, refused.response)
-    if failures is None:
-        raise error_for(refused, operation, params)
-    if refused.ambiguous and _earlier_attempt_applied(plan, failures, lambda write: True):
-        return {}
-    if repeats and _earlier_attempt_applied(plan, failures,
-                                            lambda write: write in repeats):
-        return {}
-    raise _error_for(failures) from refused.cause
+    write = exc.write
+    if isinstance(write, RecordPut) and write.create:
+        return may_adopt(op, exc.current)
+    return fresh
 
 
-def execute(plan: Plan, connection: Connection, *, policy: RetryPolicy = DEFAULT_POLICY,
-            sleep: Callable[[float], None] = time.sleep,
-            repeats: Collection[Write] = ()) -> dict[str, Any]:
-    """Send ``plan`` as one request and return DynamoDB's response; raise the mapped error.
+def _already_gone(op: Op, exc: ConcurrentModificationError) -> bool:
+    """A loaded copy's delete whose record no longer exists: done, as in PynamoDB — unless a
+    version or a condition was asked for, which a missing record cannot satisfy."""
+    return (op.kind is OpKind.DELETE and isinstance(exc.write, RecordDelete)
+            and exc.current is None and op.condition is None
+            and not (op.add_version_condition and _versioned(op)))
 
-    Nothing but resends of this very request (same body, same token) is ever sent. ``repeats``:
-    record writes that repeat a call whose outcome was unknown (``OutcomeUnknownError``); like a
-    resend after an ambiguous failure, finding such a record already in place is success.
-    """
-    return run(execute_steps(plan, connection, policy=policy, repeats=repeats), sleep=sleep)
+
+def _versioned(op: Op) -> bool:
+    info = getattr(op.obj, "_du_info", None)
+    return info is not None and info.version_attr is not None
+
+
+def settle_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
+                 exc: ConcurrentModificationError,
+                 stored: dict[int, dict[str, Any] | None], fresh: set[int],
+                 done: set[int], judged: dict[int, dict[str, Any] | None]) -> Steps[bool]:
+    """A record guard of a flush failed: prepare the replan (True), or say the caller must see
+    it (False). ``stored``: the state each op is planned from; ``fresh``: found by the flush,
+    not the caller; ``done``: nothing left to do; ``judged``: the item each op met and judged
+    to hold no lock of another model (``_model.mixed``)."""
+    ident = next((i for i, w in records.items() if w is not None and w is exc.write), None)
+    if ident is None:
+        return False
+    op = ops[ident]
+    others = getattr(exc.write, "others", None)
+    if others is not None and not holds(others, exc.current):
+        # The item is not the one this write was guarded to meet: judge it (refused when it
+        # holds another model's locks), then send again guarded on exactly it.
+        judge(op, exc.current)
+        judged[ident] = dict(exc.current) if exc.current is not None else None
+        if op.kind is OpKind.UPDATE and ident in fresh:
+            stored[ident] = judged[ident]   # the update is predicted from what is there now
+        return True
+    if _already_gone(op, exc):
+        done.add(ident)
+        return True
+    if not _may_replan(op, exc, ident in fresh):
+        return False
+    # Adopt the record as DynamoDB returned it with the failure (the next request is guarded on
+    # exactly that state); without it, read it.
+    current = exc.current if exc.current is not None else (yield from op.obj._du_read_steps())
+    if ident in fresh and same_item(current, stored[ident]):
+        # Nothing moved since this flush read it: what failed is the caller's own condition
+        # (or version), which a replan would only fail again.
+        return False
+    judge(op, current)   # adopt only an item holding no lock this write leaves
+    stored[ident] = judged[ident] = dict(current) if current is not None else None
+    fresh.add(ident)
+    return True

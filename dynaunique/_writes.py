@@ -8,9 +8,7 @@ for a value moving between two records of one unit of work, its old holder), loc
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -181,31 +179,23 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-#: The one timestamp of the unit of work being planned (see :func:`one_timestamp`).
-_unit_time: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
-    "dynaunique_unit_time", default=None)
-
-
-@contextmanager
-def one_timestamp() -> Iterator[None]:
-    """Inside the block, :func:`stamp` is one :func:`now` for all: every lock a unit of work
-    writes carries the same ``created`` (they are written in one request, at one time)."""
-    token = _unit_time.set([])
-    try:
-        yield
-    finally:
-        _unit_time.reset(token)
-
-
 def stamp() -> str:
-    """The time to stamp a new lock with: the unit's one timestamp inside
-    :func:`one_timestamp` (taken at its first use), else :func:`now`."""
-    held = _unit_time.get()
-    if held is None:
-        return now()
-    if not held:
-        held.append(now())
-    return held[0]
+    """The time to stamp a lock with when no unit of work gave one: :func:`now`."""
+    return now()
+
+
+@attrs.define
+class Stamp:
+    """The one time of a unit of work: every lock it writes carries the same ``created`` (they
+    are written in one request, at one time), taken by :func:`now` at its first lock put."""
+
+    value: str | None = None
+
+    def take(self) -> str:
+        """The unit's time (taken now, if no lock took it yet)."""
+        if self.value is None:
+            self.value = now()
+        return self.value
 
 
 def unchanged_guard(
@@ -222,9 +212,7 @@ def unchanged_guard(
     alone is not enough: a record deleted and created again restarts at version 1, so a stale
     copy of the first life could pass a version-only guard with other values (and locks).
     """
-    wanted = {a for b in info.constraints for a in b.attr_names} | set(condition_reads)
-    if info.ttl_attr is not None:
-        wanted.add(info.ttl_attr)
+    wanted = info.lock_relevant.union(condition_reads)   # the class's template: once
     wanted -= {info.hash_attr, info.range_attr, info.version_attr}
     inputs = tuple((name, loaded.get(name)) for name in sorted(wanted))
     if use_version and info.version_attr is not None:
@@ -240,34 +228,50 @@ def ttl_epoch(info: ModelInfo, item: Mapping[str, Typed]) -> int | None:
 
 
 def lock_put(info: ModelInfo, lock: LockRef, owner: TypedKey, item: Mapping[str, Typed], *,
-             allowed: Iterable[TypedKey] | None = None, created: str | None = None) -> LockPut:
+             allowed: Iterable[TypedKey] | None = None,
+             created: str | Stamp | None = None) -> LockPut:
     """Put ``lock`` owned by ``owner``, the record ``item`` (its TTL is copied onto the lock).
 
     Guarded "missing, or held by one of ``allowed``" (default: ``owner`` itself — a retry, or a
     save that rewrote it meanwhile); a hand-over allows the previous holder instead. Never
     anyone else. A hashed lock carries the fingerprint of the model's secret, which made its key.
     """
+    return lock_puts(info, (lock,), owner, item, allowed=allowed, created=created)[0]
+
+
+def lock_puts(info: ModelInfo, locks: Iterable[LockRef], owner: TypedKey,
+              item: Mapping[str, Typed], *, allowed: Iterable[TypedKey] | None = None,
+              created: str | Stamp | None = None) -> list[LockPut]:
+    """:func:`lock_put` of each of ``locks`` of one record: the one builder of lock puts.
+    ``created``: their time, or the unit's :class:`Stamp` (default: :func:`now`)."""
     ttl = ttl_epoch(info, item)
-    return LockPut(
-        table=info.table,
-        model=info.name,
-        lock=lock,
-        owner=owner,
-        item=lock_item(
-            key_attributes=info.key_attributes,
-            lock_key_value=lock.key,
-            owner=owner,
+    ttl_attribute = (info.ttl_attr, ttl) if info.ttl_attr is not None and ttl is not None else None
+    guard = HeldBy(tuple(allowed) if allowed is not None else (owner,))
+    when = (created.take() if isinstance(created, Stamp) else
+            created if created is not None else now())
+    puts = []
+    for lock in locks:
+        puts.append(LockPut(
+            table=info.table,
             model=info.name,
-            constraint=lock.constraint,
-            value=lock.value,
-            hashed=lock.hashed,
-            created=created if created is not None else stamp(),
-            ttl=(info.ttl_attr, ttl) if info.ttl_attr is not None and ttl is not None else None,
-            secret=secret_id(info.secret()) if lock.hashed else None,
-        ),
-        guard=HeldBy(tuple(allowed) if allowed is not None else (owner,)),
-        key=lock_primary_key(info.key_attributes, lock.key),
-    )
+            lock=lock,
+            owner=owner,
+            item=lock_item(
+                key_attributes=info.key_attributes,
+                lock_key_value=lock.key,
+                owner=owner,
+                model=info.name,
+                constraint=lock.constraint,
+                value=lock.value,
+                hashed=lock.hashed,
+                created=when,
+                ttl=ttl_attribute,
+                secret=secret_id(info.secret()) if lock.hashed else None,
+            ),
+            guard=guard,
+            key=lock_primary_key(info.key_attributes, lock.key),
+        ))
+    return puts
 
 
 def lock_delete(table: str, key_attributes: tuple[str, str | None], lock: LockRef,

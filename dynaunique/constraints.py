@@ -125,3 +125,40 @@ class UniqueConstraint:
     def display_value(self, values: tuple[Any, ...]) -> Any:
         """The value as errors show it: a scalar for one field, a tuple for composites."""
         return values[0] if len(values) == 1 else values
+
+
+class _RecordingValues(dict[str, Any]):
+    """An instance's ``attribute_values`` that notes every attribute read through it."""
+
+    def __init__(self, data: Mapping[str, Any], reads: set[str]) -> None:
+        super().__init__(data)
+        self.reads = reads
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads.add(key)
+        return super().__getitem__(key)
+
+
+def _evaluate_condition(condition: Callable[[Any], bool], instance: Any,
+                        reads: set[str] | None) -> bool:
+    """Evaluate a constraint's condition, noting (into ``reads``) the attributes it reads.
+
+    A deterministic condition that read only the attributes S of a state gives the same answer
+    on every state that agrees on S — so guarding a write on S (plus the constrained fields) is
+    enough to know the stored record holds exactly the locks this state holds.
+    """
+    values = getattr(instance, "attribute_values", None)
+    if reads is None or not isinstance(values, dict):
+        return bool(condition(instance))
+    names: set[str] = set()
+    instance.attribute_values = _RecordingValues(values, names)
+    try:
+        return bool(condition(instance))
+    finally:
+        instance.attribute_values = values
+        attributes = type(instance).get_attributes()
+        reads.update(attributes[n].attr_name for n in names if n in attributes)

@@ -4,8 +4,9 @@ This module is Model's API — the sync and asyncio writes and reads, PynamoDB's
 safe — over mixins of one job each, in :mod:`dynaunique._model`: the metaclass binds the
 declared constraints when the class is defined (``binding``); every instance remembers the item
 it was loaded from (``instance``); a write diffs that snapshot against the current values
-(``planning``, pure) and is collected by ``atomic()`` or flushed alone (``calls``); the
-snapshot is refreshed only after a write succeeded. Unique lookups are ``lookup``'s; the guards
+(``dynaunique._record`` builds the one value the pure planner takes) and is collected by
+``atomic()`` or flushed alone (``dynaunique._flush``), which never calls back into the model;
+the snapshot is refreshed only after a write succeeded. Unique lookups are ``lookup``'s; the guards
 that keep lock items out of reads, ``reads``'.
 """
 
@@ -21,10 +22,11 @@ from pynamodb.models import Model as PynamoModel
 from pynamodb.pagination import ResultIterator
 
 from dynaunique._connection import run
-from dynaunique._model.binding import ModelMeta
-from dynaunique._model.calls import CallsMixin
+from dynaunique._flush import aflush_one, collect, flush_one
+from dynaunique._model.binding import ModelMeta, table_holds_locks
+from dynaunique._model.calls import check_update, pynamodb_call, update_op
 from dynaunique._model.lookup import LookupMixin
-from dynaunique._model.mixed import GuardedBatchWrite
+from dynaunique._model.mixed import GuardedBatchWrite, transact_condition
 from dynaunique._model.reads import ReadMixin, mark_partial
 from dynaunique._render import render_checked
 from dynaunique._state import Op, OpKind
@@ -35,7 +37,7 @@ __all__ = ["Model", "ModelMeta"]
 _M = TypeVar("_M", bound="Model")
 
 
-class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
+class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
     """A PynamoDB model whose ``unique=True`` fields and ``Meta.constraints`` are enforced.
 
     Everything PynamoDB offers keeps working (get, query, scan, indexes, conditions); lock items
@@ -66,15 +68,16 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
         :raises OtherModelRecordError: the item is another model's record holding locks this
             save does not carry.
         """
-        if not dry_run and self._du_collect(OpKind.SAVE, condition, add_version_condition):
+        pynamodb = not dry_run and pynamodb_writes(self)
+        if not dry_run and collect(self, OpKind.SAVE, condition, add_version_condition):
             return {}
-        if not dry_run and self._du_pynamodb_writes():
-            with self._du_pynamodb_call(OpKind.SAVE):
+        if pynamodb:
+            with pynamodb_call(self, OpKind.SAVE):
                 response = super().save(condition, add_version_condition=add_version_condition)
             self._du_loaded = self.serialize(null_check=False)
             return response
-        flushed = self._du_flush(Op(self, OpKind.SAVE, condition, add_version_condition),
-                                 dry_run)
+        flushed = flush_one(Op(self, OpKind.SAVE, condition, add_version_condition),
+                            dry_run=dry_run)
         return render_checked(flushed.plan) if dry_run else flushed.response
 
     async def asave(self, condition: Condition | None = None, *,
@@ -85,10 +88,10 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
         :meth:`save` is. A model without constraints is saved through the same flush (the
         request PynamoDB's ``save`` sends).
         """
-        if self._du_collect(OpKind.SAVE, condition, add_version_condition):
+        if collect(self, OpKind.SAVE, condition, add_version_condition):
             return {}
         op = Op(self, OpKind.SAVE, condition, add_version_condition)
-        return (await self._du_aflush(op)).response
+        return (await aflush_one(op)).response
 
     def delete(self, condition: Condition | None = None, *, add_version_condition: bool = True,
                dry_run: bool = False) -> Any:
@@ -98,15 +101,16 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
         Deleting a record that does not exist does nothing, as in PynamoDB (unless a version
         or a ``condition`` was to be checked on it).
         """
-        if not dry_run and self._du_collect(OpKind.DELETE, condition, add_version_condition):
+        pynamodb = not dry_run and pynamodb_writes(self)
+        if not dry_run and collect(self, OpKind.DELETE, condition, add_version_condition):
             return {}
-        if not dry_run and self._du_pynamodb_writes():
-            with self._du_pynamodb_call(OpKind.DELETE):
+        if pynamodb:
+            with pynamodb_call(self, OpKind.DELETE):
                 response = super().delete(condition, add_version_condition=add_version_condition)
             self._du_loaded = None
             return response
-        flushed = self._du_flush(Op(self, OpKind.DELETE, condition, add_version_condition),
-                                 dry_run)
+        flushed = flush_one(Op(self, OpKind.DELETE, condition, add_version_condition),
+                            dry_run=dry_run)
         if dry_run:
             return render_checked(flushed.plan) if flushed.plan.has_work else {}
         return flushed.response
@@ -114,10 +118,10 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
     async def adelete(self, condition: Condition | None = None, *,
                       add_version_condition: bool = True) -> Any:
         """:meth:`delete` for asyncio: ``await obj.adelete()`` — the same requests and errors."""
-        if self._du_collect(OpKind.DELETE, condition, add_version_condition):
+        if collect(self, OpKind.DELETE, condition, add_version_condition):
             return {}
         op = Op(self, OpKind.DELETE, condition, add_version_condition)
-        return (await self._du_aflush(op)).response
+        return (await aflush_one(op)).response
 
     def update(self, actions: list[Action], condition: Condition | None = None, *,
                add_version_condition: bool = True, dry_run: bool = False) -> Any:
@@ -130,21 +134,21 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
         cannot be known before sending (``add``, arithmetic, ``if_not_exists`` …) on a field a
         lock depends on raises :class:`UnsupportedOperationError`: assign and ``save()`` instead.
         """
-        self._du_check_update(actions)
-        if not dry_run and self._du_pynamodb_writes():
-            with self._du_pynamodb_call(OpKind.UPDATE):
+        check_update(actions)
+        if not dry_run and pynamodb_writes(self):
+            with pynamodb_call(self, OpKind.UPDATE):
                 return super().update(actions, condition,
                                       add_version_condition=add_version_condition)
-        flushed = self._du_flush(self._du_update_op(actions, condition, add_version_condition),
-                                 dry_run)
+        flushed = flush_one(update_op(self, actions, condition, add_version_condition),
+                            dry_run=dry_run)
         return render_checked(flushed.plan) if dry_run else flushed.response
 
     async def aupdate(self, actions: list[Action], condition: Condition | None = None, *,
                       add_version_condition: bool = True) -> Any:
         """:meth:`update` for asyncio: ``await obj.aupdate([Model.n.add(1)])``."""
-        self._du_check_update(actions)
-        op = self._du_update_op(actions, condition, add_version_condition)
-        return (await self._du_aflush(op)).response
+        check_update(actions)
+        op = update_op(self, actions, condition, add_version_condition)
+        return (await aflush_one(op)).response
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -267,29 +271,38 @@ class Model(CallsMixin, LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta
                                       **kwargs: Any) -> dict[str, Any]:
         """Refused for constrained models: PynamoDB's TransactWrite would bypass the locks;
         for others, guarded off the locks of a table that holds them."""
-        self._du_refuse_pynamo_transaction()
-        return super().get_save_kwargs_from_instance(self._du_transact_condition(condition),
+        _refuse_pynamo_transaction(self)
+        return super().get_save_kwargs_from_instance(transact_condition(self, condition),
                                                      *args, **kwargs)
 
     def get_delete_kwargs_from_instance(self, condition: Condition | None = None, *args: Any,
                                         **kwargs: Any) -> dict[str, Any]:
         """As :meth:`get_save_kwargs_from_instance`, for PynamoDB's ``TransactWrite.delete``."""
-        self._du_refuse_pynamo_transaction()
-        return super().get_delete_kwargs_from_instance(self._du_transact_condition(condition),
+        _refuse_pynamo_transaction(self)
+        return super().get_delete_kwargs_from_instance(transact_condition(self, condition),
                                                        *args, **kwargs)
 
     def get_update_kwargs_from_instance(self, actions: list[Action],
                                         condition: Condition | None = None, *args: Any,
                                         **kwargs: Any) -> dict[str, Any]:
         """As :meth:`get_save_kwargs_from_instance`, for PynamoDB's ``TransactWrite.update``."""
-        self._du_refuse_pynamo_transaction()
+        _refuse_pynamo_transaction(self)
         return super().get_update_kwargs_from_instance(
-            actions, self._du_transact_condition(condition), *args, **kwargs)
+            actions, transact_condition(self, condition), *args, **kwargs)
 
-    def _du_refuse_pynamo_transaction(self) -> None:
-        info = self._du_info
-        if info is not None and info.constraints:
-            raise UnsupportedOperationError(
-                f"PynamoDB's TransactWrite would write {type(self).__name__} without its locks; "
-                "use `with dynaunique.atomic(): obj.save()` instead"
-            )
+
+def pynamodb_writes(obj: Any) -> bool:
+    """Whether ``obj``'s writes are PynamoDB's own: a model without constraints on a table
+    that holds no lock items. On a table that does, every model's writes go through the flush,
+    sync as async: one write path, guarded off the locks (``_model.mixed``)."""
+    info = obj._du_info
+    return info is None or not (info.constraints or table_holds_locks(info.table))
+
+
+def _refuse_pynamo_transaction(obj: Any) -> None:
+    info = obj._du_info
+    if info is not None and info.constraints:
+        raise UnsupportedOperationError(
+            f"PynamoDB's TransactWrite would write {type(obj).__name__} without its locks; "
+            "use `with dynaunique.atomic(): obj.save()` instead"
+        )

@@ -26,6 +26,13 @@ from dynaunique.errors import ConfigurationError
 Normalizer = Callable[[Any], Any]
 
 
+def _normalize_all(pairs: Iterable[tuple[Normalizer | None, Any]]) -> list[Any]:
+    """Each value through its normalizer (None: the value as it is; a None value stays None):
+    all of a record's lock values in one call."""
+    return [value if function is None or value is None else function(value)
+            for function, value in pairs]
+
+
 def casefold(value: Any) -> Any:
     """Case-insensitive comparison: ``"Ada@X.io"`` → ``"ada@x.io"`` (``str.casefold``)."""
     return value.casefold() if isinstance(value, str) else value

@@ -88,6 +88,7 @@ def bind_constraint(
     """
     attr_names: list[str] = []
     converters: list[Callable[[Any], Any]] = []
+    bound_attributes: list[pa.Attribute[Any]] = []
     for field in constraint.fields:
         attribute = attributes.get(field)
         if attribute is None:
@@ -95,11 +96,13 @@ def bind_constraint(
         if check is not None:
             check(field, attribute)
         attr_names.append(attribute.attr_name)
+        bound_attributes.append(attribute)
         converters.append(attribute.serialize if isinstance(attribute, pa.UTCDateTimeAttribute)
                           else _identity)
     live = constraint if isinstance(constraint, UniqueConstraint) else constraint.to_constraint()
     return BoundConstraint(live, tuple(attr_names), tuple(converters),
-                           plain=all(c is _identity for c in converters))
+                           plain=all(c is _identity for c in converters),
+                           attributes=tuple(bound_attributes))
 
 
 # --- a model class -------------------------------------------------------------------------------
@@ -335,19 +338,15 @@ def table_holds_locks(table: str) -> bool:
 # of, and which locks it holds, is judged against all of them (dynaunique._model.mixed).
 _table_models: dict[str, dict[str, type]] = {}
 _table_models_guard = threading.Lock()
-#: Bumped whenever a model is registered, so what is derived from the registry can be cached.
-_table_models_generation = [0]
+#: Bumped whenever a model is registered, so what is derived from the registry can be cached
+#: (``GENERATION[0]``: read on every write's path, without a call).
+_table_models_generation = GENERATION = [0]
 
 
 def _register_model(cls: type, table: str) -> None:
     with _table_models_guard:
         _table_models.setdefault(table, {})[cls.__name__] = cls
         _table_models_generation[0] += 1
-
-
-def table_models_generation() -> int:
-    """A number that changes whenever a model is bound to a table (for caches)."""
-    return _table_models_generation[0]
 
 
 def table_models(table: str) -> tuple[Any, ...]:

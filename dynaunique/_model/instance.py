@@ -1,9 +1,9 @@
 """What a Model instance remembers: the item it was loaded from, its key, that item's locks.
 
 Each instance keeps one :class:`~dynaunique._state.InstanceState` (the snapshot the next write
-guards on and diffs against, and caches of the locks a snapshot holds); this mixin reads it for
-the model: its key, the locks of a stored item, the one read of its record. What a success does
-to it is ``dynaunique._state``'s (:func:`~dynaunique._state.finish_steps`).
+guards on and diffs against, and caches of the locks a snapshot holds); this mixin gives the
+model its key and the one read of its record. Everything else about that state is
+``dynaunique._state``'s, and the write path reads it there, not through the model.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from functools import cached_property
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pynamodb.connection import Connection
 
 from dynaunique._answers import Refused, error_for
 from dynaunique._connection import RetryPolicy, Steps, connection_for, exchange_steps, policy_for
-from dynaunique._items import LockRef, ModelInfo, locks_of
-from dynaunique._state import same_item, state_of
+from dynaunique._items import ModelInfo, lock_inputs
+from dynaunique._state import state_of
 
 if TYPE_CHECKING:
     # The mixins of dynaunique.Model are PynamoDB models to the type checker; at run time they
@@ -107,53 +106,12 @@ class InstanceMixin(ModelBase):
         assert info is not None
         return info.typed_key(*self._get_hash_range_key_serialized_values())
 
-    def _du_loaded_for_key(self) -> dict[str, Any] | None:
-        """The loaded item, if it is this object's current key (a changed key is a new record)."""
-        loaded = self._du_loaded
-        info = self._du_info
-        if loaded is None or info is None:
-            return None
-        try:
-            key = self._du_key()
-        except Exception:
-            return None
-        if all(same_item(loaded.get(k), v) for k, v in key.items()):
-            return loaded
-        return None
-
     # --- the locks of a state --------------------------------------------------------------------
 
     @classmethod
     def _du_lock_inputs(cls, item: Mapping[str, Any]) -> Any:
-        """What ``locks_of`` needs of a stored (or about to be stored) item: locks derive from
-        what is stored, never from the python value. Without a condition (which may read any
-        attribute) only the constrained fields are deserialized, not the whole record."""
-        info = cls._du_info
-        assert info is not None
-        if info.has_conditions:
-            return cls._du_build(item)
-        attributes = cls.get_attributes()
-        values: dict[str, Any] = {}
-        for bound in info.constraints:
-            for field in bound.constraint.fields:
-                attribute = attributes[field]
-                raw = item.get(attribute.attr_name)
-                if raw is None or "NULL" in raw:
-                    # As PynamoDB's loading does: a missing attribute takes its default.
-                    default = attribute.default
-                    values[field] = default() if callable(default) else default
-                else:
-                    values[field] = attribute.deserialize(attribute.get_value(raw))
-        return SimpleNamespace(**values)
-
-    def _du_old_locks(self, loaded: Mapping[str, Any] | None,
-                      reads: set[str] | None = None) -> dict[str, LockRef]:
-        info = self._du_info
-        assert info is not None
-        if loaded is None:
-            return {}
-        return state_of(self).locks_of_snapshot(
-            loaded, lambda item, found: locks_of(info, self._du_lock_inputs(item), found), reads)
+        """What ``locks_of`` needs of a stored item (:func:`dynaunique._items.lock_inputs`)."""
+        return lock_inputs(cls, item)
 
     # --- the unit of work's hooks about state (dynaunique._flush) ---------------------------------
 

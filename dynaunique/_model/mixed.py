@@ -26,9 +26,8 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.models import BatchWrite
 
-from dynaunique._items import claim, locks_of, plain_key
-from dynaunique._model.binding import table_models, table_models_generation
-from dynaunique._model.reads import ReadMixin
+from dynaunique._items import claim, plain_key, stored_locks
+from dynaunique._model.binding import GENERATION, table_models
 from dynaunique._state import Op, OpKind, holds
 from dynaunique._writes import Lacking, OthersGuard, Shaped
 from dynaunique.errors import OtherModelRecordError
@@ -43,10 +42,22 @@ def _models(table: str) -> list[Any]:
 _lacking: dict[Any, tuple[int, Lacking | None]] = {}
 
 
+# table → (registry generation, how many models it has): as ``_lacking``, for every loaded save.
+_counts: dict[str, tuple[int, int]] = {}
+
+
+def _model_count(table: str) -> int:
+    """How many models are bound to ``table`` (cached per registry generation)."""
+    cached = _counts.get(table)
+    if cached is None or cached[0] != GENERATION[0]:
+        cached = _counts[table] = (GENERATION[0], len(table_models(table)))
+    return cached[1]
+
+
 def lacking(cls: Any) -> Lacking | None:
     """The cheap guard of ``cls``'s writes: the item lacks a field of every constraint of the
     table that ``cls`` does not declare itself (None: there is none)."""
-    generation = table_models_generation()
+    generation = GENERATION[0]
     cached = _lacking.get(cls)
     if cached is not None and cached[0] == generation:
         return cached[1]
@@ -119,7 +130,7 @@ def exactly(cls: Any, item: Mapping[str, Any]) -> Shaped:
 def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
     """Whether ``item`` is a record of a model of the table other than ``cls`` (by the audit's
     rule): a save by ``cls`` makes it one of ``cls``'s, and the locks it keeps must say so."""
-    if item is None or len(table_models(cls._du_info.table)) < 2:
+    if item is None or _model_count(cls._du_info.table) < 2:
         return False
     models = _models(cls._du_info.table)
     owner, _ = claim(models, item, prefer=cls)
@@ -172,93 +183,94 @@ class GuardedBatchWrite(BatchWrite[Any]):
                 item.delete(add_version_condition=False)
 
 
-class MixedMixin(ReadMixin):
-    """The unit of work's hooks for tables several models share (``dynaunique._flush``)."""
+# --- the unit of work's judging (dynaunique._flush, dynaunique._record) ---------------------------
 
-    def _du_others_guard(self, op: Op,
-                         judged: Mapping[str, Any] | None) -> OthersGuard | None:
-        """The guard keeping this object's write off other models' locks: the cheap one, or —
-        once an item failing it was judged to hold none — "exactly that item". An update
-        setting a field of another model's constraint was judged on its result: it is always
-        guarded on exactly the item it was predicted from (and never creates one)."""
-        cheap = lacking(type(self))
-        if cheap is None:
-            return None
-        if op.kind is OpKind.UPDATE and touched(op) & others_fields(type(self)):
-            return exactly(type(self), judged) if judged is not None else Shaped(())
-        if judged is None or holds(cheap, judged):
-            return cheap
-        return exactly(type(self), judged)
 
-    def _du_judge_result(self, before: Mapping[str, Any], after: Mapping[str, Any],
-                         locks: Iterable[str], moves: bool) -> None:
-        """Refuse an update whose result would be a record of another model than the one whose
-        locks it leaves (``locks``: the lock keys this write leaves the record holding), or
-        that writes locks (``moves``) for a record that stays another model's: a lock names
-        the model of its record."""
-        cls = type(self)
-        info = cls._du_info
-        assert info is not None
-        models = _models(info.table)
-        if len(models) < 2:
-            return
-        owner, problem = claim(models, after, prefer=cls)
-        required = (set() if owner is None else
-                    {r.key for r in locks_of(owner._du_info,
-                                             owner._du_lock_inputs(after)).values()})
-        foreign = owner is not None and owner._du_info.name != info.name
-        if problem is None and required == set(locks) and not (moves and foreign):
-            return
-        key = plain_key({k: before[k] for k in info.key_attributes if k is not None})
-        other = owner._du_info.name if owner is not None else "no model"
+def others_guard(op: Op, judged: Mapping[str, Any] | None) -> OthersGuard | None:
+    """The guard keeping ``op``'s write off other models' locks: the cheap one, or — once an
+    item failing it was judged to hold none — "exactly that item". An update setting a field
+    of another model's constraint was judged on its result: it is always guarded on exactly
+    the item it was predicted from (and never creates one)."""
+    cls = type(op.obj)
+    cheap = lacking(cls)
+    if cheap is None:
+        return None
+    if op.kind is OpKind.UPDATE and touched(op) & others_fields(cls):
+        return exactly(cls, judged) if judged is not None else Shaped(())
+    if judged is None or holds(cheap, judged):
+        return cheap
+    return exactly(cls, judged)
+
+
+def judge_result(cls: Any, before: Mapping[str, Any], after: Mapping[str, Any],
+                 locks: Iterable[str], moves: bool) -> None:
+    """Refuse an update whose result would be a record of another model than the one whose
+    locks it leaves (``locks``: the lock keys this write leaves the record holding), or that
+    writes locks (``moves``) for a record that stays another model's: a lock names the model
+    of its record."""
+    info = cls._du_info
+    models = _models(info.table)
+    if len(models) < 2:
+        return
+    owner, problem = claim(models, after, prefer=cls)
+    required = (set() if owner is None else
+                {r.key for r in stored_locks(owner, after).values()})
+    foreign = owner is not None and owner._du_info.name != info.name
+    if problem is None and required == set(locks) and not (moves and foreign):
+        return
+    key = plain_key({k: before[k] for k in info.key_attributes if k is not None})
+    other = owner._du_info.name if owner is not None else "no model"
+    raise OtherModelRecordError(
+        f"{info.name} cannot update {key}: the result would be a record of {other} "
+        f"({problem or 'whose locks are not the ones this update leaves'}); save it as "
+        "the model it is, or delete it and create it as the other",
+        model=info.name, other_model=other if owner is not None else "", key=key)
+
+
+def transact_condition(obj: Any, condition: Condition | None) -> Condition | None:
+    """The condition of ``obj``'s write in PynamoDB's ``TransactWrite``: a reserved key is
+    refused; on a table other models share, the cheap guard is added (there is no judging and
+    resending inside someone else's transaction: it fails instead)."""
+    info = obj._du_info
+    if info is None:
+        return condition
+    obj._du_check_key(obj._get_hash_range_key_serialized_values()[0])
+    cheap = lacking(type(obj))
+    if cheap is None:
+        return condition
+    guard = as_condition(cheap, info.hash_attr)
+    return guard if condition is None else condition & guard
+
+
+def judge(op: Op, item: Mapping[str, Any] | None) -> None:
+    """Refuse to write over ``item`` when it holds a lock ``op``'s write does not carry.
+
+    :raises OtherModelRecordError: naming both models and the locks at stake.
+    """
+    if item is None:
+        return
+    cls = type(op.obj)
+    cheap = lacking(cls)
+    if cheap is None or holds(cheap, item):
+        return
+    info = cls._du_info
+    verb = "delete" if op.kind is OpKind.DELETE else "replace"
+    key = plain_key({k: item[k] for k in info.key_attributes if k is not None and k in item})
+    owner, problem = claim(_models(info.table), item, prefer=cls)
+    if problem is not None:
         raise OtherModelRecordError(
-            f"{info.name} cannot update {key}: the result would be a record of {other} "
-            f"({problem or 'whose locks are not the ones this update leaves'}); save it as "
-            "the model it is, or delete it and create it as the other",
-            model=info.name, other_model=other if owner is not None else "", key=key)
-
-    def _du_transact_condition(self, condition: Condition | None) -> Condition | None:
-        """The condition of this object's write in PynamoDB's ``TransactWrite``: a reserved key
-        is refused; on a table other models share, the cheap guard is added (there is no
-        judging and resending inside someone else's transaction: it fails instead)."""
-        info = self._du_info
-        if info is None:
-            return condition
-        self._du_check_key(self._get_hash_range_key_serialized_values()[0])
-        cheap = lacking(type(self))
-        if cheap is None:
-            return condition
-        guard = as_condition(cheap, info.hash_attr)
-        return guard if condition is None else condition & guard
-
-    def _du_judge(self, op: Op, item: Mapping[str, Any] | None) -> None:
-        """Refuse to write over ``item`` when it holds a lock this object's write does not carry.
-
-        :raises OtherModelRecordError: naming both models and the locks at stake.
-        """
-        cheap = lacking(type(self))
-        if item is None or cheap is None or holds(cheap, item):
-            return
-        cls = type(self)
-        info = cls._du_info
-        assert info is not None
-        verb = "delete" if op.kind is OpKind.DELETE else "replace"
-        key = plain_key({k: item[k] for k in info.key_attributes if k is not None and k in item})
-        owner, problem = claim(_models(info.table), item, prefer=cls)
-        if problem is not None:
-            raise OtherModelRecordError(
-                f"{info.name} cannot {verb} {key}: which model it is a record of is unclear "
-                f"({problem}); write it as the model it belongs to",
-                model=info.name, other_model="", key=key)
-        if owner is None or not owner._du_info.constraints:
-            return
-        held = locks_of(owner._du_info, owner._du_lock_inputs(item))
-        mine = ({ref.key for ref in locks_of(info, cls._du_lock_inputs(item)).values()}
-                if info.constraints else set())
-        foreign = sorted(name for name, ref in held.items() if ref.key not in mine)
-        if foreign:
-            other = owner._du_info.name
-            raise OtherModelRecordError(
-                f"{info.name} cannot {verb} {key}: it is a record of {other} holding locks "
-                f"{', '.join(foreign)}; delete it as {other} first, or do both in atomic()",
-                model=info.name, other_model=other, key=key, locks=foreign)
+            f"{info.name} cannot {verb} {key}: which model it is a record of is unclear "
+            f"({problem}); write it as the model it belongs to",
+            model=info.name, other_model="", key=key)
+    if owner is None or not owner._du_info.constraints:
+        return
+    held = stored_locks(owner, item)
+    mine = ({ref.key for ref in stored_locks(cls, item).values()}
+            if info.constraints else set())
+    foreign = sorted(name for name, ref in held.items() if ref.key not in mine)
+    if foreign:
+        other = owner._du_info.name
+        raise OtherModelRecordError(
+            f"{info.name} cannot {verb} {key}: it is a record of {other} holding locks "
+            f"{', '.join(foreign)}; delete it as {other} first, or do both in atomic()",
+            model=info.name, other_model=other, key=key, locks=foreign)

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._transaction import execute
+from dynaunique._flush import execute
 from dynaunique.errors import AuditError, DynauniqueError, WriteConflict
 
 from ._judge import Finding, _involved, _recheck

@@ -141,7 +141,7 @@ def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> 
     dynaunique never reuses a token across calls; this forces one to show the mapping."""
     first = Signalled(pk="S#10", email="first@x.io")
     second = Signalled(pk="S#11", email="second@x.io")
-    with mock.patch("dynaunique._transaction.new_token", return_value="fixed-token-1"):
+    with mock.patch("dynaunique._render.new_token", return_value="fixed-token-1"):
         first.save()
         with pytest.raises(DynauniqueError, match=r"ClientRequestToken .* different request"):
             second.save()

@@ -47,7 +47,7 @@ from dynaunique._locks import (
     lock_key,
     split_lock_key,
 )
-from dynaunique._model.stored import serialize_checked
+from dynaunique._record import serialize_checked
 from dynaunique.attributes import (
     BinaryAttribute,
     BooleanAttribute,

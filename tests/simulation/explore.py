@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 import botocore.exceptions
 
-import dynaunique._transaction as transaction_module
+import dynaunique._render as render_module
 import dynaunique._writes as writes_module
 from dynaunique._connection import Request
 from dynaunique.errors import UniqueViolation
@@ -82,7 +82,7 @@ def simulation(mutant: str | None = None) -> Iterator[None]:
     mutant, if any, switched on."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(patched(writes_module, "now", lambda _: lambda: "SIMULATED"))
-        stack.enter_context(patched(transaction_module, "new_token", _token_outside))
+        stack.enter_context(patched(render_module, "new_token", _token_outside))
         stack.enter_context(handing_off())
         if mutant is not None:
             if mutant not in MUTANTS:

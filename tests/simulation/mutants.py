@@ -10,9 +10,10 @@ from typing import Any
 import attrs
 
 import dynaunique._flush as flush_module
+import dynaunique._record as record_module
 import dynaunique._render as render_module
 import dynaunique._writes as writes_module
-from dynaunique._model.planning import PlanningMixin
+from dynaunique._items import locks_of
 from dynaunique._transaction import same_item
 from dynaunique.errors import ConcurrentModificationError
 
@@ -66,6 +67,7 @@ def _stale_follow_up() -> Any:
                     return {}
                 # The follow-up is its own request: the whole plan's rendering does not apply.
                 kwargs.pop("request", None)
+                kwargs.pop("sent", None)
                 return (yield from original(rest, connection, **kwargs))
         return execute_steps
     return patched(flush_module, "execute_steps", wrap)
@@ -75,24 +77,26 @@ def _lock_from_python_value() -> Any:
     """A save's new locks computed from the object's python values instead of the item it
     stores (``"V1"`` locked as ``V1`` while ``"v1"`` is stored)."""
     def wrap(original: Any) -> Any:
-        def plan_save_from(self: Any, loaded: Any, *args: Any, **kwargs: Any) -> Any:
-            item_of, inputs_of = self._du_item, type(self)._du_lock_inputs
+        def plan_save_from(obj: Any, loaded: Any, *args: Any, **kwargs: Any) -> Any:
+            item_of, stored_locks = record_module.item_of, record_module.stored_locks
             items: list[Any] = []
 
-            def item(base: Any) -> Any:
-                items.append(item_of(base))
+            def item(of: Any, base: Any) -> Any:
+                items.append(item_of(of, base))
                 return items[-1]
 
-            def lock_inputs(raw: Any) -> Any:
-                return self if items and raw is items[-1] else inputs_of(raw)
+            def locks(model: Any, raw: Any, reads: Any = None) -> Any:
+                if items and raw is items[-1]:
+                    return locks_of(model._du_info, obj, reads)
+                return stored_locks(model, raw, reads)
 
-            self._du_item, self._du_lock_inputs = item, lock_inputs
+            record_module.item_of, record_module.stored_locks = item, locks
             try:
-                return original(self, loaded, *args, **kwargs)
+                return original(obj, loaded, *args, **kwargs)
             finally:
-                del self._du_item, self._du_lock_inputs
+                record_module.item_of, record_module.stored_locks = item_of, stored_locks
         return plan_save_from
-    return patched(PlanningMixin, "_du_plan_save_from", wrap)
+    return patched(record_module, "plan_save_from", wrap)
 
 
 def _lock_put_unguarded() -> Any:

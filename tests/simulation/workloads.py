@@ -26,12 +26,14 @@ from dynaunique._answers import answer_of
 from dynaunique._atomic import Atomic
 from dynaunique._connection import Request, Sleep
 from dynaunique._flush import Op, OpKind, Unit, flush_steps
+from dynaunique._model.calls import check_update, update_op
 from dynaunique.errors import (
     ConcurrentModificationError,
     DynauniqueError,
     OtherModelRecordError,
     UniqueViolation,
 )
+from dynaunique.model import pynamodb_writes
 
 from .blocking import backfill, blocking_steps, repair
 from .memory import MemoryDynamoDB
@@ -139,15 +141,15 @@ class Client:
             block.add_save(b, None, True)
             return flush_steps(block.unit)
         obj = self._obj(action.model, action.record)
-        assert not obj._du_pynamodb_writes(), "every simulated write goes through the flush"
+        assert not pynamodb_writes(obj), "every simulated write goes through the flush"
         field = _FIELDS[action.model]
         if action.kind == "save":
             setattr(obj, field, action.value)
             op = Op(obj, OpKind.SAVE)
         elif action.kind == "update":
             actions = [getattr(type(obj), field).set(action.value)]
-            obj._du_check_update(actions)
-            op = obj._du_update_op(actions, None, True)
+            check_update(actions)
+            op = update_op(obj, actions, None, True)
         else:
             op = Op(obj, OpKind.DELETE)
         unit = Unit()

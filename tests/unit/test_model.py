@@ -21,7 +21,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique._model.stored import serialize_checked, stored_problem
+from dynaunique._record import serialize_checked, stored_problem
 from dynaunique.attributes import (
     NumberAttribute,
     UnicodeAttribute,

@@ -24,6 +24,8 @@ from dynaunique import (
 )
 from dynaunique._items import LockRef, ModelInfo, locks_of
 from dynaunique._plan import LockChange, Plan, Record, merge, plan_delete, plan_save
+from dynaunique._record import plan_delete as plan_delete_of
+from dynaunique._record import plan_save as plan_of
 from dynaunique._render import render
 from dynaunique._writes import (
     Absent,
@@ -148,7 +150,7 @@ UNCHANGED_NAMES = {"#g0": "PK", "#g1": "email", "#g2": "username"}
 
 def test_create_plan_is_record_put_plus_one_lock_put_per_unique_field() -> None:
     acct = Account(pk="ACCT#1", email="Ada@Lovelace.io", username="ada", name="Ada")
-    plan = acct._du_plan_save()
+    plan = plan_of(acct)
     record = {"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}, "email": {"S": "Ada@Lovelace.io"},
               "username": {"S": "ada"}, "name": {"S": "Ada"}}
     email = LockRef("EMAIL", ("email",), "UNIQ#EMAIL#ada@lovelace.io", "ada@lovelace.io")
@@ -248,7 +250,7 @@ def test_a_hash_key_in_the_reserved_namespace_is_refused() -> None:
 def test_update_without_unique_change_is_one_plain_guarded_put() -> None:
     acct = loaded(Account, pk="ACCT#1", email="ada@x.io", username="ada", name="Ada")
     acct.name = "Augusta"
-    plan = acct._du_plan_save()
+    plan = plan_of(acct)
     assert not plan.is_transaction
     assert plan.changes == (
         LockChange("EMAIL", LockRef("EMAIL", ("email",), "UNIQ#EMAIL#ada@x.io", "ada@x.io"),
@@ -302,7 +304,7 @@ def test_update_with_version_is_guarded_on_the_version_and_the_lock_inputs() -> 
 def test_normalization_only_change_touches_no_lock() -> None:
     acct = loaded(Account, pk="ACCT#1", email="Ada@X.io", username="ada")
     acct.email = "ada@x.io"
-    plan = acct._du_plan_save()
+    plan = plan_of(acct)
     assert [c.kind for c in plan.changes] == ["unchanged", "unchanged"]
     assert acct.save(dry_run=True) == {
         "Operation": "PutItem",
@@ -324,7 +326,7 @@ def test_normalization_only_change_touches_no_lock() -> None:
 def test_update_changing_one_value_moves_its_lock() -> None:
     acct = loaded(Account, pk="ACCT#1", email="ada@x.io", username="ada")
     acct.email = "Ada@Analytical.Engine"
-    plan = acct._du_plan_save()
+    plan = plan_of(acct)
     old = LockRef("EMAIL", ("email",), "UNIQ#EMAIL#ada@x.io", "ada@x.io")
     new = LockRef("EMAIL", ("email",), "UNIQ#EMAIL#ada@analytical.engine",
                   "ada@analytical.engine")
@@ -380,7 +382,7 @@ def test_update_with_version_changing_a_value() -> None:
 def test_setting_a_none_value_takes_a_lock_and_deletes_none() -> None:
     acct = loaded(Account, pk="ACCT#1", username="ada")
     acct.email = "ada@x.io"
-    plan = acct._du_plan_save()
+    plan = plan_of(acct)
     assert [c.kind for c in plan.changes] == ["added", "unchanged"]
     items = acct.save(dry_run=True)["TransactItems"]
     assert items[1:] == [lock_put("UNIQ#EMAIL#ada@x.io", "ada@x.io", "EMAIL", A1)]
@@ -389,7 +391,7 @@ def test_setting_a_none_value_takes_a_lock_and_deletes_none() -> None:
 def test_clearing_a_value_to_none_deletes_its_lock_only() -> None:
     acct = loaded(Account, pk="ACCT#1", email="ada@x.io", username="ada")
     acct.email = None
-    plan = acct._du_plan_save()
+    plan = plan_of(acct)
     assert [c.kind for c in plan.changes] == ["removed", "unchanged"]
     items = acct.save(dry_run=True)["TransactItems"]
     assert items[1:] == [lock_delete("UNIQ#EMAIL#ada@x.io", A1)]
@@ -449,7 +451,7 @@ def test_unchanged_ttl_reputs_nothing() -> None:
 def test_delete_plan_is_record_delete_plus_every_lock_delete() -> None:
     acct = loaded(Account, pk="ACCT#1", email="Ada@x.io", username="ada")
     assert acct._du_loaded is not None
-    plan = acct._du_plan_delete(acct._du_loaded)
+    plan = plan_delete_of(acct, acct._du_loaded)
     assert [type(w) for w in plan.writes] == [RecordDelete, LockDelete, LockDelete]
     assert [c.kind for c in plan.changes] == ["removed", "removed"]
     assert acct.delete(dry_run=True) == {"TransactItems": [
@@ -537,7 +539,7 @@ def test_swap_in_one_unit_becomes_owner_transfer_puts() -> None:
     first = loaded(Account, pk="ACCT#1", email="a@x.io")
     second = loaded(Account, pk="ACCT#2", email="b@x.io")
     first.email, second.email = "b@x.io", "a@x.io"
-    plan = merge([first._du_plan_save(), second._du_plan_save()])
+    plan = merge([plan_of(first), plan_of(second)])
     assert [type(w) for w in plan.writes] == [RecordPut, RecordPut, LockPut, LockPut]
     transfers = [w for w in plan.writes if isinstance(w, LockPut)]
     assert [w.guard for w in transfers] == [HeldBy((A1, A2)), HeldBy((A2, A1))]
@@ -573,7 +575,7 @@ def test_two_records_taking_one_value_in_one_unit_is_a_violation() -> None:
     first = Account(pk="ACCT#1", email="Ada@x.io")
     second = Account(pk="ACCT#2", email="ada@X.io")
     with pytest.raises(UniqueViolation) as caught:
-        merge([first._du_plan_save(), second._du_plan_save()])
+        merge([plan_of(first), plan_of(second)])
     error = caught.value
     assert (error.model, error.fields, error.constraint, error.value, error.owner) == (
         "Account", ("email",), "EMAIL", "ada@x.io", {"PK": "ACCT#1", "SK": "PROFILE"})
@@ -588,18 +590,18 @@ def test_two_stale_copies_deleting_one_lock_is_a_concurrent_modification() -> No
     second = loaded(Account, pk="ACCT#2", email="a@x.io")  # cannot both hold it
     first.email = second.email = None
     with pytest.raises(ConcurrentModificationError, match="both believe they hold"):
-        merge([first._du_plan_save(), second._du_plan_save()])
+        merge([plan_of(first), plan_of(second)])
 
 
 def test_one_record_written_twice_in_one_unit_is_refused() -> None:
     first = loaded(Account, pk="ACCT#1", email="a@x.io")
     twin = loaded(Account, pk="ACCT#1", email="a@x.io")
     with pytest.raises(InvalidValueError, match="same Account record"):
-        merge([first._du_plan_save(), twin._du_plan_save()])
+        merge([plan_of(first), plan_of(twin)])
 
 
 def test_merge_of_one_plan_is_that_plan() -> None:
-    plan = Account(pk="ACCT#1", email="a@x.io")._du_plan_save()
+    plan = plan_of(Account(pk="ACCT#1", email="a@x.io"))
     assert merge([plan]) == plan
     assert merge([]) == Plan(())
     assert not Plan(()).has_work

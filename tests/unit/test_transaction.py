@@ -26,8 +26,10 @@ from support.declare import declare, pk_attr, sk_attr
 
 from dynaunique import _render
 from dynaunique._connection import RetryPolicy
+from dynaunique._flush import execute
 from dynaunique._items import LockRef
 from dynaunique._plan import Plan, merge
+from dynaunique._record import plan_save as plan_of
 from dynaunique._render import (
     MAX_BYTES,
     MAX_ITEMS,
@@ -37,7 +39,7 @@ from dynaunique._render import (
     render_checked,
     to_json,
 )
-from dynaunique._transaction import execute, same_item
+from dynaunique._state import same_item
 from dynaunique._writes import (
     Absent,
     ConditionCheck,
@@ -143,7 +145,7 @@ def timeout() -> ReadTimeoutError:
 
 def create_plan() -> Plan:
     """Create ACCT#1 holding email ada@x.io and handle ada: [record, EMAIL lock, HANDLE lock]."""
-    return Account(pk="ACCT#1", email="ada@x.io", username="ada")._du_plan_save()
+    return plan_of(Account(pk="ACCT#1", email="ada@x.io", username="ada"))
 
 
 def update_plan() -> Plan:
@@ -151,13 +153,13 @@ def update_plan() -> Plan:
     acct = Account(pk="ACCT#1", email="a@x.io", username="ada")
     acct._du_loaded = acct.serialize()
     acct.email = "b@x.io"
-    return acct._du_plan_save()
+    return plan_of(acct)
 
 
 def plain_plan() -> Plan:
     acct = Account(pk="ACCT#1", email="a@x.io")
     acct._du_loaded = acct.serialize()
-    return acct._du_plan_save()
+    return plan_of(acct)
 
 
 def lock_item_of(key: str, owner: dict[str, Any]) -> dict[str, Any]:

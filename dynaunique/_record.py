@@ -1,0 +1,373 @@
+"""One object and one call → the one ``Record`` the pure planner takes → a Plan.
+
+The model-facing half of planning, as functions of the instance (no ``_du_*`` method of the
+user's class is called): a save serializes the object (every value checked, its version bumped
+over the snapshot's) and reads its locks off that item through the class's template
+(``ModelInfo``, computed at class definition); a delete takes the snapshot's locks; an update
+predicts the record after its actions when they touch anything a lock depends on. The plans
+themselves are :mod:`dynaunique._plan`'s, pure; :mod:`dynaunique._flush` calls :func:`plan`.
+
+Locks derive from what is stored, never from the python value, and a value DynamoDB would
+refuse (``True`` or ``"12abc"`` in a number, an ``int`` in a string, NaN, a string that is not
+valid UTF-8 — a lone surrogate, anywhere in the item) is an :class:`InvalidValueError` naming
+the field before anything is sent (:func:`serialize_checked`); the message shows the value
+through :func:`~dynaunique.errors.format_value`, so a hashed constraint's value never appears.
+A ``str`` given to a binary attribute is stored as its UTF-8 bytes (as the wire would carry
+it), so its lock is those bytes'.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from pynamodb.exceptions import AttributeNullError
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path, Value
+from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
+
+from dynaunique import _plan, _writes
+from dynaunique._items import LockRef, ModelInfo, record_key, stored_locks
+from dynaunique._locks import is_utf8
+from dynaunique._model.mixed import judge_result, of_another_model, others_fields
+from dynaunique._plan import Plan, Record
+from dynaunique._state import InstanceState, Op, OpKind, loaded_for_key
+from dynaunique._writes import Expression, RecordDelete, RecordPut
+from dynaunique.errors import InvalidValueError, UnsupportedOperationError, format_value
+
+
+def _render_condition(condition: Condition | None) -> Expression | None:
+    return None if condition is None else Expression.of(condition)
+
+
+def _and(first: Condition | None, second: Condition) -> Condition:
+    return second if first is None else first & second
+
+
+def _action_target(action: Action) -> str:
+    """The top-level attribute an update action changes."""
+    path = action.values[0]
+    if not isinstance(path, Path):
+        raise UnsupportedOperationError(f"cannot tell which attribute {action!r} changes")
+    return str(path.path[0]).split("[", 1)[0]
+
+
+def _predict(info: ModelInfo, loaded: Mapping[str, Any], actions: Sequence[Action],
+             relevant: set[str]) -> tuple[dict[str, Any], bool]:
+    """The record after ``actions``; complete=False when some result cannot be known."""
+    predicted = copy.deepcopy(dict(loaded))
+    complete = True
+    for action in actions:
+        target = _action_target(action)
+        path = action.values[0]
+        assert isinstance(path, Path)
+        top_level = len(path.path) == 1 and "[" not in path.path[0]
+        if isinstance(action, SetAction) and top_level and isinstance(action.values[1], Value):
+            predicted[target] = copy.deepcopy(action.values[1].value)
+            continue
+        if isinstance(action, RemoveAction) and top_level:
+            predicted.pop(target, None)
+            continue
+        if target == info.version_attr:
+            base = int(loaded[target]["N"]) if target in loaded else 0
+            predicted[target] = {"N": str(base + 1)}
+            continue
+        if target in relevant:
+            # The action's repr holds its operands: not shown for a hashed constraint's.
+            hidden = any(target in b.attr_names for b in info.constraints if b.constraint.hashed)
+            shown = "an update action" if hidden else f"update action {action!r}"
+            raise UnsupportedOperationError(
+                f"{shown} changes {target!r}, which a unique lock depends "
+                "on, in a way that cannot be known before sending; assign the new value and "
+                "call save() instead"
+            )
+        complete = False
+    return predicted, complete
+
+
+# --- values as DynamoDB will store them ------------------------------------------------------
+
+_NOT_UTF8 = "it is not valid UTF-8 (it holds a lone surrogate)"
+
+
+def stored_problem(raw: Mapping[str, Any]) -> str | None:
+    """Why DynamoDB would refuse this serialized value (None: it would not); ``"binary text"``
+    for a ``str`` in a binary value, which the wire carries as its UTF-8 bytes. The reason
+    never quotes the value (the caller shows it, or hides a hashed one)."""
+    if "S" in raw:
+        text = raw["S"]
+        if not isinstance(text, str):
+            return f"a string must be a str, not {type(text).__name__}"
+        return None if text.isascii() or is_utf8(text) else _NOT_UTF8
+    if "N" in raw:
+        number = raw["N"]
+        try:
+            finite = isinstance(number, str) and Decimal(number).is_finite()
+        except ArithmeticError:
+            finite = False
+        return None if finite else "it is not a finite number"
+    if "B" in raw:
+        value = raw["B"]
+        if isinstance(value, str):
+            return "binary text" if is_utf8(value) else _NOT_UTF8
+        return None if isinstance(value, (bytes, bytearray)) else (
+            f"binary must be bytes, not {type(value).__name__}")
+    if "BOOL" in raw:
+        return None if isinstance(raw["BOOL"], bool) else (
+            f"a boolean must be a bool, not {type(raw['BOOL']).__name__}")
+    return None if _all_utf8(raw) else _NOT_UTF8
+
+
+def _all_utf8(raw: Mapping[str, Any]) -> bool:
+    """Whether every string of a serialized value — inside sets, lists and maps too, map keys
+    included — is valid UTF-8: DynamoDB refuses the whole item otherwise. One pass, no
+    recursion; an ASCII string costs one ``isascii``."""
+    pending = [raw]
+    while pending:
+        for kind, content in pending.pop().items():
+            if kind == "S":
+                if isinstance(content, str) and not (content.isascii() or is_utf8(content)):
+                    return False
+            elif kind == "L":
+                pending.extend(e for e in content if isinstance(e, Mapping))
+            elif kind == "M":
+                for name, element in content.items():
+                    if isinstance(name, str) and not (name.isascii() or is_utf8(name)):
+                        return False
+                    if isinstance(element, Mapping):
+                        pending.append(element)
+            elif kind == "SS" and not all(
+                    t.isascii() or is_utf8(t) for t in content if isinstance(t, str)):
+                return False
+    return True
+
+
+def hidden_field(model: Any, field: str) -> bool:
+    """Whether ``field`` of ``model`` is (part of) a hashed constraint: no message shows it."""
+    info = getattr(model, "_du_info", None)
+    return info is not None and field in info.hashed_fields
+
+
+def refusal_for(model: Any, field: str, value: Any, attribute: Any,
+             problem: str) -> InvalidValueError:
+    """The error for a value of ``model.field`` that cannot be stored: one message, the value
+    shown by :func:`~dynaunique.errors.format_value` (a hashed constraint's: never)."""
+    return InvalidValueError(
+        f"{model.__name__}.{field} = {format_value(value, hashed=hidden_field(model, field))} "
+        f"cannot be stored as a {type(attribute).__name__}: {problem}"
+    )
+
+
+def serialize_problem(model: Any, field: str, inner: Exception) -> str:
+    """What the attribute said when it refused a value; only the error's type for a hashed
+    field (the attribute's message may quote the value)."""
+    return type(inner).__name__ if hidden_field(model, field) else str(inner)
+
+
+def serialize_checked(obj: Any) -> dict[str, Any]:
+    """``obj`` (a model instance) as the item DynamoDB will store, every value checked.
+
+    :raises InvalidValueError: a value its attribute cannot serialize, or serializes to
+        something DynamoDB would refuse.
+    """
+    model = type(obj)
+    try:
+        item: dict[str, Any] = obj.serialize(null_check=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        if isinstance(exc, AttributeNullError):
+            raise
+        for field, attribute in obj.get_attributes().items():
+            value = getattr(obj, field, None)
+            if value is None:
+                continue
+            try:
+                attribute.serialize(value)
+            except Exception as inner:
+                error = refusal_for(model, field, value, attribute,
+                                 serialize_problem(model, field, inner))
+                # A hashed value's refusal is not chained to PynamoDB's, which may quote it.
+                raise error from (None if hidden_field(model, field) else exc)
+        raise
+    for field, attribute in obj.get_attributes().items():
+        raw = item.get(attribute.attr_name)
+        if raw is not None:
+            problem = stored_problem(raw)
+            if problem == "binary text":
+                raw["B"] = raw["B"].encode("utf-8")
+            elif problem is not None:
+                raise refusal_for(model, field, getattr(obj, field, None), attribute, problem)
+    return item
+
+
+
+# --- what a state holds ---------------------------------------------------------------------------
+
+
+def item_of(obj: Any, loaded: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``obj`` as the item a save writes, its version bumped over ``loaded``'s."""
+    info = obj._du_info
+    item = serialize_checked(obj)
+    if info.version_attr is not None:
+        base = loaded.get(info.version_attr) if loaded is not None else None
+        if base is not None:
+            version = int(base["N"]) + 1
+        else:
+            current = getattr(obj, info.version_field or "", None)
+            version = (int(current) + 1) if (loaded is None and current is not None) else 1
+        item[info.version_attr] = {"N": str(version)}
+    return item
+
+
+def old_locks(obj: Any, loaded: Mapping[str, Any] | None,
+              reads: set[str] | None = None) -> dict[str, LockRef]:
+    """The locks the stored state ``loaded`` holds (computed once per snapshot)."""
+    if loaded is None:
+        return {}
+    model = type(obj)
+    state: InstanceState = obj._du_state   # it exists (``loaded_for_key``): no call to reach it
+    return state.locks_of_snapshot(
+        loaded, lambda item, found: stored_locks(model, item, found), reads)
+
+
+def version_condition(obj: Any, loaded: Mapping[str, Any] | None) -> Condition:
+    """PynamoDB's optimistic lock for a model without constraints: the version loaded (or
+    held in memory) must still be stored — or, for a first save, no version at all."""
+    info = obj._du_info
+    assert info.version_field is not None
+    attribute = obj.get_attributes()[info.version_field]
+    stored = loaded.get(info.version_attr or "") if loaded is not None else None
+    current = int(stored["N"]) if stored is not None else getattr(obj, info.version_field)
+    condition: Condition = (attribute.does_not_exist() if current is None
+                            else attribute == current)
+    return condition
+
+
+# --- the plans -----------------------------------------------------------------------------------
+
+
+def plan_save(obj: Any, condition: Condition | None = None,
+              add_version_condition: bool = True) -> Plan:
+    """Plan a save of ``obj`` from its snapshot (see :func:`plan_save_from`)."""
+    return plan_save_from(obj, loaded_for_key(obj), condition, add_version_condition)
+
+
+def plan_save_from(obj: Any, loaded: Mapping[str, Any] | None,
+                   condition: Condition | None = None, add_version_condition: bool = True,
+                   now: _writes.Stamp | str | None = None) -> Plan:
+    """Plan a save of ``obj`` over the stored state ``loaded`` (None: a create); ``now`` is
+    the ``created`` of its lock puts (the unit's one timestamp)."""
+    info = obj._du_info
+    item = item_of(obj, loaded)
+    cond = None if condition is None else Expression.of(condition)
+    if not info.constraints:
+        # No locks at stake: PynamoDB's semantics (a plain put, version-guarded if any).
+        key = record_key(info, item)
+        if add_version_condition and info.version_attr is not None:
+            cond = _render_condition(_and(condition, version_condition(obj, loaded)))
+        return Plan((RecordPut(info.table, info.name, key, item, None, cond),), pynamodb=True)
+    new_reads: set[str] = set()
+    key = record_key(info, item)
+    new_locks = stored_locks(type(obj), item, new_reads)
+    reads: set[str] = set()
+    old = old_locks(obj, loaded, reads) if loaded is not None else {}
+    plan = _plan.plan_save(Record(
+        info, loaded, old, item, new_locks, condition=cond, use_version=add_version_condition,
+        condition_reads=reads, reown=loaded is not None and of_another_model(type(obj), loaded),
+        now=now if now is not None else _writes.Stamp(), key=key))
+    # The state exists already (``loaded_for_key`` made it): no call to reach it.
+    obj._du_state.new_locks = (plan, new_locks, frozenset(new_reads))
+    return plan
+
+
+def plan_delete(obj: Any, loaded: Mapping[str, Any], condition: Condition | None = None,
+                add_version_condition: bool = True) -> Plan:
+    """Plan the delete of ``obj``'s stored state ``loaded`` and every lock it holds."""
+    info = obj._du_info
+    if not info.constraints:
+        if add_version_condition and info.version_attr is not None:
+            condition = _and(condition, version_condition(obj, loaded))
+        return Plan((RecordDelete(info.table, info.name, record_key(info, loaded), None,
+                                  _render_condition(condition)),), pynamodb=True)
+    reads: set[str] = set()
+    old = old_locks(obj, loaded, reads)
+    return _plan.plan_delete(Record(info, loaded, old, condition=_render_condition(condition),
+                                    use_version=add_version_condition, condition_reads=reads))
+
+
+def plan_update(op: Op, loaded: Mapping[str, Any] | None,
+                now: _writes.Stamp | str | None = None) -> Plan:
+    """Plan ``op``'s ``update(actions)`` over the stored state ``loaded``."""
+    obj: Any = op.obj
+    info = obj._du_info
+    model = type(obj)
+    actions = op.actions or []
+    relevant = set(info.lock_relevant)
+    touched = [_action_target(a) for a in actions]
+    # The update and the condition share one set of placeholders.
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    update_text = Update(*actions).serialize(names, values)
+    condition_text = (op.condition.serialize(names, values) if op.condition is not None
+                      else None)
+    update_expr = Expression(update_text or "", {p: n for n, p in names.items()}, values)
+    condition_only = Expression(condition_text) if condition_text else None
+    if loaded is None and needs_stored(op):
+        raise obj.DoesNotExist(f"{model.__name__} {obj._du_key()} does not exist")
+    reads: set[str] = set()
+    old = old_locks(obj, loaded, reads) if loaded is not None else {}
+    # A condition's inputs are lock inputs too (the attributes it read on the loaded state).
+    relevant |= reads
+    lock_relevant = any(t in relevant for t in touched)
+    predicted: dict[str, Any] | None = None
+    new_locks: dict[str, LockRef] = {}
+    complete = False
+    if loaded is not None:
+        # Also for a plain update: a known result lets a resend after a lost response
+        # recognise its own write instead of reporting a conflict.
+        predicted, complete = _predict(info, loaded, actions, relevant)
+    if lock_relevant:
+        assert predicted is not None
+        # What a condition reads on the NEW state must match the stored record too: the new
+        # state is the stored one plus these actions, not the loaded one.
+        new_locks = stored_locks(model, predicted, reads)
+    reown = False
+    if loaded is not None and predicted is not None:
+        left = new_locks if lock_relevant else old
+        moves = lock_relevant and {r.key for r in new_locks.values()} != {
+            r.key for r in old.values()}
+        judge_result(model, loaded, predicted, {r.key for r in left.values()}, moves)
+        # Another model's record that this update makes one of this model's.
+        reown = of_another_model(model, loaded) and not of_another_model(model, predicted)
+    stored = loaded if loaded is not None else obj.serialize(null_check=False)
+    return _plan.plan_update(
+        Record(info, stored, old, predicted, new_locks, condition=condition_only,
+               use_version=op.add_version_condition, condition_reads=reads, reown=reown,
+               now=now if now is not None else _writes.Stamp()),
+        update_expr, lock_relevant=lock_relevant, complete=complete)
+
+
+def needs_stored(op: Op) -> bool:
+    """Whether planning ``op`` needs the stored record when its object was never loaded."""
+    info = op.obj._du_info
+    if op.kind is OpKind.SAVE:
+        return False  # planned as a create; an existing record is adopted on refusal
+    if op.kind is OpKind.DELETE:
+        return bool(info.constraints)  # its locks are those of the stored values
+    relevant = info.lock_relevant | others_fields(type(op.obj))
+    touched = {_action_target(a) for a in op.actions or ()}
+    return info.has_conditions or bool(touched & relevant)
+
+
+def plan(op: Op, loaded: Mapping[str, Any] | None,
+         now: _writes.Stamp | str | None = None) -> Plan:
+    """Plan ``op`` from the stored state ``loaded`` (pure): the flush's one call per object."""
+    if op.kind is OpKind.SAVE:
+        return plan_save_from(op.obj, loaded, op.condition, op.add_version_condition, now)
+    if op.kind is OpKind.DELETE:
+        if loaded is None:
+            # No stored state known (a model without constraints deletes by key).
+            loaded = op.obj._du_key()
+        return plan_delete(op.obj, loaded, op.condition, op.add_version_condition)
+    return plan_update(op, loaded, now)
