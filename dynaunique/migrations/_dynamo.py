@@ -35,12 +35,16 @@ class MissingTableError(MigrationError, ConfigurationError):
 class ConditionFailed(Exception):
     """A conditional write's condition did not hold; ``item`` is the item as it is (or None).
 
-    Internal: callers always catch it and decide what the failure means.
+    For a cancelled transaction, ``reasons`` are its ``CancellationReasons``, slot by slot (at
+    least one a ``ConditionalCheckFailed``). Internal: callers always catch it and decide what
+    the failure means.
     """
 
-    def __init__(self, item: Mapping[str, Any] | None) -> None:
+    def __init__(self, item: Mapping[str, Any] | None,
+                 reasons: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__("condition failed")
         self.item = dict(item) if item is not None else None
+        self.reasons = [dict(reason) for reason in reasons]
 
 
 def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
@@ -52,7 +56,8 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     Every write migrations send is idempotent (guarded by ownership, or a plain overwrite of a
     ledger item), so resending after an ambiguous failure is safe.
 
-    :raises ConditionFailed: the request's condition did not hold.
+    :raises ConditionFailed: the request's condition did not hold (a transaction's: one of
+        its conditions, the reasons say which).
     :raises MigrationError: any other refusal, or the retries ran out.
     """
     name = "".join(part.title() for part in operation.split("_"))
@@ -62,6 +67,10 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     except Refused as refused:
         if refused.code == "ConditionalCheckFailedException":
             raise ConditionFailed(refused.response.get("Item")) from None
+        reasons = refused.response.get("CancellationReasons") or []
+        if refused.code == "TransactionCanceledException" and any(
+                r.get("Code") == "ConditionalCheckFailed" for r in reasons):
+            raise ConditionFailed(None, reasons) from None
         if refused.code == "ResourceNotFoundException":
             raise MissingTableError(
                 f"table {params.get('TableName')!r} does not exist (or the endpoint is "
