@@ -99,9 +99,10 @@ def _put_batch(seg: Segment, entries: Sequence[Entry]) -> dict[int, Answer] | No
         seg.count(write_units=estimate)
         refused = _refused(exc.reasons, len(entries))
         if not refused:
+            codes = [reason.get("Code") for reason in exc.reasons]  # no item: no value shown
             raise MigrationError(
                 "DynamoDB cancelled a lock transaction without naming a refused lock or "
-                f"record: {exc.reasons!r}") from None
+                f"record: {codes}") from None
         return refused
     seg.spend(response, estimate)
     seg.count(written=len(entries))
