@@ -38,12 +38,16 @@ class MissingTableError(MigrationError, ConfigurationError):
 class ConditionFailed(Exception):
     """A conditional write's condition did not hold; ``item`` is the item as it is (or None).
 
-    Internal: callers always catch it and decide what the failure means.
+    For a cancelled transaction, ``reasons`` are its ``CancellationReasons``, slot by slot (at
+    least one a ``ConditionalCheckFailed``). Internal: callers always catch it and decide what
+    the failure means.
     """
 
-    def __init__(self, item: Mapping[str, Any] | None) -> None:
+    def __init__(self, item: Mapping[str, Any] | None,
+                 reasons: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__("condition failed")
         self.item = dict(item) if item is not None else None
+        self.reasons = [dict(reason) for reason in reasons]
 
 
 def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
@@ -55,7 +59,8 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     Every write migrations send is idempotent (guarded by ownership, or a plain overwrite of a
     ledger item), so resending after an ambiguous failure is safe.
 
-    :raises ConditionFailed: the request's condition did not hold.
+    :raises ConditionFailed: the request's condition did not hold (a transaction's: one of
+        its conditions, the reasons say which).
     :raises MigrationError: any other refusal, or the retries ran out.
     """
     name = "".join(part.title() for part in operation.split("_"))
@@ -64,6 +69,10 @@ def call(connection: Any, operation: str, *, policy: RetryPolicy = BULK_POLICY,
     if isinstance(answer, Refused):
         if answer.code == "ConditionalCheckFailedException":
             raise ConditionFailed(answer.response.get("Item")) from None
+        reasons = answer.response.get("CancellationReasons") or []
+        if answer.code == "TransactionCanceledException" and any(
+                r.get("Code") == "ConditionalCheckFailed" for r in reasons):
+            raise ConditionFailed(None, reasons) from None
         raise error_for(answer, name, params, error=MigrationError, missing=MissingTableError)
     return answer.data
 

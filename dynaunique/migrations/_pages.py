@@ -7,21 +7,21 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from dynaunique._items import LockRef, TypedKey, key_id
+from dynaunique._items import TypedKey, key_id
 from dynaunique._locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique.errors import MigrationError
-from dynaunique.migrations._dynamo import batch_get
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending
-from dynaunique.migrations._lockwrites import read
+from dynaunique.migrations._lockwrites import Answer, Entry, batch_size, read
 from dynaunique.migrations._phase import Segment, made_with
 from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS, Keeper
 
 
 def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
-    """Put the lock every record of the page requires, then verify with one batch read."""
+    """Put the lock every record of the page requires, each guarded by its record being still
+    as scanned; settle the records that moved meanwhile, examine the locks found taken."""
     run = seg.run
-    wanted: list[tuple[TypedKey, LockRef, dict[str, Any]]] = []
+    wanted: list[Entry] = []
     for raw in items:
         if run.load(raw) is None:
             seg.delta.skipped += 1
@@ -34,44 +34,47 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
         return
     # Write-ahead: one ledger write names every lock of the page before any is sent.
     seg.intend([Pending(ref.key) for _, ref, _ in wanted])
-    # Up to --concurrency puts in flight. Records of the page that require the same lock go
-    # in one task, in scan order, so the first of them gets it as with one put at a time: the
-    # duplicates report is the same whatever the concurrency.
+    # Records of the page that require the same lock are put one round after another, in
+    # scan order, so the first of them gets it as with one put at a time: the duplicates
+    # report is the same whatever the concurrency. A round goes out in transactions of up to
+    # batch_size records, up to --concurrency of them in flight.
     groups: dict[str, list[int]] = {}
     for index, (_, ref, _) in enumerate(wanted):
         groups.setdefault(ref.key, []).append(index)
 
-    def put_group(indexes: list[int]) -> list[tuple[int, tuple[PutOutcome, Any]]]:
-        out = []
-        for index in indexes:
-            owner, ref, raw = wanted[index]
-            out.append((index, keeper.put(seg, owner, ref, raw)))
+    def put_batch(indexes: list[int]) -> list[tuple[int, Answer]]:
+        answers = keeper.put(seg, [wanted[index] for index in indexes])
+        for _ in indexes:
             keeper.tick()
-        return out
+        return list(zip(indexes, answers, strict=True))
 
-    outcomes: list[tuple[PutOutcome, Any]] = [(PutOutcome.NEW, None)] * len(wanted)
-    for done in seg.each(put_group, list(groups.values())):
-        for index, answer in done:
-            outcomes[index] = answer
-    # Verify: a strongly consistent read of every record after its lock write.
-    current = {
-        key_id(run.key(item)): item
-        for item in batch_get(run.client, run.keys.table, [w[0] for w in wanted])
-    }
+    outcomes: list[Answer] = [(PutOutcome.NEW, None)] * len(wanted)
+    for depth in range(max(len(g) for g in groups.values())):
+        indexes = [g[depth] for g in groups.values() if len(g) > depth]
+        for done in seg.each(put_batch, _batches(indexes, batch_size(seg), seg.concurrency)):
+            for index, answer in done:
+                outcomes[index] = answer
+    # A lock written is right: its record held the value at that moment, and from then on the
+    # application's own writes keep it so (no read needed to verify it).
     for (owner, ref, _), (outcome, holder) in zip(wanted, outcomes, strict=True):
-        now = run.required(current.get(key_id(owner)))
-        still = now is not None and now.key == ref.key
-        if outcome in (PutOutcome.NEW, PutOutcome.PRESENT):
-            if still:
-                seg.delta.present += outcome == PutOutcome.PRESENT
-                continue
-            conflict = keeper.settle(seg, owner, {ref.key})
-        elif still:
+        if outcome == PutOutcome.TAKEN:
             conflict = keeper.taken(seg, owner, ref, holder, 0)
-        else:
+        elif outcome == PutOutcome.MOVED:
             conflict = keeper.settle(seg, owner, set())
+        else:
+            continue
         if conflict is not None:
             seg.progress.conflicts.append(conflict)
+
+
+def _batches(indexes: list[int], size: int, concurrency: int) -> list[list[int]]:
+    """``indexes`` in consecutive batches of at most ``size``, at least ``concurrency`` of them
+    (when there are that many) so that every thread has one."""
+    if not indexes:
+        return []
+    count = max(-(-len(indexes) // size), min(concurrency, len(indexes)))
+    size = -(-len(indexes) // count)
+    return [indexes[i:i + size] for i in range(0, len(indexes), size)]
 
 
 def sweep_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:

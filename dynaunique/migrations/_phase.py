@@ -32,6 +32,7 @@ from dynaunique._locks import (
     SECRET_ID_ATTR,
     secret_id,
 )
+from dynaunique._writes import Unchanged, unchanged_guard
 from dynaunique.errors import (
     ConfigurationError,
     DynauniqueError,
@@ -113,6 +114,19 @@ class PhaseRun:
             raise MigrationError(
                 f"{self.info.name} {plain_key(self.key(raw))}: its value cannot be locked: {exc}"
             ) from exc
+
+    def as_read(self, raw: Mapping[str, Any]) -> Unchanged:
+        """A guard true while the record is still as ``raw`` (as scanned or read): its lock
+        inputs unchanged — the constrained attributes, the TTL the lock copies and what the
+        constraint's condition reads — compared by value (the guard the audit's repairs check
+        records with; a version alone would not prove the values unchanged)."""
+        assert self.info is not None
+        reads: set[str] = set()
+        if any(b.constraint.condition is not None for b in self.info.constraints):
+            instance = self.load(raw)
+            if instance is not None:
+                locks_of(self.info, instance, reads)
+        return unchanged_guard(self.info, raw, use_version=False, condition_reads=reads)
 
     def owners_now(self, locks: Sequence[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
         """The records the ``locks`` name as owners, read now (strongly consistent), by
@@ -277,6 +291,8 @@ class Segment:
     #: The threads that keep up to ``--concurrency`` lock writes of a page in flight (None:
     #: one at a time).
     pool: ThreadPoolExecutor | None = None
+    #: How many lock writes (transactions) of a page ``pool`` keeps in flight.
+    concurrency: int = 1
     _guard: threading.RLock = attrs.field(factory=threading.RLock)
 
     def count(self, **units: float) -> None:
@@ -321,12 +337,13 @@ class Segment:
                 self.progress.pending.extend(new)
                 self.save()
 
-    def spend(self, response: Mapping[str, Any]) -> None:
-        """Count the write units DynamoDB reports ``response`` consumed (and charge the cap)."""
-        units = consumed_units(response)
+    def spend(self, response: Mapping[str, Any], estimate: float = 1.0) -> None:
+        """Count the write units DynamoDB reports ``response`` consumed (``estimate`` when it
+        reports none) and charge the cap the difference from the ``estimate`` taken."""
+        units = consumed_units(response, default=estimate)
         self.count(write_units=units)
         if self.bucket is not None:
-            self.bucket.charge(units - 1.0)
+            self.bucket.charge(units - estimate)
 
     def throttled(self, code: str) -> None:
         """The retry loop met a throttled lock write: the adaptive rate slows down."""

@@ -90,7 +90,8 @@ class SegmentRunner:
         with ThreadPoolExecutor(max_workers=self.concurrency,
                                 thread_name_prefix="dynaunique-write") as pool:
             self._run_in(Segment(run, progress, self.worker, self.recorder, self.bucket,
-                                 holder=lease.holder, reads=self.reads, pool=pool),
+                                 holder=lease.holder, reads=self.reads, pool=pool,
+                                 concurrency=self.concurrency),
                          lease, label, ident)
 
     def _run_in(self, seg: Segment, lease: Lease, label: str, ident: str | None) -> None:

@@ -5,7 +5,7 @@ enough; docs/migrations.md tells the whole story).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dynaunique._items import LockRef, TypedKey, plain_key
@@ -13,17 +13,17 @@ from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending
-from dynaunique.migrations._lockwrites import read
+from dynaunique.migrations._lockwrites import Answer, Entry, read
 from dynaunique.migrations._phase import Segment
 
 #: How often one record is re-read and re-written before giving up on it (a record rewritten
 #: faster than a round trip, for seconds on end).
 MAX_SETTLE_ROUNDS = 8
 
-#: ``put(seg, owner, lock, record)`` and ``delete(seg, lock key, owner)``: the executor's lock
-#: writes (:mod:`._lockwrites`, through the executor so a test can act at that moment).
-Put = Callable[[Segment, TypedKey, LockRef, Mapping[str, Any]],
-               tuple[PutOutcome, dict[str, Any] | None]]
+#: ``put(seg, [(owner, lock, record as read), ...])`` and ``delete(seg, lock key, owner)``: the
+#: executor's lock writes (:mod:`._lockwrites`, through the executor so a test can act at that
+#: moment). Each put is guarded by its record being still as read (:func:`._lockwrites.put_locks`).
+Put = Callable[[Segment, Sequence[Entry]], list[Answer]]
 Delete = Callable[[Segment, str, TypedKey], DeleteOutcome]
 
 
@@ -41,12 +41,13 @@ class Keeper:
         """Make ``owner``'s lock right: present iff the record requires it, gone otherwise.
 
         ``written`` are lock keys this run has put for the record. Each round reads the record
-        (strongly consistent), deletes what it no longer requires and puts what it requires;
-        a round that needs no write ends it. Why that is enough: the application's own saves
-        keep a record's locks equal to its values — moving to a value puts the lock, moving
-        away deletes it (both guarded by ownership) — so the only thing that can leave a lock
-        wrong is a write of ours made from a stale read. A read *after* our last write that
-        agrees with it means no such write remains.
+        (strongly consistent), deletes what it no longer requires and puts what it requires
+        (guarded by the record being still as read: a record that moved meanwhile gets no
+        lock, and the next round reads it again); a round that needs no write ends it. Why
+        that is enough: the application's own saves keep a record's locks equal to its values
+        — moving to a value puts the lock, moving away deletes it (both guarded by ownership)
+        — so the only thing that can leave a lock wrong is a delete of ours made from a stale
+        read. A read *after* our last write that agrees with it means no such write remains.
         """
         run = seg.run
         for _ in range(MAX_SETTLE_ROUNDS):
@@ -60,10 +61,11 @@ class Keeper:
                     wrote = True
             if required is not None and required.key not in written:
                 assert current is not None
-                outcome, holder = self.put(seg, owner, required, current)
+                ((outcome, holder),) = self.put(seg, [(owner, required, current)])
                 if outcome == PutOutcome.TAKEN:
                     return self.taken(seg, owner, required, holder, depth)
-                written.add(required.key)
+                if outcome != PutOutcome.MOVED:
+                    written.add(required.key)
                 wrote = True
             if not wrote:
                 return None
@@ -110,7 +112,9 @@ class Keeper:
                 if not deleted:
                     return False
                 assert current is not None
-                outcome, other = self.put(seg, holder, required, current)
+                ((outcome, other),) = self.put(seg, [(holder, required, current)])
+                if outcome == PutOutcome.MOVED:
+                    continue  # the holder changed since it was read: read it again
                 if outcome == PutOutcome.TAKEN:
                     seg.count(duplicates=1)
                     return Conflict(model=run.phase.model, constraint=run.name, lock=key,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dynaunique._items import LockRef, TypedKey
+from dynaunique._items import TypedKey
 from dynaunique._items import plain_key as plain_key
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._budget import limiters
@@ -34,12 +34,11 @@ from dynaunique.migrations._kinds import (
     DeleteOutcome,
     PhaseKind,
     ProgressState,
-    PutOutcome,
     RunState,
 )
 from dynaunique.migrations._lease import Lease
 from dynaunique.migrations._ledger import Counters, Progress
-from dynaunique.migrations._lockwrites import delete_lock, put_lock
+from dynaunique.migrations._lockwrites import Answer, Entry, delete_lock, put_locks
 from dynaunique.migrations._phase import PhaseRun, Segment, phase_run, run_python
 from dynaunique.migrations._plan import MigrationStatus, Step, check_steps, plan_steps, statuses
 from dynaunique.migrations._report import Duplicate as Duplicate
@@ -297,7 +296,7 @@ class MigrationExecutor:
                          accept_other_secret=self.accept_other_secret)
 
     def _segment_runner(self, deadline: Deadline) -> SegmentRunner:
-        keeper = Keeper(self._put_lock, self._delete_lock, self._tick)
+        keeper = Keeper(self._put_locks, self._delete_lock, self._tick)
         return SegmentRunner(keeper, self.recorder, self.reporter, worker=self._worker_name(),
                              threads=1 if self.worker is not None else self.segments,
                              page_size=self.page_size, conflict_cap=self.conflict_cap,
@@ -306,11 +305,10 @@ class MigrationExecutor:
 
     # --- the seams tests act at: every lock write, every processed record -----------------------
 
-    def _put_lock(self, seg: Segment, owner: TypedKey, ref: LockRef,
-                  raw: Mapping[str, Any]) -> tuple[PutOutcome, dict[str, Any] | None]:
-        """Put the lock guarded "missing, or owned by ``owner``" (see
-        :func:`._lockwrites.put_lock`)."""
-        return put_lock(seg, owner, ref, raw)
+    def _put_locks(self, seg: Segment, entries: Sequence[Entry]) -> list[Answer]:
+        """Put each ``(owner, lock, record as read)``'s lock guarded "missing, or owned by
+        ``owner``" and "``owner`` still as read" (see :func:`._lockwrites.put_locks`)."""
+        return put_locks(seg, entries)
 
     def _delete_lock(self, seg: Segment, key: str, owner: TypedKey) -> DeleteOutcome:
         """Delete lock ``key`` guarded "missing, or owned by ``owner``" (see

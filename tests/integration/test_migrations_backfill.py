@@ -45,7 +45,8 @@ def _prepare(ws: Workspace, email: str = UNIQUE_EMAIL, meta: str = "") -> Any:
 
 
 class Racing(MigrationExecutor):
-    """An executor that lets the test act at the moment a given record's lock is put."""
+    """An executor that lets the test act at the moment a given record's lock is put (just
+    before the request that puts it is sent, and just after its answer)."""
 
     def __init__(self, *args: Any, target: str, before: Callable[[], None] | None = None,
                  after: Callable[[], None] | None = None, **kwargs: Any) -> None:
@@ -55,13 +56,13 @@ class Racing(MigrationExecutor):
         self.after = after
         self.fired = False
 
-    def _put_lock(self, seg: Any, owner: Any, ref: Any, raw: Any) -> Any:
-        hit = not self.fired and owner["PK"]["S"] == self.target
+    def _put_locks(self, seg: Any, entries: Any) -> Any:
+        hit = not self.fired and any(owner["PK"]["S"] == self.target for owner, _, _ in entries)
         if hit:
             self.fired = True
             if self.before is not None:
                 self.before()
-        result = super()._put_lock(seg, owner, ref, raw)
+        result = super()._put_locks(seg, entries)
         if hit and self.after is not None:
             self.after()
         return result
@@ -98,10 +99,56 @@ def test_a_value_changed_between_scan_and_lock_write_leaves_no_orphan(ws: Worksp
                        before=_app_moves(models, "ACCT#005", "moved@x.io"))
     executor.migrate()
     assert executor.fired
-    # The backfill put UNIQ#EMAIL#user5@x.io from its stale scan; the verify read removed it.
+    # The put of UNIQ#EMAIL#user5@x.io from the stale scan was refused (its record check
+    # failed); the record was settled as it is now.
     assert "UNIQ#EMAIL#user5@x.io" not in ws.locks()
     assert ws.locks() == ws.expected_locks()
     assert ws.locks()["UNIQ#EMAIL#moved@x.io"] == "ACCT#005"
+
+
+def _app_saves(models: Any, pk: str, email: str, refusals: list[BaseException]
+               ) -> Callable[[], None]:
+    """Another record of the application takes ``email`` (a new record, or ``pk`` moved to
+    it); a refusal is kept in ``refusals``."""
+    def save() -> None:
+        try:
+            account = models.Account.get(pk, "PROFILE", consistent_read=True)
+        except models.Account.DoesNotExist:
+            account = models.Account(pk=pk)
+        account.email = email
+        try:
+            account.save()
+        except UniqueViolation as exc:
+            refusals.append(exc)
+    return save
+
+
+@pytest.mark.parametrize("leaves", ["moves", "is deleted"])
+def test_a_value_its_record_left_before_the_lock_put_is_free_for_another_record(
+        ws: Workspace, leaves: str) -> None:
+    """Issue 25's trace, on the server: the backfill scanned ACCT#005 holding user5@x.io; before
+    its lock put is sent, the application moves ACCT#005 off that value (or deletes it); right
+    after the put, another record saves user5@x.io. A backfill that put the lock from its stale
+    scan refused that save with a UniqueViolation naming ACCT#005, which did not hold the
+    value during the call; the put guarded on the record as scanned is refused instead."""
+    from support.invariants import assert_clean
+
+    _seed(ws, 12)
+    models = _prepare(ws)
+    if leaves == "moves":
+        first = _app_moves(models, "ACCT#005", "moved@x.io")
+    else:
+        def first() -> None:
+            models.Account.get("ACCT#005", "PROFILE", consistent_read=True).delete()
+    refusals: list[BaseException] = []
+    executor = _racing(ws, target="ACCT#005", before=first,
+                       after=_app_saves(models, "ACCT#050", "user5@x.io", refusals))
+    executor.migrate()
+    assert executor.fired
+    assert refusals == []
+    assert ws.locks()["UNIQ#EMAIL#user5@x.io"] == "ACCT#050"
+    assert ws.locks() == ws.expected_locks()
+    assert_clean([models.Account], ws.endpoint)
 
 
 def test_a_record_deleted_between_scan_and_lock_write_leaves_no_orphan(ws: Workspace) -> None:
@@ -125,9 +172,10 @@ def test_a_value_changed_right_after_the_lock_write_is_consistent(ws: Workspace)
     assert ws.locks() == ws.expected_locks()
 
 
-def test_a_crash_between_a_stale_lock_write_and_its_verification_is_repaired(
+def test_a_crash_right_after_a_refused_stale_lock_put_leaves_nothing_wrong(
         ws: Workspace) -> None:
-    """The write-ahead intent in the ledger names the unverified lock; the rerun fixes it."""
+    """The stale put was refused, so the crash leaves no orphan behind; the write-ahead intent
+    still names the page's locks, and the rerun reconciles them and finishes."""
     _seed(ws, 12)
     models = _prepare(ws)
 
@@ -138,8 +186,8 @@ def test_a_crash_between_a_stale_lock_write_and_its_verification_is_repaired(
                        after=crash)
     with pytest.raises(InjectedCrash):
         executor.migrate()
-    # The orphan is there now, and the ledger says which lock was in flight.
-    assert ws.locks()["UNIQ#EMAIL#user4@x.io"] == "ACCT#004"
+    assert "UNIQ#EMAIL#user4@x.io" not in ws.locks()
+    assert ws.locks()["UNIQ#EMAIL#user5@x.io"] == "ACCT#005"  # the rest of the page was put
     recorder = ws.project().recorder()
     job = "0001_initial#0#F#0"
     pending = [p.lock for p in recorder.progress(job, 1)[0].pending]
@@ -198,8 +246,8 @@ def test_a_crash_while_rechecking_duplicates_loses_none_of_them(ws: Workspace) -
     assert len(info.value.duplicates) == 2
 
     class CrashOnRecheck(MigrationExecutor):
-        def _put_lock(self, seg: Any, owner: Any, ref: Any, raw: Any) -> Any:
-            super()._put_lock(seg, owner, ref, raw)  # its intent was checkpointed first
+        def _put_locks(self, seg: Any, entries: Any) -> Any:
+            super()._put_locks(seg, entries)  # its intent was checkpointed first
             raise InjectedCrash("crash while re-checking the first duplicate")
 
     project = ws.project()
@@ -252,7 +300,7 @@ def test_a_duplicate_the_application_resolves_during_the_backfill_is_not_reporte
     fired: list[str] = []
 
     class Resolving(MigrationExecutor):
-        def _put_lock(self, seg: Any, owner: Any, ref: Any, raw: Any) -> Any:
+        def _put_locks(self, seg: Any, entries: Any) -> Any:
             if seg.progress.conflicts and not fired:
                 # A duplicate was found on an earlier page; the application now changes the
                 # record that lacks the lock.
@@ -261,7 +309,7 @@ def test_a_duplicate_the_application_resolves_during_the_backfill_is_not_reporte
                 account.email = "b@x.io"
                 account.save()
                 fired.append(lacking)
-            return super()._put_lock(seg, owner, ref, raw)
+            return super()._put_locks(seg, entries)
 
     project = ws.project()
     loader = project.loader()
@@ -417,10 +465,19 @@ def test_the_backfill_locks_the_records_of_a_polymorphic_models_subclasses(
 
 
 def _count_requests(client: Any) -> tuple[list[tuple[str, str]], Callable[[], None]]:
-    """Record (operation, hash key or "") of every request ``client`` sends."""
+    """Record (operation, hash key or "") of every request ``client`` sends; a transaction's
+    items as ("TransactWriteItems.<kind>", hash key), a batch read's keys as
+    ("BatchGetItem", hash key)."""
     sent: list[tuple[str, str]] = []
 
     def record(model: Any, params: Any, **_: Any) -> None:
+        for entry in params.get("TransactItems", []):
+            ((kind, body),) = entry.items()
+            key = body.get("Item") or body.get("Key") or {}
+            sent.append((f"{model.name}.{kind}", key.get("PK", {}).get("S", "")))
+        for table in params.get("RequestItems", {}).values():
+            for key in table.get("Keys", []) if isinstance(table, dict) else []:
+                sent.append((model.name, key.get("PK", {}).get("S", "")))
         key = params.get("Item") or params.get("Key") or {}
         sent.append((model.name, key.get("PK", {}).get("S", "")))
 
@@ -428,7 +485,8 @@ def _count_requests(client: Any) -> tuple[list[tuple[str, str]], Callable[[], No
     return sent, lambda: client.meta.events.unregister("before-parameter-build.dynamodb", record)
 
 
-def test_a_backfill_sends_one_plain_put_per_record_and_no_transaction(ws: Workspace) -> None:
+def test_a_backfill_puts_each_lock_in_a_transaction_checking_its_record_as_scanned(
+        ws: Workspace) -> None:
     _seed(ws, 40)
     _prepare(ws)
     project = ws.project()
@@ -438,34 +496,69 @@ def test_a_backfill_sends_one_plain_put_per_record_and_no_transaction(ws: Worksp
         result = executor.migrate()
     finally:
         stop()
-    operations = {op for op, _ in sent}
-    assert "TransactWriteItems" not in operations
-    lock_puts = [key for op, key in sent if op == "PutItem" and key.startswith("UNIQ#EMAIL#")]
+    # One transaction per page of 20 records: each lock put next to a check of its record.
+    pages = sent.count(("Scan", ""))
+    assert sent.count(("TransactWriteItems", "")) == 2
+    lock_puts = [key for op, key in sent if op == "TransactWriteItems.Put"]
     assert sorted(lock_puts) == sorted(ws.expected_locks())  # exactly one put per record
-    # No per-record read when nothing raced: verification is one BatchGetItem per page.
-    assert [key for op, key in sent if key.startswith("ACCT#")] == []
-    assert sent.count(("BatchGetItem", "")) <= 2 + 4  # 2 pages with records + ledger reads
+    checks = [key for op, key in sent if op == "TransactWriteItems.ConditionCheck"]
+    assert sorted(checks) == sorted(ws.records())
+    # No plain lock write, and no record read: a lock written under its check is right.
+    assert [key for op, key in sent if op in ("PutItem", "DeleteItem", "GetItem")
+            and key.startswith("UNIQ#EMAIL#")] == []
+    assert [key for op, key in sent if key.startswith("ACCT#")
+            and not op.startswith("TransactWriteItems.")] == []
     ledger_writes = [key for op, key in sent if op in ("PutItem", "UpdateItem", "DeleteItem")
                      and key.startswith("UNIQ#~")]
-    pages = sent.count(("Scan", ""))
     # lease + job + migration record + lease release, one checkpoint per page, one intent per
     # page holding records.
     assert len(ledger_writes) == 4 + pages + 2
     assert result.totals["0001_initial: fill Account.EMAIL"].written == 40
 
 
+def test_the_record_check_compares_what_the_lock_derives_from(ws: Workspace) -> None:
+    """The ConditionCheck holds the stored (serialized) value the lock was computed from, not
+    the normalized one; the TTL and what a condition reads are compared too."""
+    ws.put_raw("ACCT#001", email="Ada@X.io", status="active")
+    _prepare(ws, email="", meta="constraints = [UniqueConstraint(('email',), name='EMAIL', "
+             "condition=active_only, normalize=normalizers.casefold)]")
+    sent: list[dict[str, Any]] = []
+    client = ws.project().client_for(TABLE).client
+
+    def record(model: Any, params: Any, **_: Any) -> None:
+        if model.name == "TransactWriteItems":
+            sent.append(params)
+
+    client.meta.events.register("before-parameter-build.dynamodb", record)
+    try:
+        ws.project().executor().migrate()
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb", record)
+    ((put, check),) = [tuple(r["TransactItems"]) for r in sent]
+    assert put["Put"]["Item"]["PK"] == {"S": "UNIQ#EMAIL#ada@x.io"}
+    body = check["ConditionCheck"]
+    assert body["Key"] == {"PK": {"S": "ACCT#001"}, "SK": {"S": "PROFILE"}}
+    names = body["ExpressionAttributeNames"]
+    values = body["ExpressionAttributeValues"]
+    compared = {names[n]: values[v] for n, v in
+                (term.split(" = ") for term in body["ConditionExpression"].split(" AND ")
+                 if " = " in term)}
+    assert compared == {"email": {"S": "Ada@X.io"}, "status": {"S": "active"}}
+    assert ws.locks() == {"UNIQ#EMAIL#ada@x.io": "ACCT#001"}
+
+
 # --- pacing ---------------------------------------------------------------------------------------
 
 
 def test_max_wcu_paces_the_writes(ws: Workspace) -> None:
-    _seed(ws, 25)
+    _seed(ws, 8)
     _prepare(ws)
     started = time.monotonic()
     result = ws.project().executor(max_wcu=10).migrate()
     elapsed = time.monotonic() - started
     units = result.totals["0001_initial: fill Account.EMAIL"].write_units
-    assert units >= 25
-    # 25 lock writes + ledger writes at 10 units/s after a burst of 10: at least 1.5 s.
+    assert units >= 8 * 4  # a transactional lock put (2) and its record's check (2) each
+    # 32 lock write units + ledger writes at 10 units/s after a burst of 10: at least 1.5 s.
     assert elapsed >= 1.5
 
 

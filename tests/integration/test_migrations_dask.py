@@ -96,10 +96,11 @@ def test_a_migration_on_dask_survives_a_killed_worker_under_live_writers(
     with LiveWriters(models.Account, records, threads=1) as writers:
         writers.wait_for(3)
         killer.start()
-        # 4 segments at 10 WCU/s per task (about 8 s of writes on two Dask workers, so the
-        # kill lands mid-phase), in 2-second units of pages of 20 items.
+        # 4 segments at 40 WCU/s per task, 10 records a second (4 units each: a lock put and
+        # its record's check, transactional), about 8 s of writes on two Dask workers, so the
+        # kill lands mid-phase, in 2-second units of pages of 20 items.
         result = run_on_dask(ws.module, client, total_segments=4, unit_seconds=2.0,
-                             lease_seconds=2.0, max_wcu=40, page_size=20, endpoint=ws.endpoint,
+                             lease_seconds=2.0, max_wcu=160, page_size=20, endpoint=ws.endpoint,
                              directory=ws.root, timeout=120, on_report=reports.append)
         killer.join()
         during = writers.ops

@@ -87,7 +87,7 @@ def _duplicates(ws: Workspace, concurrency: int, flight: InFlight | None = None
                 ) -> DuplicatesFound:
     executor = ws.project().executor(concurrency=concurrency, page_size=200)  # one page
     if flight is not None:
-        executor._put_lock = flight.wrap(executor._put_lock)  # type: ignore[method-assign]
+        executor._put_locks = flight.wrap(executor._put_locks)  # type: ignore[method-assign]
     with pytest.raises(DuplicatesFound) as info:
         executor.migrate()
     return info.value
@@ -104,9 +104,9 @@ def test_concurrency_reports_the_duplicates_one_at_a_time_does_and_ends_with_exa
     _forget_locks(ws)
     # The first put of a contested lock is slow: the other record of the same page that
     # requires it must still wait for it (one task, in scan order), not overtake it.
-    proxy.inject(Fault.DELAY_BEFORE, operations={"PutItem"}, delay=0.5,
-                 when=lambda operation, body: body.get("Item", {}).get("PK", {}).get("S")
-                 == "UNIQ#EMAIL#dup0@x.io")
+    proxy.inject(Fault.DELAY_BEFORE, operations={"TransactWriteItems"}, delay=0.5,
+                 when=lambda operation, body: "UNIQ#EMAIL#dup0@x.io" in _lock_keys(operation,
+                                                                                    body))
     flight = InFlight()
     assert _report(_duplicates(ws, 16, flight)) == one_at_a_time
     assert proxy.injected[Fault.DELAY_BEFORE] == 1
@@ -158,14 +158,23 @@ def test_the_cli_takes_concurrency_and_the_capacity_caps(ws: Workspace) -> None:
 # --- the adaptive rate ---------------------------------------------------------------------------
 
 
+def _lock_keys(operation: str, body: dict[str, Any]) -> list[str]:
+    """The EMAIL locks a request puts (a backfill puts them in transactions, each next to a
+    check of its record)."""
+    if operation != "TransactWriteItems":
+        return []
+    keys = [entry["Put"]["Item"]["PK"]["S"] for entry in body.get("TransactItems", [])
+            if "Put" in entry]
+    return [key for key in keys if key.startswith("UNIQ#EMAIL#")]
+
+
 def _lock_put(operation: str, body: dict[str, Any]) -> bool:
-    return operation == "PutItem" and body.get("Item", {}).get("PK", {}).get(
-        "S", "").startswith("UNIQ#EMAIL#")
+    return bool(_lock_keys(operation, body))
 
 
 def test_the_rate_backs_off_on_throttling_and_grows_back(ws: Workspace,
                                                          proxy: FaultProxy) -> None:
-    ws.seed_unique_email(150)
+    ws.seed_unique_email(60)  # 1 record a transaction under a cap of 40 units a second
     seen = 0
 
     def after_the_40th_lock_put(operation: str, body: dict[str, Any]) -> bool:
@@ -175,7 +184,8 @@ def test_the_rate_backs_off_on_throttling_and_grows_back(ws: Workspace,
         seen += 1
         return seen > 40
 
-    proxy.inject(Fault.THROTTLE, times=6, operations={"PutItem"}, when=after_the_40th_lock_put)
+    proxy.inject(Fault.THROTTLE, times=6, operations={"TransactWriteItems"},
+                 when=after_the_40th_lock_put)
     executor = ws.project().executor(max_wcu=40, concurrency=4, page_size=10)
     assert executor.bucket is not None
     # The real controller, its interval shortened so that growing back takes a second.
@@ -208,8 +218,11 @@ def test_the_rate_backs_off_on_throttling_and_grows_back(ws: Workspace,
 
 def _units(record: Recorded) -> float:
     """The capacity a request consumed, as its answer reports it (a write that asked for no
-    report: 1 unit, a ledger item under 1 KB)."""
+    report: 1 unit, a ledger item under 1 KB; a transaction, which the local server reports
+    none for: 2 units an item under 1 KB, as DynamoDB counts)."""
     consumed = (record.response or {}).get("ConsumedCapacity")
+    if record.operation == "TransactWriteItems" and not consumed:
+        return 2.0 * len(record.body.get("TransactItems", []))
     if isinstance(consumed, list):
         return sum(float(c.get("CapacityUnits", 0)) for c in consumed)
     if isinstance(consumed, dict):
@@ -229,7 +242,8 @@ def _peak(events: list[tuple[float, float]], window: float) -> float:
 def test_max_wcu_is_shared_by_two_workers_through_the_ledger(ws: Workspace,
                                                              proxy: FaultProxy) -> None:
     cap = 8.0
-    ws.seed_unique_email(100)
+    records = 25  # 4 write units each (a transactional lock put and its record's check)
+    ws.seed_unique_email(records)
     proxy.clear()
     errors: list[BaseException] = []
 
@@ -267,8 +281,8 @@ def test_max_wcu_is_shared_by_two_workers_through_the_ledger(ws: Workspace,
     # of the cap by the segment count (4 segments, 2 workers: cap / 2).
     assert total / seconds > cap * 0.6
     assert total / seconds <= cap * 1.1 + cap / seconds
-    lock_owners = {r.body["Item"]["PK"]["S"] for r in writes if _lock_put(r.operation, r.body)}
-    assert len(lock_owners) == 100
+    lock_owners = {key for r in writes for key in _lock_keys(r.operation, r.body)}
+    assert len(lock_owners) == records
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == _applied_only(ws)
 

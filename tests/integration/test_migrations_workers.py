@@ -190,10 +190,11 @@ def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
     resumes it from the checkpoint; the ledger is clean afterwards."""
     models = ws.seed_unique_email(240)
     recorder = ws.project().recorder()
-    # A slow worker (20 write units a second) on segment 0 of 2, with a 2-second lease.
+    # A slow worker (80 write units a second: 20 records, a guarded lock put costing 4) on
+    # segment 0 of 2, with a 2-second lease.
     victim = subprocess.Popen(
         [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
-         "--total-segments", "2", "--lease-seconds", "2", "--max-wcu", "20"], cwd=ws.root,
+         "--total-segments", "2", "--lease-seconds", "2", "--max-wcu", "80"], cwd=ws.root,
         env=ws.process_env(), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     try:

@@ -123,7 +123,7 @@ def backfill(models: tuple[Any, ...], model: Any, table: str) -> Any:
     from dynaunique.migrations._dynamo import TableKeys
     from dynaunique.migrations._kinds import PhaseKind
     from dynaunique.migrations._ledger import Progress
-    from dynaunique.migrations._lockwrites import delete_lock, put_lock
+    from dynaunique.migrations._lockwrites import delete_lock, put_locks
     from dynaunique.migrations._phase import phase_run
     from dynaunique.migrations._report import SilentReporter
     from dynaunique.migrations._segments import SegmentRunner
@@ -137,7 +137,7 @@ def backfill(models: tuple[Any, ...], model: Any, table: str) -> Any:
     phase = Phase(PhaseKind.FILL, model.__name__, table, constraint)
     run = phase_run(phase, TableKeys(table, info.hash_attr, info.range_attr),
                     connection_for(model.Meta), {m.__name__: m for m in models})
-    runner = SegmentRunner(Keeper(put_lock, delete_lock, lambda: None), _Ledger(),  # type: ignore
+    runner = SegmentRunner(Keeper(put_locks, delete_lock, lambda: None), _Ledger(),  # type: ignore
                            SilentReporter(), worker="all", threads=1, page_size=100,
                            conflict_cap=100, bucket=None)
     progress = Progress(job="simulated", total=1, segment=0)

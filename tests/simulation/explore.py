@@ -175,18 +175,13 @@ class World:
                 self.lost)
 
     def violations(self) -> list[str]:
-        filling = any(c.action is not None and c.action.kind == "backfill"
-                      and c.pending is not None for c in self.clients)
         return [text for ident, text in _analyse(self.memory, self.snapshot)[0]
-                if not self._inherited(ident) and not (filling and ident[0] == "orphan")
-                ] + self.problems
+                if not self._inherited(ident)] + self.problems
 
     def _inherited(self, ident: tuple[str, ...]) -> bool:
         """Whether a problem comes from how the database started: one it had then, or a
         duplicate of a value no lock protected then (a record the application may still
-        meet; a backfill reports it, a repair leaves it to a person). While a backfill runs, a
-        lock it put from its scanned page may name a record that moved since: an orphan until
-        the page's verification deletes it (checked as soon as no backfill runs)."""
+        meet; a backfill reports it, a repair leaves it to a person)."""
         return ident in self.baseline or (ident[0] == "duplicate" and any(
             b[0] == "missing" and b[2] == ident[1] for b in self.baseline))
 

@@ -291,7 +291,7 @@ def _menus(c: int, clients: int, values: int) -> dict[str, list[Action]]:
 #: Every scenario (``--scenario`` picks some).
 SCENARIOS = ("basic", "update", "swap", "stale", "mixed", "drift", "repair", "backfill")
 #: The scenarios an exhaustive configuration explores by default: all but ``backfill``, which
-#: finds an open defect (docs/guarantees.md, "Deterministic simulation").
+#: tests/simulation/test_explore.py explores on its own (``--scenario backfill``).
 DEFAULT_SCENARIOS = SCENARIOS[:-1]
 #: How a scenario's database starts (none: empty).
 SEEDS: dict[str, Callable[[MemoryDynamoDB], None]] = {

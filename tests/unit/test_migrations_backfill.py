@@ -13,3 +13,46 @@ def test_counters_add_up() -> None:
     total.add(Counters(scanned=3, duplicates=1, write_units=0.5))
     assert total == Counters(scanned=4, written=2, duplicates=1, write_units=2.0)
     assert SilentReporter().note("x") is None
+
+
+# --- the guarded lock puts: batches, and what a cancelled transaction refused -------------------
+
+
+def test_a_cancelled_transaction_refuses_by_position_a_failed_check_first() -> None:
+    from dynaunique.migrations._kinds import PutOutcome
+    from dynaunique.migrations._lockwrites import _refused
+
+    lock = {"PK": {"S": "UNIQ#EMAIL#a"}, "owner": {"M": {"PK": {"S": "R9"}}}}
+    failed = {"Code": "ConditionalCheckFailed"}
+    reasons = [{"Code": "None"}, {"Code": "None"},            # record 0: both held
+               {**failed, "Item": lock}, {"Code": "None"},    # record 1: the lock is R9's
+               failed, failed,                                # record 2: moved (and taken)
+               {"Code": "None"}, failed,                      # record 3: moved
+               {"Code": "TransactionConflict"}, {"Code": "None"}]  # record 4: resent
+    assert _refused(reasons, 5) == {1: (PutOutcome.TAKEN, lock), 2: (PutOutcome.MOVED, None),
+                                    3: (PutOutcome.MOVED, None)}
+    assert _refused([{"Code": "None"}] * 4, 2) == {}
+
+
+def test_a_round_is_split_in_batches_every_thread_gets_one() -> None:
+    from dynaunique.migrations._pages import _batches
+
+    assert _batches(list(range(7)), 3, 1) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert _batches(list(range(10)), 50, 4) == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    assert _batches(list(range(120)), 50, 1) == [list(range(40)), list(range(40, 80)),
+                                                 list(range(80, 120))]
+    assert _batches([5, 9], 50, 16) == [[5], [9]]
+    assert _batches([], 50, 4) == []
+
+
+def test_a_capped_run_puts_a_tenth_of_a_seconds_worth_a_transaction() -> None:
+    from types import SimpleNamespace
+
+    from dynaunique.migrations._lockwrites import batch_size
+    from dynaunique.migrations.ratelimit import Limiter
+
+    def size(bucket: object) -> int:
+        return batch_size(SimpleNamespace(bucket=bucket))  # type: ignore[arg-type]
+
+    assert [size(None), size(Limiter()), size(Limiter(8)), size(Limiter(400)),
+            size(Limiter(100_000))] == [50, 50, 1, 10, 50]
