@@ -73,6 +73,7 @@ class Machines:
         self.live: dict[int, Client] = {}
         self.moves: dict[tuple[int, str], tuple[Seat, list[tuple[Any, ...]]]] = {}
         self.rebuilt = 0
+        self.ended: list[tuple[Any, ...]] = []
 
     def _seat(self, client: Client, path: tuple[tuple[Any, Any, str], ...]
               ) -> tuple[Seat, list[tuple[Any, ...]]]:
@@ -81,6 +82,7 @@ class Machines:
         self.live.setdefault(sid, client)
         outcomes = client.outcomes[len(client.outcomes) - len(client.finished):]
         finished = [(*f, o) for f, o in zip(client.finished, outcomes, strict=True)]
+        self.ended.extend(finished)   # kept alive: the judge's memo is keyed by their ids
         return Seat(client.index, sid, client.pending, client.action, path), finished
 
     def start(self, index: int) -> tuple[Seat, list[tuple[Any, ...]]]:
@@ -138,8 +140,8 @@ class Databases:
         return memory
 
     def apply(self, db: int, seat: Seat, kind: str) -> tuple[Any, Any, str, int]:
-        """(answer, error, how it reads, the database after) of ``seat``'s request in ``db``
-        with the fault ``kind`` (``""``: none)."""
+        """(answer, error, the client's record of it — ``Client.answers`` —, the database
+        after) of ``seat``'s request in ``db`` with the fault ``kind`` (``""``: none)."""
         memo = (db, seat.sid, kind)
         hit = self.applied.get(memo)
         if hit is None:
@@ -150,20 +152,15 @@ class Databases:
             error: Any = None
             try:
                 answer = memory.handle(request.operation, request.params, fault=fault)
-                result = "ok"
+                token = repr(sorted(answer.items()))
             except Exception as exc:
                 if not hasattr(exc, "response"):
                     raise
                 error = exc
-                result = _refusal(exc.response)
+                token = repr(exc.response)
             after = db if request.operation in _PURE else self.intern(memory)
-            hit = self.applied[memo] = (answer, error, result, after)
+            hit = self.applied[memo] = (answer, error, token, after)
         return hit
-
-
-def _refusal(response: dict[str, Any]) -> str:
-    from .explore import _refusal as refusal
-    return refusal(response)
 
 
 @attrs.define(eq=False)
@@ -202,6 +199,7 @@ class Search:
         self.call_ids: dict[Any, int] = {}
         self.call_list: list[Call] = []
         self.seen_by: dict[tuple[int, int], int] = {}
+        self.judged: dict[tuple[int, int, int], list[str]] = {}
         self.baseline: frozenset[tuple[str, ...]] = frozenset()
 
     # --- calls
@@ -248,18 +246,24 @@ class Search:
             seat, finished = self.machines.start(index)
             seats.append(seat)
             cid = fresh
-            for action, value, exc, _ in finished:
-                problems += self._judged(index, action, value, exc, cid, db)
+            for ended in finished:
+                problems += self._judged(index, ended, cid, db)
                 cid = fresh
             calls.append(cid)
         return Node(db, tuple(seats), tuple(calls), self.lost, self.faults, tuple(problems))
 
-    def _judged(self, index: int, action: Action, value: Any, exc: Any, cid: int,
-                db: int) -> list[str]:
-        memory_of: Callable[[], MemoryDynamoDB] = lambda: self.dbs.memory(db)  # noqa: E731
-        problems = judge(action, value, exc, self.call_list[cid], _Lazy(memory_of),
-                         self.dbs.analysed[db][0])
-        return [f"client {index}, {action}: {p}" for p in problems]
+    def _judged(self, index: int, ended: tuple[Any, ...], cid: int, db: int) -> list[str]:
+        """What is wrong with how the call ``ended`` — (action, value, error, outcome), kept
+        alive by the machines' memo — as the call ``cid`` saw it, in the database ``db``."""
+        memo = (id(ended), cid, db)
+        hit = self.judged.get(memo)
+        if hit is None:
+            action, value, exc, _ = ended
+            memory_of: Callable[[], MemoryDynamoDB] = lambda: self.dbs.memory(db)  # noqa: E731
+            problems = judge(action, value, exc, self.call_list[cid], _Lazy(memory_of),
+                             self.dbs.analysed[db][0])
+            hit = self.judged[memo] = [f"client {index}, {action}: {p}" for p in problems]
+        return hit
 
     def violations(self, node: Node) -> list[str]:
         filling = any(s.action is not None and s.action.kind == "backfill"
@@ -278,7 +282,8 @@ class Search:
     def child(self, node: Node, step: Step) -> Node:
         index, kind = decode(step)
         seat = node.seats[index]
-        answer, error, _, db = self.dbs.apply(node.db, seat, "" if kind == "lost" else kind)
+        answer, error, token, db = self.dbs.apply(node.db, seat,
+                                                  "" if kind == "lost" else kind)
         calls = list(node.calls)
         if db != node.db:
             for other, cid in enumerate(calls):
@@ -292,17 +297,14 @@ class Search:
             token = "lost"
             answer, error = None, botocore.exceptions.ConnectionClosedError(
                 endpoint_url="http://simulation.invalid")
-        else:
-            if kind:
-                faults -= 1
-            token = (repr(error.response) if error is not None
-                     else repr(sorted(answer.items())))
+        elif kind:
+            faults -= 1
         moved, finished = self.machines.move(seat, answer, error, token)
         problems = list(node.problems)
         if finished:
             fresh = self._see(self._call(Call()), db)
-            for action, value, exc, _ in finished:
-                problems += self._judged(index, action, value, exc, calls[index], db)
+            for ended in finished:
+                problems += self._judged(index, ended, calls[index], db)
                 calls[index] = fresh
         seats = (*node.seats[:index], moved, *node.seats[index + 1:])
         return Node(db, seats, tuple(calls), lost, faults, tuple(problems), (node.trail, step))
