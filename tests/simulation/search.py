@@ -309,9 +309,22 @@ class Search:
         seats = (*node.seats[:index], moved, *node.seats[index + 1:])
         return Node(db, seats, tuple(calls), lost, faults, tuple(problems), (node.trail, step))
 
-    def run(self, limit: int = 1) -> tuple[int, list[Found]]:
-        """Every state, breadth first: (states, violations found — at most ``limit``)."""
+    def canonical(self, node: Node) -> tuple[Any, ...]:
+        """``node``'s key as the replaying ``explore.World.key()`` reads (for the tests)."""
+        snapshots = {db: snapshot for snapshot, db in self.dbs.ids.items()}
+        clients = {sid: key for (_, key), sid in self.machines.ids.items()}
+        items = snapshots[node.db]
+        tokens = tuple(sorted(self.dbs.states[node.db][1]))
+        return (items, tokens, tuple(clients[s.sid] for s in node.seats),
+                tuple(self.call_list[cid].key() for cid in node.calls), node.lost, node.faults)
+
+    def run(self, limit: int = 1, visit: Callable[[Node], None] | None = None
+            ) -> tuple[int, list[Found]]:
+        """Every state, breadth first: (states, violations found — at most ``limit``);
+        ``visit`` is called with each state met the first time."""
         start = self.start()
+        if visit is not None:
+            visit(start)
         seen = {start.key()}
         found: list[Found] = []
         if self.violations(start):
@@ -325,6 +338,8 @@ class Search:
                 if key in seen:
                     continue
                 seen.add(key)
+                if visit is not None:
+                    visit(child)
                 if self.violations(child):
                     found.append(self._found(child))
                     if len(found) >= limit:
