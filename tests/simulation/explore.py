@@ -37,7 +37,7 @@ import botocore.exceptions
 
 import dynaunique._transaction as transaction_module
 import dynaunique._writes as writes_module
-from dynaunique._connection import Request
+from dynaunique._connection import DEFAULT_POLICY, Request
 from dynaunique.errors import UniqueViolation
 
 from .blocking import handing_off
@@ -536,6 +536,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time", action="store_true", help="print the seconds taken")
     parser.add_argument("--list-mutants", action="store_true")
     args = parser.parse_args(argv)
+    if args.faults > DEFAULT_POLICY.max_conflict_retries:
+        # More would let one request's retries run out: the retry loop's documented end (a
+        # clear error, nothing applied), which the checks would count as an unexpected error.
+        parser.error(f"--faults is at most {DEFAULT_POLICY.max_conflict_retries}, the retry "
+                     "loop's limit")
     if args.list_mutants:
         for name, (what, _) in MUTANTS.items():
             print(f"{name}: {what}")
