@@ -4,10 +4,13 @@ Each logical client runs a short list of calls (``tests.simulation.workloads``) 
 generators the sync and async drivers run. The scheduler answers each request from one
 :class:`~simulation.memory.MemoryDynamoDB` and decides, request by request, whose turn it is —
 and, while ``--lost K`` allows, whether a write is applied and its answer lost on the way back
-(the client then resends, with the same token). The exploration is breadth first over those
-choices, with state hashing (the database and its tokens, each client's position, objects and
-answers, and what the call checks below remember) to prune: every reachable state is visited
-once, and the first violation found comes with a shortest schedule reaching it.
+(the client then resends, with the same token), and, while ``--faults N`` allows (default 1),
+whether a request meets a conflict, throttling or unprocessed batch keys (:data:`FAULTS`; the
+retry loop backs off — never really sleeping — and retries). The exploration is breadth first
+over those choices, with state hashing (the database and its tokens, each client's position,
+objects and answers, and what the call checks below remember) to prune: every reachable state
+is visited once (``search.Search``: each transition computed once, no schedule replayed), and
+the first violation found comes with a shortest schedule reaching it.
 
 Checked after every request, on the database: no value held by two live records, no lock
 without a live holder requiring it, no live record without its lock. Checked when a call ends:
@@ -18,7 +21,8 @@ some state during the call (the history of holders per value is kept per call), 
 held by another model) at some state during the call.
 
     python -m tests.simulation.explore --clients 2 --ops 3 --values 3 [--mutant NAME]
-                                        [--random N --seed S] [--lost K] [--list-mutants]
+                                        [--random N --seed S] [--lost K] [--faults N]
+                                        [--scenario NAME] [--time] [--list-mutants]
 
 The last line reads ``explored N states, V violations``.
 """
@@ -527,9 +531,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lost", type=int, default=0, metavar="K",
                         help="also explore up to K answers lost after their write applied")
-    parser.add_argument("--faults", type=int, default=0, metavar="N",
-                        help="also explore up to N faults per run: conflicts, throttling, "
-                             "unprocessed batch keys (none of them applies anything)")
+    parser.add_argument("--faults", type=int, default=1, metavar="N",
+                        help="also explore up to N faults per run (default 1; 0: none): "
+                             "conflicts, throttling, unprocessed batch keys (see FAULTS)")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS,
                         help="explore only this scenario (repeatable; default: all but "
                              "backfill)")

@@ -1,8 +1,10 @@
 """The exhaustive simulation finds no violation in the library, and finds each mutant.
 
 The default run explores the configurations that stay within a few CPU seconds (2 clients × 2
-calls, with and without a lost answer; each mutant on the scenario that reaches its bug);
-``-m slow`` explores 2 × 3 × 3 and 3 clients, and ``python -m tests.simulation.explore`` any.
+calls, alone, with a lost answer, with a fault; each mutant on the scenario that reaches its bug;
+each fault the scheduler chooses, replayed); ``-m slow`` explores the configurations
+docs/guarantees.md measures (2 × 3 × 3 with up to 2 faults, 3 × 2 × 3 with one, 3 × 3 × 3), and
+``python -m tests.simulation.explore`` any.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import pytest
 from dynaunique.errors import UniqueViolation
 
 from .explore import (
-    DEFAULT_SCENARIOS,
     MUTANTS,
     Action,
     Call,
@@ -28,39 +29,35 @@ from .world import TABLE, new_memory, seed_drift, violations
 # --- the library breaks nothing ------------------------------------------------------------------
 
 
-#: The scenarios whose lost answers CI explores (a repair's audit reads make its own slow).
-_LOSSY = [s for s in DEFAULT_SCENARIOS if s != "repair"]
+def _clean(clients: int, ops: int, *, lost: int = 0, faults: int = 0) -> int:
+    """Every scenario but ``backfill`` explored exhaustively (3 values): its states, asserting
+    no violation."""
+    with simulation():
+        states, found = explore_all(clients, ops, 3, lost=lost, faults=faults)
+    assert [f.trace() for f in found] == []
+    return states
 
 
 def test_two_clients_two_calls_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 2, 3)
-    assert [f.trace() for f in found] == []
-    assert states == 304
+    assert _clean(2, 2) == 304
 
 
 def test_two_clients_two_calls_with_a_lost_answer_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 2, 3, lost=1, scenarios=_LOSSY)
-    assert [f.trace() for f in found] == []
-    assert states == 580
+    assert _clean(2, 2, lost=1) == 1857
 
 
+def test_two_clients_two_calls_with_a_fault_break_nothing() -> None:
+    assert _clean(2, 2, faults=1) == 2619
+
+
+# The configurations measured in docs/guarantees.md ("Deterministic simulation").
 @pytest.mark.slow
-def test_two_clients_three_calls_three_values_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 3, 3)
-    assert [f.trace() for f in found] == []
-    assert states == 1058
-
-
-@pytest.mark.slow
-def test_three_clients_two_calls_break_nothing() -> None:
-    # All but the repair, whose audit reads make 3 clients' interleavings far more numerous.
-    with simulation():
-        states, found = explore_all(3, 2, 3, scenarios=_LOSSY)
-    assert [f.trace() for f in found] == []
-    assert states == 2063
+@pytest.mark.parametrize(("clients", "ops", "lost", "faults", "states"), [
+    (2, 3, 0, 0, 1058), (2, 3, 0, 1, 8981), (2, 3, 0, 2, 50939), (2, 3, 1, 0, 6041),
+    (3, 2, 0, 0, 22567), (3, 2, 0, 1, 356699), (3, 3, 0, 0, 163802)])
+def test_larger_configurations_break_nothing(clients: int, ops: int, lost: int, faults: int,
+                                             states: int) -> None:
+    assert _clean(clients, ops, lost=lost, faults=faults) == states
 
 
 @pytest.mark.slow
@@ -71,14 +68,6 @@ def test_a_backfill_refuses_no_save_spuriously() -> None:
     with simulation():
         _, found = explore_all(2, 3, 3, scenarios=["backfill"])
     assert [f.trace() for f in found] == []
-
-
-@pytest.mark.slow
-def test_two_clients_three_calls_with_a_lost_answer_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 3, 3, lost=1, scenarios=_LOSSY)
-    assert [f.trace() for f in found] == []
-    assert states == 2172
 
 
 # --- each mutant is caught, with a shortest trace ------------------------------------------------
@@ -415,13 +404,6 @@ def test_the_blocking_calls_backoffs_are_not_slept(monkeypatch: pytest.MonkeyPat
     assert world.log.count("client 0: backs off (not slept) and retries") == 8
     assert world.clients[0].outcomes == [
         "repair (check, plan, apply): ok (fixed, fixed, fixed; 0 unfixable)"]
-
-
-def test_two_clients_two_calls_with_a_fault_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 2, 3, faults=1)
-    assert [f.trace() for f in found] == []
-    assert states == 2619
 
 
 def test_the_fault_budget_stays_below_the_retry_loops_limit() -> None:
