@@ -34,7 +34,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import botocore.exceptions
@@ -306,7 +306,13 @@ class World:
                      _analyse(self.memory, self.snapshot)[0])
 
 
-def judge(action: Action, value: Any, exc: Exception | None, call: Call, memory: MemoryDynamoDB,
+class Stored(Protocol):
+    """What a call's check reads of the database: one item (a copy), or None."""
+
+    def get(self, table: str, key: Any) -> Any: ...
+
+
+def judge(action: Action, value: Any, exc: Exception | None, call: Call, memory: Stored,
           problems: list[Problem]) -> list[str]:
     """What is wrong with how a call ended (empty: nothing), in the database ``memory`` (whose
     problems ``analyse`` found to be ``problems``)."""
@@ -347,7 +353,7 @@ def _healed(action: Action, result: Any, problems: list[Problem]) -> list[str]:
                                                 and ident[2] in duplicated)]
 
 
-def _effect(action: Action, memory: MemoryDynamoDB) -> list[str]:
+def _effect(action: Action, memory: Stored) -> list[str]:
     """What a successful write should have left, that the database does not show."""
     expected: list[tuple[str, str | None, str]] = []
     field = {"account": "email", "team": "contact", "note": "text"}[action.model]
