@@ -121,7 +121,10 @@ Step = int | tuple[int, str]
 #: reason in its first slot); ``throttle`` — a single request refused with
 #: ``ProvisionedThroughputExceededException``, a transaction cancelled with a
 #: ``ThrottlingError`` reason; ``unprocessedK`` — a BatchGetItem / BatchWriteItem processes its
-#: first K keys only and returns the rest unprocessed (K = 0 .. keys - 1).
+#: first K keys only and returns the rest unprocessed (K = 0 .. keys - 1). One code each: the
+#: retry loop treats every code of ``dynaunique._connection.RETRYABLE`` alike
+#: (``ThrottlingException`` as ``ProvisionedThroughputExceededException``), so another code
+#: would only add states.
 FAULTS = ("conflict", "throttle", "unprocessed")
 _SINGLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
 
