@@ -486,22 +486,28 @@ class Found:
 
 
 def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0, faults: int = 0,
-            limit: int = 1, scenario: str = "") -> tuple[int, list[Found]]:
+            limit: int = 1, scenario: str = "", sleep_sets: bool = False
+            ) -> tuple[int, list[Found]]:
     """Every state reachable from ``workload``, breadth first, with up to ``lost`` answers lost
     after their request applied and up to ``faults`` faults (:data:`FAULTS`); (states,
     violations found — at most ``limit``, each with a shortest schedule). The search is
-    ``search.Search``: each transition computed once, no schedule replayed."""
+    ``search.Search``: each transition computed once, no schedule replayed (``sleep_sets``:
+    with ``sleep.run``, the same states, fewer transitions)."""
+    from . import sleep
     from .search import Search
 
-    return Search(workload, lost=lost, faults=faults, scenario=scenario).run(limit)
+    search = Search(workload, lost=lost, faults=faults, scenario=scenario)
+    return sleep.run(search, limit) if sleep_sets else search.run(limit)
 
 
 def explore_all(clients: int, ops: int, values: int, *, lost: int = 0, faults: int = 0,
-                scenarios: Sequence[str] = DEFAULT_SCENARIOS) -> tuple[int, list[Found]]:
+                scenarios: Sequence[str] = DEFAULT_SCENARIOS, sleep_sets: bool = False
+                ) -> tuple[int, list[Found]]:
     """Every scenario of a configuration explored exhaustively: (states, violations)."""
     states, found = 0, []
     for name, workload in workloads(clients, ops, values, scenarios):
-        n, more = explore(workload, lost=lost, faults=faults, scenario=name)
+        n, more = explore(workload, lost=lost, faults=faults, scenario=name,
+                          sleep_sets=sleep_sets)
         states += n
         found += more
     return states, found
@@ -546,6 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenario", action="append", choices=SCENARIOS,
                         help="explore only this scenario (repeatable; default: all but "
                              "backfill)")
+    parser.add_argument("--sleep-sets", action="store_true",
+                        help="skip steps that commute with one just explored (the same states, "
+                             "fewer transitions: tests/simulation/sleep.py)")
     parser.add_argument("--time", action="store_true", help="print the seconds taken")
     parser.add_argument("--list-mutants", action="store_true")
     args = parser.parse_args(argv)
@@ -566,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         faults=args.faults)
         else:
             states, found = explore_all(args.clients, args.ops, args.values, lost=args.lost,
-                                        faults=args.faults,
+                                        faults=args.faults, sleep_sets=args.sleep_sets,
                                         scenarios=args.scenario or DEFAULT_SCENARIOS)
         for item in found[:1]:
             print(item.trace())

@@ -279,7 +279,8 @@ class Search:
     def runnable(self, node: Node) -> list[Step]:
         return runnable(node.seats, node.lost, node.faults)
 
-    def child(self, node: Node, step: Step) -> Node:
+    def child(self, node: Node, step: Step, ended: list[bool] | None = None) -> Node:
+        """The state after ``step`` from ``node`` (``ended`` gets True if a call ended)."""
         index, kind = decode(step)
         seat = node.seats[index]
         answer, error, token, db = self.dbs.apply(node.db, seat,
@@ -302,6 +303,8 @@ class Search:
         moved, finished = self.machines.move(seat, answer, error, token)
         problems = list(node.problems)
         if finished:
+            if ended is not None:
+                ended.append(True)
             fresh = self._see(self._call(Call()), db)
             for ended in finished:
                 problems += self._judged(index, ended, calls[index], db)

@@ -89,3 +89,41 @@ def test_and_finds_the_same_first_violation(mutant: str, scenario: str) -> None:
 @pytest.mark.parametrize("scenario", [s for s in DEFAULT_SCENARIOS if s != "repair"])
 def test_the_same_states_on_two_clients_three_calls_with_a_fault(scenario: str) -> None:
     assert _same(scenario, 2, 3, faults=1) > 5
+
+
+# --- sleep sets --------------------------------------------------------------------------------
+
+
+def _depths(scenario: str, clients: int, ops: int, *, reduced: bool, lost: int = 0,
+            faults: int = 0, mutant: str | None = None) -> tuple[dict[Any, int], list[Any]]:
+    """Every state met, with the length of the schedule it was first met by; the violations."""
+    from . import sleep
+
+    with simulation(mutant):
+        ((_, workload),) = workloads(clients, ops, 3, [scenario])
+        search = Search(workload, lost=lost, faults=faults, scenario=scenario)
+        nodes: list[Node] = []
+        states, found = (sleep.run if reduced else Search.run)(search, visit=nodes.append)
+        depths = {search.canonical(n): len(n.schedule()) for n in nodes}
+    assert states == len(depths)
+    return depths, [(len(f.schedule), f.problems) for f in found]
+
+
+_SLEEPING = [(s, 0, 0) for s in DEFAULT_SCENARIOS] + [
+    (s, lost, faults) for s in ("basic", "swap") for lost, faults in ((0, 1), (1, 0))] + [
+    pytest.param(s, lost, faults, marks=pytest.mark.slow) for s in DEFAULT_SCENARIOS
+    if s not in ("basic", "swap") for lost, faults in ((0, 1), (1, 0))]
+
+
+@pytest.mark.parametrize(("scenario", "lost", "faults"), _SLEEPING)
+def test_sleep_sets_meet_every_state_at_its_depth(scenario: str, lost: int, faults: int) -> None:
+    reduced = _depths(scenario, 2, 2, reduced=True, lost=lost, faults=faults)
+    assert reduced == _depths(scenario, 2, 2, reduced=False, lost=lost, faults=faults)
+
+
+@pytest.mark.parametrize(("mutant", "scenario"), [("lock-put-unguarded", "basic"),
+                                                  ("stale-record-unguarded", "swap")])
+def test_sleep_sets_find_a_mutant_by_the_same_shortest_schedule_length(mutant: str,
+                                                                        scenario: str) -> None:
+    reduced = _depths(scenario, 2, 3, reduced=True, mutant=mutant)[1]
+    assert reduced == _depths(scenario, 2, 3, reduced=False, mutant=mutant)[1] != []
