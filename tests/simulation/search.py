@@ -341,15 +341,21 @@ class Search:
                 if key in seen:
                     continue
                 seen.add(key)
-                if visit is not None:
-                    visit(child)
-                if self.violations(child):
-                    found.append(self._found(child))
-                    if len(found) >= limit:
-                        return len(seen), found
-                    continue
-                queue.append(child)
+                if self.met(child, found, visit):
+                    queue.append(child)
+                elif len(found) >= limit:
+                    return len(seen), found
         return len(seen), found
+
+    def met(self, node: Node, found: list[Found], visit: Callable[[Node], None] | None) -> bool:
+        """A state met the first time: told to ``visit``, and whether to expand it (False: it
+        breaks an invariant, added to ``found``)."""
+        if visit is not None:
+            visit(node)
+        if self.violations(node):
+            found.append(self._found(node))
+            return False
+        return True
 
     def _found(self, node: Node) -> Found:
         return Found(self.workload, node.schedule(), self.violations(node), self.lost,

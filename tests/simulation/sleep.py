@@ -152,14 +152,10 @@ def run(search: Search, limit: int = 1, visit: Callable[[Node], None] | None = N
             before = asleep.get(ckey)
             if before is None:
                 asleep[ckey] = carried
-                if visit is not None:
-                    visit(child)
-                if search.violations(child):
-                    found.append(search._found(child))
-                    if len(found) >= limit:
-                        return len(asleep), found
-                    continue
-                queue.append((child, None))
+                if search.met(child, found, visit):
+                    queue.append((child, None))
+                elif len(found) >= limit:
+                    return len(asleep), found
                 continue
             missing = [s for s in before if s not in carried]
             if not missing:
