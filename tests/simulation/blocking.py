@@ -8,11 +8,20 @@ switch back to the scheduler with the :class:`~dynaunique._connection.Request` a
 raise) the answer it is given. Nothing of the library is replaced: the same code runs, and only
 the wire is the scheduler. A greenlet a replay leaves unfinished is thrown ``GreenletExit`` when
 it is collected, which unwinds it (no thread is left behind).
+
+The retry loop's backoffs do not really sleep either: the blocking code sleeps through the
+``sleep=time.sleep`` defaults of ``dynaunique._connection.run``/``send``/``in_batches`` and their
+callers, and :func:`handing_off` points every such default of the library at a sleep that,
+inside a simulated call, hands a :class:`~dynaunique._connection.Sleep` step to the scheduler
+(which goes straight on, as it does for the sans-IO generators' own ``Sleep`` steps).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,7 +29,7 @@ import greenlet
 from pynamodb.connection import Connection
 
 from dynaunique._answers import Ambiguous, Ok, Refused, Unreachable
-from dynaunique._connection import Request, Steps
+from dynaunique._connection import Request, Sleep, Steps
 
 
 class _Call(greenlet.greenlet):  # type: ignore[misc]
@@ -34,7 +43,11 @@ def blocking_steps(function: Callable[[], Any]) -> Steps[Any]:
     call = _Call(lambda: ("done", function()))
     message = call.switch()
     while not call.dead:
-        _, request = message
+        kind, request = message
+        if kind == "sleep":
+            yield Sleep(request)
+            message = call.switch(("answer", None))
+            continue
         try:
             answer = yield request
         except Exception as exc:
@@ -64,12 +77,49 @@ class _Inline:
         return iter([function(*args) for args in zip(*iterables, strict=True)])
 
 
+_real_sleep = time.sleep
+
+
+def _sleep(seconds: float) -> None:
+    """A backoff: inside a simulated call, a ``Sleep`` step for the scheduler; elsewhere slept."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _Call):
+        _real_sleep(seconds)
+        return
+    current.parent.switch(("sleep", seconds))
+
+
+def _sleeping_defaults() -> list[tuple[Any, str, Any]]:
+    """Every function of the loaded library whose default ``sleep`` is ``time.sleep``:
+    (function, ``__defaults__`` or ``__kwdefaults__``, the defaults with the sleep replaced)."""
+    found: dict[int, tuple[Any, str, Any]] = {}
+    for name, module in list(sys.modules.items()):
+        if not (name == "dynaunique" or name.startswith("dynaunique.")):
+            continue
+        for value in list(vars(module).values()):
+            inner = list(vars(value).values()) if inspect.isclass(value) else []
+            for candidate in [value, *inner]:
+                function = getattr(candidate, "__func__", candidate)
+                if not inspect.isfunction(function) or id(function) in found:
+                    continue
+                if function.__defaults__ and _real_sleep in function.__defaults__:
+                    found[id(function)] = (function, "__defaults__", tuple(
+                        _sleep if d is _real_sleep else d for d in function.__defaults__))
+                elif function.__kwdefaults__ and _real_sleep in function.__kwdefaults__.values():
+                    found[id(function)] = (function, "__kwdefaults__", {
+                        k: _sleep if d is _real_sleep else d
+                        for k, d in function.__kwdefaults__.items()})
+    return list(found.values())
+
+
 @contextlib.contextmanager
 def handing_off() -> Iterator[None]:
     """While active, a ``Connection.dispatch`` inside :func:`blocking_steps` goes to the
-    scheduler (anywhere else, to the real connection). The audit's scan runs inline
-    (:class:`_Inline`)."""
+    scheduler (anywhere else, to the real connection), and so does a backoff's sleep. The
+    audit's scan runs inline (:class:`_Inline`)."""
     import dynaunique.audit._check as check_module
+    import dynaunique.audit._repair  # loaded now, so that its defaults are found
+    import dynaunique.migrations._segments  # noqa: F401
 
     original = Connection.dispatch
     pool = check_module.ThreadPoolExecutor
@@ -87,11 +137,17 @@ def handing_off() -> Iterator[None]:
             raise payload
         return payload
 
+    sleeping = _sleeping_defaults()
+    originals = [(function, where, getattr(function, where)) for function, where, _ in sleeping]
+    for function, where, replaced in sleeping:
+        setattr(function, where, replaced)
     Connection.dispatch = dispatch  # type: ignore[method-assign]
     try:
         yield
     finally:
         Connection.dispatch = original  # type: ignore[method-assign]
+        for function, where, before in originals:
+            setattr(function, where, before)
         check_module.ThreadPoolExecutor = pool  # type: ignore[misc]
 
 

@@ -4,10 +4,13 @@ Each logical client runs a short list of calls (``tests.simulation.workloads``) 
 generators the sync and async drivers run. The scheduler answers each request from one
 :class:`~simulation.memory.MemoryDynamoDB` and decides, request by request, whose turn it is —
 and, while ``--lost K`` allows, whether a write is applied and its answer lost on the way back
-(the client then resends, with the same token). The exploration is breadth first over those
-choices, with state hashing (the database and its tokens, each client's position, objects and
-answers, and what the call checks below remember) to prune: every reachable state is visited
-once, and the first violation found comes with a shortest schedule reaching it.
+(the client then resends, with the same token), and, while ``--faults N`` allows (default 1),
+whether a request meets a conflict, throttling or unprocessed batch keys (:data:`FAULTS`; the
+retry loop backs off — never really sleeping — and retries). The exploration is breadth first
+over those choices, with state hashing (the database and its tokens, each client's position,
+objects and answers, and what the call checks below remember) to prune: every reachable state
+is visited once (``search.Search``: each transition computed once, no schedule replayed), and
+the first violation found comes with a shortest schedule reaching it.
 
 Checked after every request, on the database: no value held by two live records, no lock
 without a live holder requiring it, no live record without its lock. Checked when a call ends:
@@ -18,7 +21,8 @@ some state during the call (the history of holders per value is kept per call), 
 held by another model) at some state during the call.
 
     python -m tests.simulation.explore --clients 2 --ops 3 --values 3 [--mutant NAME]
-                                        [--random N --seed S] [--lost K] [--list-mutants]
+                                        [--random N --seed S] [--lost K] [--faults N]
+                                        [--scenario NAME] [--time] [--list-mutants]
 
 The last line reads ``explored N states, V violations``.
 """
@@ -29,20 +33,19 @@ import argparse
 import contextlib
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import botocore.exceptions
 
 import dynaunique._render as render_module
 import dynaunique._writes as writes_module
-from dynaunique._connection import Request
+from dynaunique._connection import DEFAULT_POLICY, Request
 from dynaunique.errors import UniqueViolation
 
 from .blocking import handing_off
-from .memory import MemoryDynamoDB
+from .memory import Fault, MemoryDynamoDB
 from .mutants import MUTANTS, patched
 from .workloads import (
     DEFAULT_SCENARIOS,
@@ -107,9 +110,56 @@ def _analyse(memory: MemoryDynamoDB, snapshot: Any
 
 # --- the world -----------------------------------------------------------------------------------
 
-#: A scheduling choice: client ``i`` gets its answer (``i``), or its write is applied and the
-#: answer lost (``-1 - i``).
-Step = int
+#: A scheduling choice: client ``i`` gets its answer (``i``), its write is applied and the
+#: answer lost (``-1 - i``), or its request meets a fault (``(i, name)``, :data:`FAULTS`).
+Step = int | tuple[int, str]
+
+#: The faults the scheduler may choose at a request, each spending one of the run's ``faults``
+#: budget; none applies anything (DynamoDB's own answers, as the retry loop sees them):
+#: ``conflict`` — a write meets another transaction (a single write refused with
+#: ``TransactionConflictException``, a transaction cancelled with a ``TransactionConflict``
+#: reason in its first slot); ``throttle`` — a single request refused with
+#: ``ProvisionedThroughputExceededException``, a transaction cancelled with a
+#: ``ThrottlingError`` reason; ``unprocessedK`` — a BatchGetItem / BatchWriteItem processes its
+#: first K keys only and returns the rest unprocessed (K = 0 .. keys - 1). One code each: the
+#: retry loop treats every code of ``dynaunique._connection.RETRYABLE`` alike
+#: (``ThrottlingException`` as ``ProvisionedThroughputExceededException``), so another code
+#: would only add states.
+FAULTS = ("conflict", "throttle", "unprocessed")
+_SINGLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
+
+
+def fault_choices(request: Request) -> list[str]:
+    """The faults the scheduler may choose for ``request`` (see :data:`FAULTS`)."""
+    operation = request.operation
+    names = (["conflict"] if operation in _SINGLE_WRITES or operation == "TransactWriteItems"
+             else []) + ["throttle"]
+    if operation == "BatchGetItem":
+        size = sum(len(r["Keys"]) for r in request.params["RequestItems"].values())
+        names += [f"unprocessed{k}" for k in range(size)]
+    elif operation == "BatchWriteItem":
+        size = sum(len(w) for w in request.params["RequestItems"].values())
+        names += [f"unprocessed{k}" for k in range(size)]
+    return names
+
+
+def fault_of(name: str, request: Request) -> Fault:
+    """The model's :class:`~.memory.Fault` a scheduled fault ``name`` stands for."""
+    transaction = request.operation == "TransactWriteItems"
+    if name == "conflict":
+        return Fault.conflict(0)
+    if name == "throttle":
+        return (Fault.cancel("ThrottlingError", 0) if transaction
+                else Fault.refuse("ProvisionedThroughputExceededException"))
+    assert name.startswith("unprocessed"), name
+    return Fault.unprocessed(int(name[len("unprocessed"):]))
+
+
+def decode(step: Step) -> tuple[int, str]:
+    """(the client a step is about, ``""`` — answered —, ``"lost"`` or a fault's name)."""
+    if isinstance(step, tuple):
+        return step
+    return (step, "") if step >= 0 else (-1 - step, "lost")
 
 
 @attrs.define
@@ -149,6 +199,8 @@ class World:
     clients: list[Client]
     #: How many answers may still be lost after the request was applied.
     lost: int = 0
+    #: How many faults (:data:`FAULTS`) the scheduler may still choose.
+    faults: int = 0
     log: list[str] = attrs.field(factory=list)
     calls: list[Call] = attrs.field(factory=list)
     #: What the calls that ended got wrong (the database's invariants are checked apart).
@@ -172,7 +224,7 @@ class World:
     def key(self) -> tuple[Any, ...]:
         return (self.snapshot, tuple(sorted(self.memory.tokens)),
                 tuple(c.key() for c in self.clients), tuple(c.key() for c in self.calls),
-                self.lost)
+                self.lost, self.faults)
 
     def violations(self) -> list[str]:
         return [text for ident, text in _analyse(self.memory, self.snapshot)[0]
@@ -186,26 +238,22 @@ class World:
             b[0] == "missing" and b[2] == ident[1] for b in self.baseline))
 
     def runnable(self) -> list[Step]:
-        """The next steps possible: each waiting client's request answered, and (while answers
-        may be lost) each waiting write applied with its answer lost."""
-        steps: list[Step] = []
-        for c in self.clients:
-            if c.pending is None:
-                continue
-            steps.append(c.index)
-            if self.lost and c.pending.operation not in _READS:
-                steps.append(-1 - c.index)
-        return steps
+        """The next steps possible: each waiting client's request answered, (while answers
+        may be lost) each waiting write applied with its answer lost, and (while the fault
+        budget lasts) each waiting request meeting each fault it may meet."""
+        return runnable(self.clients, self.lost, self.faults)
 
     def step(self, step: Step) -> None:
-        index = step if step >= 0 else -1 - step
+        index, kind = decode(step)
         client = self.clients[index]
         request = client.pending
         assert request is not None
         answer: Any = None
         error: Exception | None = None
+        fault = fault_of(kind, request) if kind not in ("", "lost") else None
+        backoffs = client.backoffs
         try:
-            answer = self.memory.handle(request.operation, request.params)
+            answer = self.memory.handle(request.operation, request.params, fault=fault)
             result = "ok"
         except Exception as exc:
             if not hasattr(exc, "response"):
@@ -222,7 +270,10 @@ class World:
         _, holders = _analyse(self.memory, self.snapshot)
         for call in self.calls:
             call.see(holders)
-        if step < 0:
+        if fault is not None:
+            self.faults -= 1
+            result += f" (INJECTED {kind})"
+        if kind == "lost":
             self.lost -= 1
             client.answers.append("lost")
             self.log.append(f"client {index}: {describe(request)} -> {result}, ANSWER LOST")
@@ -233,6 +284,8 @@ class World:
                                   else repr(sorted(answer.items())))
             self.log.append(f"client {index}: {describe(request)} -> {result}")
         client.advance(answer=answer, error=error)
+        if client.backoffs > backoffs:
+            self.log.append(f"client {index}: backs off (not slept) and retries")
         self._ended(client, holders)
 
     def _ended(self, client: Client, holders: dict[Held, set[str]]) -> None:
@@ -246,64 +299,79 @@ class World:
             self.calls[client.index].see(holders)
 
     def _judge(self, action: Action, value: Any, exc: Exception | None, call: Call) -> list[str]:
-        """What is wrong with how a call ended (empty: nothing)."""
-        if exc is not None and not isinstance(exc, EXPECTED_ERRORS):
-            return [f"ended with an unexpected {type(exc).__name__}: {exc}"]
-        if isinstance(exc, UniqueViolation):
-            wrong = []
-            for v in exc.violations:
-                pk = (v.owner or {}).get("PK")
-                held = call.history.get((v.constraint, str(v.value)), set())
-                if pk not in held and not _same_unit(action, pk, v.value):
-                    wrong.append(f"UniqueViolation names {v.owner} as holding {v.value!r}, "
-                                 f"but during the call it was held by {_shown(held)}")
-            return wrong
-        if action.kind == "get":
-            seen = call.history.get(("EMAIL", action.value.lower()), {""})
-            if exc is None and value.pk not in seen:
-                return [f"returned {value.pk}, which never held the value during the call "
-                        f"(held by {_shown(seen)})"]
-            if exc is not None and "" not in seen and not any(p.startswith("T") for p in seen):
-                return [f"found nothing, but the value was held all along by {_shown(seen)}"]
-            return []
-        if action.kind in ("backfill", "repair"):
-            return self._healed(action, value) if exc is None and call.quiet else []
-        if exc is not None or call.others_wrote:
-            return []
-        return self._effect(action)
+        """What is wrong with how a call ended (empty: nothing): :func:`judge` here."""
+        return judge(action, value, exc, call, self.memory,
+                     _analyse(self.memory, self.snapshot)[0])
 
-    def _healed(self, action: Action, result: Any) -> list[str]:
-        """A backfill or repair no other client wrote during: every lock is right now, but for
-        the duplicates (a backfill reports them, a repair leaves them to a person)."""
-        if action.kind == "repair" and not result.ok:
-            return []
-        problems = _analyse(self.memory, self.snapshot)[0]
-        duplicated = {ident[1] for ident, _ in problems if ident[0] == "duplicate"}
-        return [f"ended, yet {text}" for ident, text in problems
-                if ident[0] != "duplicate" and not (ident[0] == "missing"
-                                                    and ident[2] in duplicated)]
 
-    def _effect(self, action: Action) -> list[str]:
-        """What a successful write should have left, that the database does not show."""
-        expected: list[tuple[str, str | None, str]] = []
-        field = {"account": "email", "team": "contact", "note": "text"}[action.model]
-        stored = action.value.lower() if action.model == "account" else action.value
-        if action.kind == "delete":
-            expected.append((action.record, None, ""))
-        elif action.kind == "swap":
-            expected += [(action.record, field, stored), (action.other, field,
-                                                          action.value2.lower())]
-        else:
-            expected.append((action.record, field, stored))
+class Stored(Protocol):
+    """What a call's check reads of the database: one item (a copy), or None."""
+
+    def get(self, table: str, key: Any) -> Any: ...
+
+
+def judge(action: Action, value: Any, exc: Exception | None, call: Call, memory: Stored,
+          problems: list[Problem]) -> list[str]:
+    """What is wrong with how a call ended (empty: nothing), in the database ``memory`` (whose
+    problems ``analyse`` found to be ``problems``)."""
+    if exc is not None and not isinstance(exc, EXPECTED_ERRORS):
+        return [f"ended with an unexpected {type(exc).__name__}: {exc}"]
+    if isinstance(exc, UniqueViolation):
         wrong = []
-        for pk, name, want in expected:
-            item = self.memory.get(TABLE, {"PK": {"S": pk}, "SK": {"S": "PROFILE"}})
-            if name is None:
-                if item is not None:
-                    wrong.append(f"succeeded, yet {pk} still exists")
-            elif item is None or item.get(name) != {"S": want}:
-                wrong.append(f"succeeded, yet {pk} is {item} (not {name}={want!r})")
+        for v in exc.violations:
+            pk = (v.owner or {}).get("PK")
+            held = call.history.get((v.constraint, str(v.value)), set())
+            if pk not in held and not _same_unit(action, pk, v.value):
+                wrong.append(f"UniqueViolation names {v.owner} as holding {v.value!r}, "
+                             f"but during the call it was held by {_shown(held)}")
         return wrong
+    if action.kind == "get":
+        seen = call.history.get(("EMAIL", action.value.lower()), {""})
+        if exc is None and value.pk not in seen:
+            return [f"returned {value.pk}, which never held the value during the call "
+                    f"(held by {_shown(seen)})"]
+        if exc is not None and "" not in seen and not any(p.startswith("T") for p in seen):
+            return [f"found nothing, but the value was held all along by {_shown(seen)}"]
+        return []
+    if action.kind in ("backfill", "repair"):
+        return _healed(action, value, problems) if exc is None and call.quiet else []
+    if exc is not None or call.others_wrote:
+        return []
+    return _effect(action, memory)
+
+
+def _healed(action: Action, result: Any, problems: list[Problem]) -> list[str]:
+    """A backfill or repair no other client wrote during: every lock is right now, but for
+    the duplicates (a backfill reports them, a repair leaves them to a person)."""
+    if action.kind == "repair" and not result.ok:
+        return []
+    duplicated = {ident[1] for ident, _ in problems if ident[0] == "duplicate"}
+    return [f"ended, yet {text}" for ident, text in problems
+            if ident[0] != "duplicate" and not (ident[0] == "missing"
+                                                and ident[2] in duplicated)]
+
+
+def _effect(action: Action, memory: Stored) -> list[str]:
+    """What a successful write should have left, that the database does not show."""
+    expected: list[tuple[str, str | None, str]] = []
+    field = {"account": "email", "team": "contact", "note": "text"}[action.model]
+    stored = action.value.lower() if action.model == "account" else action.value
+    if action.kind == "delete":
+        expected.append((action.record, None, ""))
+    elif action.kind == "swap":
+        expected += [(action.record, field, stored), (action.other, field,
+                                                      action.value2.lower())]
+    else:
+        expected.append((action.record, field, stored))
+    wrong = []
+    for pk, name, want in expected:
+        item = memory.get(TABLE, {"PK": {"S": pk}, "SK": {"S": "PROFILE"}})
+        if name is None:
+            if item is not None:
+                wrong.append(f"succeeded, yet {pk} still exists")
+        elif item is None or item.get(name) != {"S": want}:
+            wrong.append(f"succeeded, yet {pk} is {item} (not {name}={want!r})")
+    return wrong
 
 
 def _same_unit(action: Action, pk: str | None, value: Any) -> bool:
@@ -349,12 +417,27 @@ def _refusal(response: dict[str, Any]) -> str:
     return code
 
 
+def runnable(clients: Sequence[Any], lost: int, faults: int) -> list[Step]:
+    """The steps possible for ``clients`` (anything with ``index`` and ``pending``) with
+    ``lost`` answers that may still be lost and ``faults`` faults that may still be chosen."""
+    steps: list[Step] = []
+    for c in clients:
+        if c.pending is None:
+            continue
+        steps.append(c.index)
+        if lost and c.pending.operation not in _READS:
+            steps.append(-1 - c.index)
+        if faults:
+            steps += [(c.index, name) for name in fault_choices(c.pending)]
+    return steps
+
+
 def replay(workload: Sequence[Sequence[Action]], schedule: Sequence[Step], *,
-           lost: int = 0, scenario: str = "") -> World:
+           lost: int = 0, faults: int = 0, scenario: str = "") -> World:
     """The world after running ``schedule`` from the start of ``workload`` (the database
     seeded as ``scenario``'s starts)."""
     world = World(new_memory(), [Client(i, actions) for i, actions in enumerate(workload)],
-                  lost)
+                  lost, faults)
     world.start(SEEDS.get(scenario))
     for index in schedule:
         world.step(index)
@@ -373,9 +456,11 @@ class Found:
     problems: list[str]
     lost: int = 0
     scenario: str = ""
+    faults: int = 0
 
     def trace(self) -> str:
-        world = replay(self.workload, (), lost=self.lost, scenario=self.scenario)
+        world = replay(self.workload, (), lost=self.lost, faults=self.faults,
+                       scenario=self.scenario)
         lines = [f"workload{f' ({self.scenario})' if self.scenario else ''}:"]
         lines += [f"  client {i}: " + "; ".join(map(str, actions))
                   for i, actions in enumerate(self.workload)]
@@ -388,60 +473,49 @@ class Found:
             world.step(index)
             lines += [f"  {n}. {world.log[before]}"]
             lines += [f"     {entry}" for entry in world.log[before + 1:]]
+        if world.violations() != self.problems:
+            raise AssertionError(f"the search found {self.problems}, its replay "
+                                 f"{world.violations()}: a state key misses something")
         lines += [f"  VIOLATION: {p}" for p in self.problems]
         return "\n".join(lines)
 
 
-def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0, limit: int = 1,
-            scenario: str = "") -> tuple[int, list[Found]]:
+def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0, faults: int = 0,
+            limit: int = 1, scenario: str = "", sleep_sets: bool = False
+            ) -> tuple[int, list[Found]]:
     """Every state reachable from ``workload``, breadth first, with up to ``lost`` answers lost
-    after their request applied; (states, violations found — at most ``limit``, each with a
-    shortest schedule)."""
-    start = replay(workload, (), lost=lost, scenario=scenario)
-    seen: set[Any] = {start.key()}
-    found: list[Found] = []
-    if start.violations():
-        return 1, [Found(workload, (), start.violations(), lost, scenario)]
-    # Each entry: a schedule and who may step after it (known from its replay).
-    queue: deque[tuple[tuple[Step, ...], list[Step]]] = deque([((), start.runnable())])
-    while queue:
-        schedule, runnable = queue.popleft()
-        for index in runnable:
-            child = (*schedule, index)
-            world = replay(workload, child, lost=lost, scenario=scenario)
-            key = world.key()
-            if key in seen:
-                continue
-            seen.add(key)
-            problems = world.violations()
-            if problems:
-                found.append(Found(workload, child, problems, lost, scenario))
-                if len(found) >= limit:
-                    return len(seen), found
-                continue
-            queue.append((child, world.runnable()))
-    return len(seen), found
+    after their request applied and up to ``faults`` faults (:data:`FAULTS`); (states,
+    violations found — at most ``limit``, each with a shortest schedule). The search is
+    ``search.Search``: each transition computed once, no schedule replayed (``sleep_sets``:
+    with ``sleep.run``, the same states, fewer transitions)."""
+    from . import sleep
+    from .search import Search
+
+    search = Search(workload, lost=lost, faults=faults, scenario=scenario)
+    return sleep.run(search, limit) if sleep_sets else search.run(limit)
 
 
-def explore_all(clients: int, ops: int, values: int, *, lost: int = 0,
-                scenarios: Sequence[str] = DEFAULT_SCENARIOS) -> tuple[int, list[Found]]:
+def explore_all(clients: int, ops: int, values: int, *, lost: int = 0, faults: int = 0,
+                scenarios: Sequence[str] = DEFAULT_SCENARIOS, sleep_sets: bool = False
+                ) -> tuple[int, list[Found]]:
     """Every scenario of a configuration explored exhaustively: (states, violations)."""
     states, found = 0, []
     for name, workload in workloads(clients, ops, values, scenarios):
-        n, more = explore(workload, lost=lost, scenario=name)
+        n, more = explore(workload, lost=lost, faults=faults, scenario=name,
+                          sleep_sets=sleep_sets)
         states += n
         found += more
     return states, found
 
 
 def random_runs(rng: random.Random, runs: int, clients: int, ops: int, values: int, *,
-                lost: int = 0) -> tuple[int, list[Found]]:
+                lost: int = 0, faults: int = 0) -> tuple[int, list[Found]]:
     """``runs`` random workloads, each under one random schedule (with up to ``lost``
-    answers lost after their write applied)."""
+    answers lost after their write applied and ``faults`` faults)."""
     states, found = 0, []
     for _ in range(runs):
         workload = random_workload(rng, clients, ops, values)
-        world = replay(workload, (), lost=lost)
+        world = replay(workload, (), lost=lost, faults=faults)
         schedule: list[Step] = []
         states += 1
         while world.runnable() and not world.violations():
@@ -450,7 +524,8 @@ def random_runs(rng: random.Random, runs: int, clients: int, ops: int, values: i
             world.step(index)
             states += 1
         if world.violations():
-            found.append(Found(workload, tuple(schedule), world.violations(), lost, "random"))
+            found.append(Found(workload, tuple(schedule), world.violations(), lost, "random",
+                               faults))
     return states, found
 
 
@@ -466,12 +541,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lost", type=int, default=0, metavar="K",
                         help="also explore up to K answers lost after their write applied")
+    parser.add_argument("--faults", type=int, default=1, metavar="N",
+                        help="also explore up to N faults per run (default 1; 0: none): "
+                             "conflicts, throttling, unprocessed batch keys (see FAULTS)")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS,
                         help="explore only this scenario (repeatable; default: all but "
                              "backfill)")
+    parser.add_argument("--sleep-sets", action="store_true",
+                        help="skip steps that commute with one just explored (the same states, "
+                             "fewer transitions: tests/simulation/sleep.py)")
     parser.add_argument("--time", action="store_true", help="print the seconds taken")
     parser.add_argument("--list-mutants", action="store_true")
     args = parser.parse_args(argv)
+    if args.faults > DEFAULT_POLICY.max_conflict_retries:
+        # More would let one request's retries run out: the retry loop's documented end (a
+        # clear error, nothing applied), which the checks would count as an unexpected error.
+        parser.error(f"--faults is at most {DEFAULT_POLICY.max_conflict_retries}, the retry "
+                     "loop's limit")
     if args.list_mutants:
         for name, (what, _) in MUTANTS.items():
             print(f"{name}: {what}")
@@ -480,9 +566,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with simulation(args.mutant):
         if args.random:
             states, found = random_runs(random.Random(args.seed), args.random, args.clients,
-                                        args.ops, args.values, lost=args.lost)
+                                        args.ops, args.values, lost=args.lost,
+                                        faults=args.faults)
         else:
             states, found = explore_all(args.clients, args.ops, args.values, lost=args.lost,
+                                        faults=args.faults, sleep_sets=args.sleep_sets,
                                         scenarios=args.scenario or DEFAULT_SCENARIOS)
         for item in found[:1]:
             print(item.trace())

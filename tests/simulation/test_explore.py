@@ -1,8 +1,10 @@
 """The exhaustive simulation finds no violation in the library, and finds each mutant.
 
 The default run explores the configurations that stay within a few CPU seconds (2 clients × 2
-calls, with and without a lost answer; each mutant on the scenario that reaches its bug);
-``-m slow`` explores 2 × 3 × 3 and 3 clients, and ``python -m tests.simulation.explore`` any.
+calls, alone, with a lost answer, with a fault; each mutant on the scenario that reaches its bug;
+each fault the scheduler chooses, replayed); ``-m slow`` explores the configurations
+docs/guarantees.md measures (2 × 3 × 3 with up to 2 faults, 3 × 2 × 3 with one, 3 × 3 × 3), and
+``python -m tests.simulation.explore`` any.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import pytest
 from dynaunique.errors import UniqueViolation
 
 from .explore import (
-    DEFAULT_SCENARIOS,
     MUTANTS,
     Action,
     Call,
@@ -28,39 +29,35 @@ from .world import TABLE, new_memory, seed_drift, violations
 # --- the library breaks nothing ------------------------------------------------------------------
 
 
-#: The scenarios whose lost answers CI explores (a repair's audit reads make its own slow).
-_LOSSY = [s for s in DEFAULT_SCENARIOS if s != "repair"]
+def _clean(clients: int, ops: int, *, lost: int = 0, faults: int = 0) -> int:
+    """Every scenario but ``backfill`` explored exhaustively (3 values): its states, asserting
+    no violation."""
+    with simulation():
+        states, found = explore_all(clients, ops, 3, lost=lost, faults=faults)
+    assert [f.trace() for f in found] == []
+    return states
 
 
 def test_two_clients_two_calls_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 2, 3)
-    assert [f.trace() for f in found] == []
-    assert states == 304
+    assert _clean(2, 2) == 304
 
 
 def test_two_clients_two_calls_with_a_lost_answer_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 2, 3, lost=1, scenarios=_LOSSY)
-    assert [f.trace() for f in found] == []
-    assert states == 580
+    assert _clean(2, 2, lost=1) == 1857
 
 
+def test_two_clients_two_calls_with_a_fault_break_nothing() -> None:
+    assert _clean(2, 2, faults=1) == 2619
+
+
+# The configurations measured in docs/guarantees.md ("Deterministic simulation").
 @pytest.mark.slow
-def test_two_clients_three_calls_three_values_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 3, 3)
-    assert [f.trace() for f in found] == []
-    assert states == 1058
-
-
-@pytest.mark.slow
-def test_three_clients_two_calls_break_nothing() -> None:
-    # All but the repair, whose audit reads make 3 clients' interleavings far more numerous.
-    with simulation():
-        states, found = explore_all(3, 2, 3, scenarios=_LOSSY)
-    assert [f.trace() for f in found] == []
-    assert states == 2063
+@pytest.mark.parametrize(("clients", "ops", "lost", "faults", "states"), [
+    (2, 3, 0, 0, 1058), (2, 3, 0, 1, 8981), (2, 3, 0, 2, 50939), (2, 3, 1, 0, 6041),
+    (3, 2, 0, 0, 22567), (3, 2, 0, 1, 356699), (3, 3, 0, 0, 163802)])
+def test_larger_configurations_break_nothing(clients: int, ops: int, lost: int, faults: int,
+                                             states: int) -> None:
+    assert _clean(clients, ops, lost=lost, faults=faults) == states
 
 
 def test_a_backfill_with_two_clients_two_calls_breaks_nothing() -> None:
@@ -80,14 +77,6 @@ def test_a_backfill_refuses_no_save_spuriously() -> None:
         states, found = explore_all(2, 3, 3, scenarios=["backfill"])
     assert [f.trace() for f in found] == []
     assert states == 401
-
-
-@pytest.mark.slow
-def test_two_clients_three_calls_with_a_lost_answer_break_nothing() -> None:
-    with simulation():
-        states, found = explore_all(2, 3, 3, lost=1, scenarios=_LOSSY)
-    assert [f.trace() for f in found] == []
-    assert states == 2172
 
 
 # --- each mutant is caught, with a shortest trace ------------------------------------------------
@@ -349,3 +338,83 @@ def test_random_mode_finds_a_mutant(capsys: pytest.CaptureFixture[str]) -> None:
 def test_list_mutants(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--list-mutants"]) == 0
     assert capsys.readouterr().out.splitlines() == [f"{n}: {w}" for n, (w, _) in MUTANTS.items()]
+
+
+# --- faults the scheduler chooses -------------------------------------------------------------
+
+
+def _to_the_end(world: object, first: list[object]) -> None:
+    """Step ``world`` through the steps ``first``, then client 0 to its end."""
+    for step in first:
+        world.step(step)  # type: ignore[attr-defined]
+    while world.runnable():  # type: ignore[attr-defined]
+        world.step(0)  # type: ignore[attr-defined]
+
+
+def test_a_conflicting_save_is_retried_and_applies_once() -> None:
+    with simulation():
+        world = replay([[Action("save", "R0", "v0")]], (), faults=1)
+        assert world.runnable() == [0, (0, "conflict"), (0, "throttle")]
+        _to_the_end(world, [(0, "conflict")])
+    assert world.log == [
+        "client 0: TransactWriteItems(Put R0 [guarded]; Put UNIQ#EMAIL#v0 [guarded]) -> "
+        "TransactionCanceledException [TransactionConflict, None] (INJECTED conflict)",
+        "client 0: backs off (not slept) and retries",
+        "client 0: TransactWriteItems(Put R0 [guarded]; Put UNIQ#EMAIL#v0 [guarded]) -> ok",
+        "client 0: save R0 email='v0': ok"]
+    assert world.faults == 0 and world.runnable() == [] and world.violations() == []
+
+
+def test_a_throttled_single_write_and_a_throttled_transaction_are_retried() -> None:
+    with simulation():
+        world = replay([[Action("save", "R0", "note", model="note")],
+                        [Action("save", "R1", "v1")]], (), faults=2)
+        world.step((0, "throttle"))
+        world.step((1, "throttle"))
+        while world.runnable():
+            world.step(world.runnable()[0])
+    assert [line.split(" -> ")[1] for line in world.log if " -> " in line] == [
+        "ProvisionedThroughputExceededException (INJECTED throttle)",
+        "TransactionCanceledException [ThrottlingError, None] (INJECTED throttle)", "ok", "ok"]
+    assert [c.outcomes for c in world.clients] == [["save note R0 text='note': ok"],
+                                                    ["save R1 email='v1': ok"]]
+    assert world.violations() == []
+
+
+def test_a_backfill_retries_the_keys_a_batch_read_left_unprocessed() -> None:
+    with simulation():
+        world = replay([[Action("backfill")]], (0, 0, 0), faults=1, scenario="backfill")
+        assert world.clients[0].pending.operation == "BatchGetItem"  # type: ignore[union-attr]
+        assert world.runnable() == [0, (0, "throttle"), (0, "unprocessed0"),
+                                    (0, "unprocessed1")]
+        _to_the_end(world, [(0, "unprocessed1")])
+    assert [line for line in world.log if "BatchGetItem" in line] == [
+        "client 0: BatchGetItem None -> ok (INJECTED unprocessed1)",
+        "client 0: BatchGetItem None -> ok"]
+    assert world.clients[0].outcomes == ["backfill SimAccount.EMAIL (one page): ok (0 conflicts)"]
+    assert world.violations() == []
+
+
+def test_the_blocking_calls_backoffs_are_not_slept(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    import dynaunique._connection as connection_module
+
+    from . import blocking
+
+    slept: list[float] = []
+    with simulation():
+        assert connection_module.run.__kwdefaults__["sleep"] is blocking._sleep
+        monkeypatch.setattr(blocking, "_real_sleep", slept.append)
+        world = replay([[Action("repair")]], (), faults=8, scenario="repair")
+        _to_the_end(world, [(0, "throttle")] * 8)   # the scan refused 8 times, then answered
+    assert connection_module.run.__kwdefaults__["sleep"] is time.sleep
+    assert slept == []
+    assert world.log.count("client 0: backs off (not slept) and retries") == 8
+    assert world.clients[0].outcomes == [
+        "repair (check, plan, apply): ok (fixed, fixed, fixed; 0 unfixable)"]
+
+
+def test_the_fault_budget_stays_below_the_retry_loops_limit() -> None:
+    with pytest.raises(SystemExit):
+        main(["--faults", "9"])

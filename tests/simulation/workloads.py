@@ -108,6 +108,8 @@ class Client:
         self.answers: list[str] = []
         self.outcomes: list[str] = []
         self.tokens = 0
+        #: Backoffs the retry loop took (``Sleep`` steps, gone straight on from: never slept).
+        self.backoffs = 0
         #: What the last finished call returned or raised: (action, result, error).
         self.finished: list[tuple[Action, Any, Exception | None]] = []
 
@@ -184,6 +186,7 @@ class Client:
                 else:
                     step = self.steps.send(answer)
                 while isinstance(step, Sleep):
+                    self.backoffs += 1
                     step = self.steps.send(None)
             except StopIteration as stop:
                 self._finish(stop.value, None)
