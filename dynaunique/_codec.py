@@ -36,7 +36,7 @@ def _blob(value: Any) -> str:
 
 
 #: ``json.dumps``'s own settings (botocore's), with blobs as base64: the C encoder does it all.
-_ENCODER = json.JSONEncoder(default=_blob)
+_ENCODER = json.JSONEncoder(default=_blob, check_circular=False)
 
 
 def body(parameters: Any) -> bytes:
@@ -93,7 +93,7 @@ class FastSerializer:
             return self.inner.serialize_to_request(parameters, operation_model)  # type: ignore
         try:
             encoded = body(parameters)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             return self.inner.serialize_to_request(parameters, operation_model)  # type: ignore
         request = dict(template.request)
         request["headers"] = dict(template.request["headers"])
@@ -229,9 +229,9 @@ def _structure(members: list[tuple[str, str, Convert | None]]) -> Convert:
 
 #: What the JSON of a ResourceArnList operation context parameter may be (DynamoDB's model).
 ARN_LISTS = {"keys(RequestItems)": "RequestItems",
-              "TransactItems[*].Get.TableName": "TransactItems",
-              "TransactItems[*].[ConditionCheck.TableName, Put.TableName, Delete.TableName, "
-              "Update.TableName][]": "TransactItems"}
+             "TransactItems[*].Get.TableName": "TransactItems",
+             "TransactItems[*].[ConditionCheck.TableName, Put.TableName, Delete.TableName, "
+             "Update.TableName][]": "TransactItems"}
 
 
 def tables(params: dict[str, Any], member: str | None) -> Any:
@@ -243,8 +243,14 @@ def tables(params: dict[str, Any], member: str | None) -> Any:
         return value
     if member == "RequestItems":
         return tuple(value or ())
-    return tuple(tuple((kind, slot.get("TableName")) for kind, slot in item.items())
-                 for item in value or ())
+    # Each item's kinds and tables, in order: all the ResourceArnList paths can depend on.
+    key: list[Any] = []
+    for item in value or ():
+        key.append(len(item))
+        for kind, slot in item.items():
+            key.append(kind)
+            key.append(slot.get("TableName"))
+    return tuple(key)
 
 
 def metadata(headers: Any, status: int) -> dict[str, Any]:
