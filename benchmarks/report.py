@@ -222,7 +222,7 @@ def _overhead(suite: Suite, add: Callable[[str], None]) -> None:
     add("The same three saves, round after round: a create, a change of one unique value, a "
         "change of a plain field. Four ways to do each, interleaved in a rotating order: "
         f"**{overhead.DYNAUNIQUE}**; the **{overhead.FLOOR}** (the very request dynaunique "
-        "renders, sent through dynaunique's own botocore client, fast serializer included — "
+        "renders, sent through dynaunique's own botocore client, its fast request path included — "
         "the floor of dynaunique's request path: what it adds is planning and bookkeeping); the "
         f"**{overhead.TUNED}** (`benchmarks/handwritten.py`, botocore's parameter validation and "
         f"retries off like dynaunique's client); the **{overhead.DEFAULT}** (what "
