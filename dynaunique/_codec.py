@@ -254,7 +254,8 @@ def tables(params: dict[str, Any], member: str | None) -> Any:
 
 
 def metadata(headers: Any, status: int) -> dict[str, Any]:
-    """The ``ResponseMetadata`` botocore gives an answer at its first and only attempt."""
+    """The ``ResponseMetadata`` botocore gives an answer at its first and only attempt (its
+    retry handler says ``MaxAttemptsReached`` at attempt 1 of 1)."""
     meta: dict[str, Any] = {}
     if "x-amzn-requestid" in headers:
         meta["RequestId"] = headers["x-amzn-requestid"]

@@ -19,12 +19,12 @@ from typing import Any, NoReturn
 from urllib.parse import quote, urlsplit
 
 import botocore.auth as _auth
+import botocore.context as _ctx
 import botocore.handlers as _handlers
 import botocore.httpchecksum as _checksum
 from botocore.awsrequest import AWSPreparedRequest, HeadersDict, prepare_request_dict
 from botocore.client import BaseClient
 from botocore.compress import maybe_compress_request
-from botocore.context import ClientContext, get_context, reset_context, set_context
 from botocore.endpoint import convert_to_response_dict
 from botocore.history import get_global_history_recorder
 from botocore.hooks import first_non_none_response
@@ -38,6 +38,7 @@ from dynaunique import _codec
 from dynaunique._codec import OPERATIONS, FastSerializer, body
 
 __all__ = ["OPERATIONS", "FastConnection", "FastPath", "FastSerializer", "body", "start"]
+
 
 def install(client: Any) -> bool:
     """Serialize ``client``'s requests with :class:`FastSerializer` and send them through a
@@ -75,6 +76,7 @@ _ORIGINAL = BaseClient._make_api_call
 #: botocore's own handlers of each event the fast path does not emit (it does their work).
 _KNOWN: dict[str, frozenset[Any]] = {
     "provide-client-params": frozenset(), "before-sign": frozenset(),
+    "before-endpoint-resolution": frozenset(),
     "response-received": frozenset(), "before-parse": frozenset(),
     "before-parameter-build": frozenset({
         _handlers.generate_idempotent_uuid,
@@ -105,13 +107,11 @@ class _Op:
     __slots__ = ("checked", "decode", "endpoints", "events", "member", "model")
 
     def __init__(self, model: Any, member: str | None, decode: Any) -> None:
-        self.model = model
-        self.member = member          # where its table names are, None: none
-        self.decode = decode          # the answer's decoder, None: botocore's parser
+        # Where its table names are (None: none); its answers' decoder (None: botocore's parser).
+        self.model, self.member, self.decode = model, member, decode
         self.endpoints: dict[Any, Any] = {}
-        name = model.name
-        self.events = {e: f"{e}.dynamodb.{name}" for e in (*_KNOWN, "before-send", "after-call",
-                                                          "after-call-error")}
+        self.events = {e: f"{e}.dynamodb.{model.name}" for e in (
+            *_KNOWN, "before-send", "after-call", "after-call-error")}
         self.events["before-endpoint-resolution"] = "before-endpoint-resolution.dynamodb"
         self.checked: Any = None      # the emitter's lookup cache the handlers were checked for
 
@@ -122,7 +122,7 @@ class FastPath:
     def __init__(self, client: Any) -> None:
         self.client = client
         self._ops: dict[str, _Op | None] = {}
-        self._uas: dict[Any, str] = {}
+        self._uas: dict[Any, str] = {}        # the User-Agent per features
         self._ready = self._check_client()
 
     def _check_client(self) -> bool:
@@ -182,21 +182,18 @@ class FastPath:
         cache = self.emitter._lookup_cache
         if op.checked is cache:
             return True
-        signer, ua = self.signer, self.ua
         for event, known in _KNOWN.items():
             for handler in self.emitter._handlers.prefix_search(op.events[event]):
                 owner: Any = getattr(handler, "__self__", None)
                 if getattr(handler, "__func__", handler) not in known:
                     return False
                 kind = type(owner).__name__
-                if (kind == "RequestSigner" and owner is not signer) or (
-                        kind == "UserAgentString" and owner is not ua) or (
+                if (kind == "RequestSigner" and owner is not self.signer) or (
+                        kind == "UserAgentString" and owner is not self.ua) or (
                         kind == "MaxAttemptsSeeder" and owner._max_attempts != 1) or (
                         kind == "RetryHandler" and owner._retry_policy._retry_checker
                         ._max_attempts_checker._max_attempts != 1):
                     return False
-        if self.emitter._handlers.prefix_search(op.events["before-endpoint-resolution"]):
-            return False
         context = _request_context(self.client, op.model)
         if self.signer._choose_signer(op.model.name, "standard", context) != "v4":
             return False
@@ -204,13 +201,12 @@ class FastPath:
         return True
 
     def __call__(self, operation_name: str, api_params: dict[str, Any]) -> Any:
-        client = self.client
-        method = type(client)._make_api_call
+        client, method = self.client, type(self.client)._make_api_call
         if method is not _ORIGINAL:            # botocore's method is patched (a mock): use it
             return method(client, operation_name, api_params)
         call = self.begin(operation_name, api_params)
         if call is None:
-            return _ORIGINAL(client, operation_name, api_params)
+            return method(client, operation_name, api_params)
         try:
             response = call.before_send()
             if response is None:
@@ -269,13 +265,13 @@ class FastPath:
                  key: Any) -> Any:
         # botocore's own resolution, in a context of its own to see which user-agent features
         # it registers; kept per operation, table names and account (the ruleset's inputs).
-        scratch = ClientContext()
-        token = set_context(scratch)
+        scratch = _ctx.ClientContext()
+        token = _ctx.set_context(scratch)
         try:
             url, headers, properties = self.client._resolve_endpoint_ruleset(
                 op.model, params, dict(context))
         finally:
-            reset_context(token)
+            _ctx.reset_context(token)
         where: Any = False
         if not headers and not properties:
             probe: dict[str, Any] = {"url_path": "/", "query_string": "", "headers": {}}
@@ -291,17 +287,17 @@ class FastPath:
         return where
 
     def _user_agent(self, features: tuple[str, ...]) -> str:
-        outer = get_context()
+        outer = _ctx.get_context()
         key = (features, None if outer is None else frozenset(outer.features))
         made = self._uas.get(key)
         if made is None:
-            scratch = ClientContext(set(() if outer is None else outer.features))
+            scratch = _ctx.ClientContext(set(() if outer is None else outer.features))
             scratch.features.update(features)
-            token = set_context(scratch)
+            token = _ctx.set_context(scratch)
             try:
                 made = self._uas[key] = self.ua.to_string()
             finally:
-                reset_context(token)
+                _ctx.reset_context(token)
         return made
 
 
@@ -347,7 +343,6 @@ class _Call:
             parsed = self.op.decode(json.loads(content.decode("utf-8")) if content else {})
         except Exception:  # not what the model says: botocore's parser says what it says
             return None
-        # botocore's retry handler, at 1 attempt of 1, says MaxAttemptsReached.
         parsed["ResponseMetadata"] = _codec.metadata(http.headers, http.status_code)
         return parsed
 
@@ -396,6 +391,11 @@ def start(client: Any, operation_name: str, api_params: dict[str, Any]) -> _Call
         call = fast.begin(operation_name, api_params)
         if call is not None:
             return call
+    with _ctx.start_as_current_context():  # botocore's: the call's user-agent features apart
+        return _steps(client, operation_name, api_params)
+
+
+def _steps(client: Any, operation_name: str, api_params: dict[str, Any]) -> _Call:
     op = _Op(client.meta.service_model.operation_model(operation_name), None, None)
     model = op.model
     context = _request_context(client, model)

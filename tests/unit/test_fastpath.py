@@ -226,3 +226,41 @@ def test_a_patched_botocore_method_is_what_runs(monkeypatch: pytest.MonkeyPatch)
     finally:
         _connection._connections.clear()
     assert calls == ["GetItem"]
+
+
+def test_the_async_steps_make_the_same_request_fast_or_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_wire.start`` (what ``dynaunique.aio`` sends): its fast request, and botocore's own
+    steps when the fast path stands aside, are botocore's request."""
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: _NOW)
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=26))
+    _connection._connections.clear()
+    try:
+        client = _connection.client_for(Wired.Meta)
+        sent: list[Any] = []
+
+        def answer(request: Any, **_: Any) -> AWSResponse:
+            sent.append(request)
+            return AWSResponse(request.url, 200, _HEADERS,
+                               _Raw(json.dumps(_ANSWERS["GetItem"]).encode()))
+
+        client.meta.events.register_last("before-send.dynamodb", answer)
+        params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+        expected = _wire._ORIGINAL(client, "GetItem", dict(params))
+        botocores = sent.pop()
+        calls = [_wire.start(client, "GetItem", dict(params))]
+        client.meta.events.register("before-sign.dynamodb.GetItem", lambda **_: None)
+        calls.append(_wire.start(client, "GetItem", dict(params)))
+        assert type(calls[0]) is type(calls[1]) and calls[0].op is not calls[1].op
+        assert calls[1].op.decode is None          # botocore's own steps
+        for call in calls:
+            assert call.before_send() is not None
+            request = sent.pop()
+            assert (request.method, request.url, request.body) == (
+                botocores.method, botocores.url, botocores.body)
+            assert list(request.headers.items()) == list(botocores.headers.items())
+            assert call.finish(answer(request)) == expected
+    finally:
+        _connection._connections.clear()
