@@ -5,7 +5,9 @@
 Paired per round, as ``benchmarks.cases`` (same cases, stub transport, thread CPU time): every
 round runs dynaunique as it is, and again with one of its request-path changes undone —
 
-* ``botocore serializer``: the client's own serializer instead of ``dynaunique._wire``;
+* ``botocore request path``: botocore's ``_make_api_call`` (events, endpoint ruleset, signing,
+  parsing) instead of ``dynaunique._wire.FastPath``;
+* ``botocore serializer``: the client's own serializer instead of ``dynaunique._codec``'s;
 * ``digest token``: the earlier ``ClientRequestToken``, a uuid4 and a SHA-256 of the request;
 * ``a timestamp per lock``: every lock put stamped with its own ``now()``.
 
@@ -44,6 +46,18 @@ def _botocore_serializer() -> Iterator[None]:
             client._serializer = serializer
 
 
+@contextmanager
+def _botocore_request_path() -> Iterator[None]:
+    clients = [c.client for c in _connection._connections.values()]
+    saved = [c.__dict__.pop("_make_api_call", None) for c in clients]
+    try:
+        yield
+    finally:
+        for client, path in zip(clients, saved, strict=True):
+            if path is not None:
+                client._make_api_call = path
+
+
 def _digest_token(request: Any, encoded: bytes | None = None) -> str:
     digest = hashlib.sha256(encoded if encoded is not None else _render.encode(request))
     return f"{uuid.uuid4().hex[:12]}-{digest.hexdigest()[:23]}"
@@ -60,6 +74,7 @@ def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
 
 
 UNDONE: dict[str, Callable[[], AbstractContextManager[None]]] = {
+    "botocore request path": _botocore_request_path,
     "botocore serializer": _botocore_serializer,
     "digest token": lambda: _patched(_render, "new_token", _digest_token),
     "a timestamp per lock": lambda: _patched(_writes.Stamp, "take", lambda _: _writes.now()),

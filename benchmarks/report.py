@@ -92,7 +92,9 @@ def render(suite: Suite) -> str:
         "This page is generated, numbers and all, by one command from the `benchmarks/` "
         f"folder of the repository ({mode}, {suite.seconds:.0f} s). **Counts and ratios are "
         "the claims.** Absolute times are specific to the machine below, which is a shared "
-        "2-core virtual machine: treat them as orders of magnitude.\n")
+        "2-core virtual machine (load average "
+        f"{suite.machine.get('load average at start (1, 5, 15 min)', '?')} at the start of this "
+        "run: the paired ratios cancel most of it): treat them as orders of magnitude.\n")
     add("```text\n" + suite.command + "\n```\n")
     add("`--quick` runs a small version of everything (CI runs it: "
         "`tests/integration/test_benchmarks_smoke.py`); `--out FILE` writes this page, "
@@ -222,7 +224,7 @@ def _overhead(suite: Suite, add: Callable[[str], None]) -> None:
     add("The same three saves, round after round: a create, a change of one unique value, a "
         "change of a plain field. Four ways to do each, interleaved in a rotating order: "
         f"**{overhead.DYNAUNIQUE}**; the **{overhead.FLOOR}** (the very request dynaunique "
-        "renders, sent through dynaunique's own botocore client, fast serializer included — "
+        "renders, sent through dynaunique's own botocore client, its fast request path included — "
         "the floor of dynaunique's request path: what it adds is planning and bookkeeping); the "
         f"**{overhead.TUNED}** (`benchmarks/handwritten.py`, botocore's parameter validation and "
         f"retries off like dynaunique's client); the **{overhead.DEFAULT}** (what "

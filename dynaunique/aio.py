@@ -31,12 +31,9 @@ from typing import Any, TypeVar
 import botocore.exceptions
 import httpx
 from botocore.awsrequest import AWSResponse, HeadersDict
-from botocore.compress import maybe_compress_request
-from botocore.endpoint import convert_to_response_dict
-from botocore.hooks import first_non_none_response
-from botocore.httpchecksum import apply_request_checksum, resolve_checksum_context
 from pynamodb.connection import Connection
 
+from dynaunique import _wire
 from dynaunique._answers import Ambiguous, Answer, Ok, answer_of
 from dynaunique._connection import Sleep, Steps
 
@@ -109,45 +106,18 @@ async def dispatch(connection: Connection, operation: str,
 
 async def _make_api_call(connection: Connection, operation: str,
                          api_params: dict[str, Any]) -> dict[str, Any]:
-    # botocore's BaseClient._make_api_call, step for step, with the HTTP send awaited.
-    client: Any = connection.client
-    operation_model = client.meta.service_model.operation_model(operation)
-    service_id = client.meta.service_model.service_id.hyphenize()
-    context: dict[str, Any] = {
-        "client_region": client.meta.region_name,
-        "client_config": client.meta.config,
-        "has_streaming_input": operation_model.has_streaming_input,
-        "auth_type": operation_model.resolved_auth_type,
-        "unsigned_payload": operation_model.unsigned_payload,
-        "auth_options": client.meta.service_model.metadata.get("auth"),
-    }
-    api_params = client._emit_api_params(api_params=api_params, operation_model=operation_model,
-                                         context=context)
-    endpoint_url, headers, properties = client._resolve_endpoint_ruleset(
-        operation_model, api_params, context)
-    if properties:
-        context["endpoint_properties"] = properties
-    request_dict = client._convert_to_request_dict(
-        api_params=api_params, operation_model=operation_model, endpoint_url=endpoint_url,
-        context=context, headers=headers)
-    resolve_checksum_context(request_dict, operation_model, api_params)
-    _, event_response = client.meta.events.emit_until_response(
-        f"before-call.{service_id}.{operation}", model=operation_model, params=request_dict,
-        request_signer=client._request_signer, context=context)
-    if event_response is not None:
-        http, parsed = event_response
-    else:
-        maybe_compress_request(client.meta.config, request_dict, operation_model)
-        apply_request_checksum(request_dict)
-        http, parsed = await _make_request(connection, client, operation_model, service_id,
-                                           request_dict)
-    client.meta.events.emit(f"after-call.{service_id}.{operation}", http_response=http,
-                            parsed=parsed, model=operation_model, context=context)
-    if http.status_code >= 300:
-        error = parsed.get("Error", {})
-        code = context.get("error_code_override") or error.get("Code")
-        raise client.exceptions.from_code(code)(parsed, operation)
-    return dict(parsed)
+    # botocore's BaseClient._make_api_call, as the sync path makes it (dynaunique._wire: the
+    # same request, fast or botocore's own steps), with the HTTP send awaited.
+    call = _wire.start(connection.client, operation, api_params)
+    if call.request is None:               # a before-call handler answered
+        return dict(call.finish(None))
+    try:
+        response = call.before_send()
+        if response is None:
+            response = await _send(connection, call.request)
+    except Exception as exc:
+        call.failed(exc)
+    return dict(call.finish(response))
 
 
 class _Body:
@@ -158,32 +128,6 @@ class _Body:
 
     def stream(self, **_: Any) -> Iterator[bytes]:
         yield self._content
-
-
-async def _make_request(connection: Connection, client: Any, operation_model: Any,
-                        service_id: str, request_dict: dict[str, Any]
-                        ) -> tuple[Any, dict[str, Any]]:
-    # botocore's Endpoint._send_request/_do_get_response, without its retry loop (dynaunique's
-    # own loop decides resends; the sync connection has botocore's retries off too).
-    endpoint = client._endpoint
-    request = endpoint.create_request(request_dict, operation_model)  # signs it
-    responses = endpoint._event_emitter.emit(f"before-send.{service_id}.{operation_model.name}",
-                                             request=request)
-    http_response = first_non_none_response(responses)
-    if http_response is None:
-        http_response = await _send(connection, request)
-    response_dict = convert_to_response_dict(http_response, operation_model)
-    customized: dict[str, Any] = {}
-    endpoint._event_emitter.emit(f"before-parse.{service_id}.{operation_model.name}",
-                                 operation_model=operation_model, response_dict=response_dict,
-                                 customized_response_dict=customized)
-    parser = endpoint._response_parser_factory.create_parser(
-        operation_model.service_model.resolved_protocol)
-    parsed: dict[str, Any] = parser.parse(response_dict, operation_model.output_shape)
-    parsed.update(customized)
-    if http_response.status_code >= 300:
-        endpoint._add_modeled_error_fields(response_dict, parsed, operation_model, parser)
-    return http_response, parsed
 
 
 async def _send(connection: Connection, request: Any) -> AWSResponse:

@@ -34,10 +34,12 @@ def traced() -> dict[str, Any]:
     return result
 
 
-def test_one_create_save_switches_module_at_most_twenty_times(traced: dict[str, Any]) -> None:
-    assert traced["switches"] <= 20
-    # 13 when this was written (issue #26 aims at 8): more means the path wandered again.
-    assert len(traced["modules"]) <= 13
+def test_one_create_save_stays_on_its_straight_line(traced: dict[str, Any]) -> None:
+    # 20 switches in 13 modules for the straight flush; the request path below PynamoDB's
+    # dispatch (_wire, _codec: table names, body, signature, decoder) adds 6 switches and one
+    # module (issue #26 aims at 20 and 8): more means the path wandered again.
+    assert traced["switches"] <= 26
+    assert len(traced["modules"]) <= 14
 
 
 def test_the_flush_calls_no_method_of_the_model(traced: dict[str, Any]) -> None:

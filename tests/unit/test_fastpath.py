@@ -1,0 +1,266 @@
+"""dynaunique._wire.FastPath: the request path below PynamoDB's dispatch puts botocore's very
+request on the wire and gives botocore's very answer.
+
+No server: a ``before-send`` handler records every request and answers it. Every request the
+library sends goes both ways — botocore's full ``BaseClient._make_api_call`` and the fast path —
+under a frozen clock and a frozen uuid, and the two requests (method, URL, every header in
+order, body, context) and the two answers (parsed, or the ClientError's response) are compared.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import botocore.auth
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
+
+from dynaunique import _connection, _wire, audit
+from dynaunique.testing import FAKE_AWS_ENV
+from tests.unit.test_wire import Wired, _full
+
+_NOW = datetime.datetime(2026, 12, 2, 3, 4, 5)
+_ITEM = {"PK": {"S": "W#1"}, "SK": {"S": "PROFILE"}, "b": {"B": "AP8="},
+         "bs": {"BS": ["AQ==", "AgM="]}, "m": {"M": {"x": {"L": [{"B": "AA=="}, {"N": "1"}]},
+                                                      "B": {"NULL": True}}},
+         "owner": {"M": {"PK": {"S": "W#1"}}}, "odd": {"S": "s", "N": "1", "Z": "unknown"},
+         "two": {"B": "AQ==", "BS": ["AA=="], "S": None}}
+#: What the stub answers, per operation: items with blobs everywhere a shape can hold them.
+_ANSWERS: dict[str, dict[str, Any]] = {
+    "GetItem": {"Item": _ITEM, "ConsumedCapacity": {"TableName": "t", "CapacityUnits": 1.0}},
+    "PutItem": {"Attributes": _ITEM, "Unknown": 1},
+    "UpdateItem": {"Attributes": _ITEM},
+    "DeleteItem": {"Attributes": _ITEM, "ItemCollectionMetrics": {
+        "ItemCollectionKey": {"PK": {"B": "AQ=="}}, "SizeEstimateRangeGB": [0.0, 1.0]}},
+    "Query": {"Items": [_ITEM, _ITEM], "Count": 2, "ScannedCount": 2,
+              "LastEvaluatedKey": {"PK": {"B": "AQ=="}}},
+    "Scan": {"Items": [_ITEM], "Count": 1, "ScannedCount": 1},
+    "BatchGetItem": {"Responses": {"t": [_ITEM]}, "UnprocessedKeys": {
+        "t": {"Keys": [{"PK": {"B": "AQ=="}}], "ConsistentRead": True}}},
+    "BatchWriteItem": {"UnprocessedItems": {"t": [{"PutRequest": {"Item": _ITEM}},
+                                                  {"DeleteRequest": {"Key": {"PK": {"S": "k"}}}}]}},
+    "TransactGetItems": {"Responses": [{"Item": _ITEM}, {}]},
+    "TransactWriteItems": {"ConsumedCapacity": [], "ItemCollectionMetrics": {}},
+}
+_HEADERS = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "rid",
+            "x-amz-crc32": "1"}
+
+
+class _Raw:
+    def __init__(self, content: bytes) -> None:
+        self.content = content
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.content
+
+
+@pytest.fixture
+def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Every call made both ways and compared; what was seen, per operation."""
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: _NOW)
+    state: dict[str, Any] = {"ops": {}, "error": None, "sent": []}
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        state["sent"].append(request)
+        operation = request.headers["X-Amz-Target"].decode().split(".")[1]
+        if state["error"] is not None:
+            return AWSResponse(request.url, 400, _HEADERS, _Raw(state["error"]))
+        return AWSResponse(request.url, 200, _HEADERS,
+                           _Raw(json.dumps(_ANSWERS[operation]).encode()))
+
+    original = _wire.FastPath.__call__
+
+    def both(self: _wire.FastPath, operation: str, params: dict[str, Any]) -> Any:
+        results = []
+        for way in ("botocore", "fast"):
+            monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=26))
+            sent = len(state["sent"])
+            copied = copy.deepcopy(params)
+            try:
+                if way == "botocore":
+                    result: Any = _wire._ORIGINAL(self.client, operation, copied)
+                else:
+                    assert self.begin(operation, copy.deepcopy(params)) is not None, operation
+                    result = original(self, operation, copied)
+            except ClientError as exc:
+                result = exc
+            assert len(state["sent"]) == sent + 1
+            results.append(result)
+        slow_request, fast_request = state["sent"][-2:]
+        assert (fast_request.method, fast_request.url, fast_request.body) == (
+            slow_request.method, slow_request.url, slow_request.body)
+        assert list(fast_request.headers.items()) == list(slow_request.headers.items())
+        assert fast_request.context == slow_request.context
+        slow, fast = results
+        if isinstance(slow, ClientError):
+            assert type(fast) is type(slow) and fast.response == slow.response
+            assert str(fast) == str(slow)
+            raise fast
+        assert fast == slow
+        state["ops"][operation] = state["ops"].get(operation, 0) + 1
+        return fast
+
+    monkeypatch.setattr(_wire.FastPath, "__call__", both)
+    state["answer"] = answer
+    _connection._connections.clear()
+    client = _connection.client_for(Wired.Meta)
+    client.meta.events.register_last("before-send.dynamodb", answer)
+    yield state
+    _connection._connections.clear()
+
+
+def _every_operation() -> None:
+    connection = _connection.connection_for(Wired.Meta)
+    record = _full("W#1")
+    record.save()
+    record.name = "m"
+    record.save()
+    record.email = "other@example.com"
+    record.save()
+    record.delete()
+    Wired(pk="W#gone").delete()
+    audit.check([Wired])
+    key = {"PK": {"S": "W#1"}, "SK": {"S": "PROFILE"}}
+    send = _connection.send
+    send(connection, "GetItem", {"TableName": "wire_records", "Key": key, "ConsistentRead": True})
+    send(connection, "UpdateItem", {"TableName": "wire_records", "Key": key,
+                                    "UpdateExpression": "SET #n = :n",
+                                    "ExpressionAttributeNames": {"#n": "name"},
+                                    "ExpressionAttributeValues": {":n": {"B": b"\x00"}}})
+    send(connection, "DeleteItem", {"TableName": "wire_records", "Key": key})
+    send(connection, "BatchWriteItem", {"RequestItems": {"wire_records": [
+        {"PutRequest": {"Item": {**key, "b": {"B": b"\x01"}}}}]}})
+    send(connection, "BatchGetItem", {"RequestItems": {"wire_records": {"Keys": [key]}}})
+    send(connection, "TransactGetItems", {"TransactItems": [
+        {"Get": {"TableName": "wire_records", "Key": key}}]})
+    send(connection, "Query", {"TableName": "wire_records", "KeyConditionExpression": "#p = :p",
+                               "ExpressionAttributeNames": {"#p": "PK"},
+                               "ExpressionAttributeValues": {":p": {"S": "W#1"}}})
+
+
+def test_every_operation_sends_botocores_request_and_gets_its_answer(
+        paired: dict[str, Any]) -> None:
+    _every_operation()
+    assert set(paired["ops"]) == _wire.OPERATIONS
+
+
+def test_with_a_session_token_and_an_outer_user_agent_feature(
+        paired: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.context import start_as_current_context
+    from botocore.useragent import register_feature_id
+
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "token/with+chars=")
+    _connection._connections.clear()
+    client = _connection.client_for(Wired.Meta)
+    client.meta.events.register_last("before-send.dynamodb", paired["answer"])
+    with start_as_current_context():
+        register_feature_id("WAITER")
+        _full("W#t").save()
+    sent = paired["sent"][-1]
+    assert sent.headers["X-Amz-Security-Token"] == b"token/with+chars="
+    assert b"x-amz-security-token" in sent.headers["Authorization"]
+
+
+def test_errors_are_botocores_own(paired: dict[str, Any]) -> None:
+    paired["error"] = json.dumps({
+        "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+        "message": "Transaction cancelled", "CancellationReasons": [
+            {"Code": "None"}, {"Code": "ConditionalCheckFailed", "Message": "failed",
+                               "Item": _ITEM}]}).encode()
+    connection = _connection.connection_for(Wired.Meta)
+    with pytest.raises(ClientError) as caught:
+        _wire.FastPath.__call__(connection.client.__dict__["_make_api_call"],
+                                "TransactWriteItems", {"TransactItems": [
+                                    {"Put": {"TableName": "wire_records", "Item": {
+                                        "PK": {"S": "a"}}}}]})
+    reasons = caught.value.response["CancellationReasons"]
+    assert reasons[1]["Item"]["b"] == {"B": b"\x00\xff"}
+    assert caught.value.response["Error"]["Code"] == "TransactionCanceledException"
+
+
+def test_a_handler_of_its_own_on_a_skipped_event_takes_botocores_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    _connection._connections.clear()
+    try:
+        client = _connection.client_for(Wired.Meta)
+        client.meta.events.register_last("before-send.dynamodb",
+                                         lambda request, **_: AWSResponse(
+                                             request.url, 200, _HEADERS, _Raw(b"{}")))
+        fast = client.__dict__["_make_api_call"]
+        params = {"TableName": "wire_records", "Item": {"PK": {"S": "a"}}}
+        assert fast.begin("PutItem", dict(params)) is not None
+        seen: list[str] = []
+        client.meta.events.register("before-call.dynamodb.PutItem",
+                                    lambda **_: seen.append("before-call"))
+        assert fast.begin("PutItem", dict(params)) is None
+        _connection.connection_for(Wired.Meta).dispatch("PutItem", dict(params))
+        assert seen == ["before-call"]
+        # Another operation, debug logging: botocore's path too.
+        assert fast.begin("DescribeTable", {"TableName": "wire_records"}) is None
+    finally:
+        _connection._connections.clear()
+
+
+def test_a_patched_botocore_method_is_what_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    _connection._connections.clear()
+    calls: list[str] = []
+    from botocore.client import BaseClient
+
+    monkeypatch.setattr(BaseClient, "_make_api_call",
+                        lambda self, operation, params: calls.append(operation) or {})
+    try:
+        _connection.connection_for(Wired.Meta).dispatch("GetItem", {
+            "TableName": "wire_records", "Key": {"PK": {"S": "a"}}})
+    finally:
+        _connection._connections.clear()
+    assert calls == ["GetItem"]
+
+
+def test_the_async_steps_make_the_same_request_fast_or_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_wire.start`` (what ``dynaunique.aio`` sends): its fast request, and botocore's own
+    steps when the fast path stands aside, are botocore's request."""
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: _NOW)
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=26))
+    _connection._connections.clear()
+    try:
+        client = _connection.client_for(Wired.Meta)
+        sent: list[Any] = []
+
+        def answer(request: Any, **_: Any) -> AWSResponse:
+            sent.append(request)
+            return AWSResponse(request.url, 200, _HEADERS,
+                               _Raw(json.dumps(_ANSWERS["GetItem"]).encode()))
+
+        client.meta.events.register_last("before-send.dynamodb", answer)
+        params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+        expected = _wire._ORIGINAL(client, "GetItem", dict(params))
+        botocores = sent.pop()
+        calls = [_wire.start(client, "GetItem", dict(params))]
+        client.meta.events.register("before-sign.dynamodb.GetItem", lambda **_: None)
+        calls.append(_wire.start(client, "GetItem", dict(params)))
+        assert type(calls[0]) is type(calls[1]) and calls[0].op is not calls[1].op
+        assert calls[1].op.decode is None          # botocore's own steps
+        for call in calls:
+            assert call.before_send() is not None
+            request = sent.pop()
+            assert (request.method, request.url, request.body) == (
+                botocores.method, botocores.url, botocores.body)
+            assert list(request.headers.items()) == list(botocores.headers.items())
+            assert call.finish(answer(request)) == expected
+    finally:
+        _connection._connections.clear()
