@@ -13,6 +13,13 @@ import os
 from typing import Any
 
 import pytest
+from support import botocore_loader, examples
+
+# Every botocore session of a test process shares one data loader (support/botocore_loader.py):
+# about 160 ms of CPU saved per session, and PynamoDB makes one per model connection.
+botocore_loader.install()
+# Hypothesis: the quick profile by default, `--hypothesis-profile deep` for the stated counts.
+examples.register()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

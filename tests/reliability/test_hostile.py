@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from support.declare import declare, pk_attr, sk_attr
+from support.examples import examples
 from support.invariants import assert_clean, raw_client, scan_table
 
 from dynaunique import (
@@ -173,7 +174,7 @@ def equivalent(value: Any) -> st.SearchStrategy[Any]:
 # --- the encoding, pure ------------------------------------------------------------------------
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(values)
 def test_every_lock_key_decodes_back_to_its_value(value: tuple[Any, ...]) -> None:
     """A left inverse exists: the key names its constraint and holds exactly the value (or,
@@ -191,7 +192,7 @@ def test_every_lock_key_decodes_back_to_its_value(value: tuple[Any, ...]) -> Non
         assert decode(split[1]) == tuple(canon(v) for v in value)
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(values, st.data())
 def test_two_values_share_a_lock_exactly_when_they_are_equal(a: tuple[Any, ...],
                                                              data: st.DataObject) -> None:
@@ -269,7 +270,7 @@ def _shown_nowhere(exc: BaseException) -> None:
     assert _MARK.casefold() not in text.casefold(), text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(["email", "badge", "blob"]), hostile)
 def test_a_hashed_value_is_never_shown_by_a_refusal(field: str, value: Any) -> None:
     """What a save (the stored item, then its locks) and a lookup (up to its first request)

@@ -78,8 +78,13 @@ else:
         yield
         after = _sample()
         _ROWS.append([item.nodeid, *(round(b - a, 3) for a, b in zip(before, after, strict=True))])
+        if len(_ROWS) % 50 == 0:  # a run stopped midway still leaves most of its rows
+            _write()
 
     def pytest_sessionfinish(session: pytest.Session) -> None:
+        _write()
+
+    def _write() -> None:
         folder = Path(os.environ.get("CPU_PROFILE_OUT", "cpu-profile"))
         folder.mkdir(parents=True, exist_ok=True)
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")

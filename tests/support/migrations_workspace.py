@@ -272,3 +272,13 @@ class LiveWriters:
             thread.join()
         if self._errors:
             raise self._errors[0]
+
+
+def email_lock_puts(operation: str, body: dict[str, Any]) -> list[str]:
+    """The EMAIL locks a request puts (a backfill puts them in transactions, each next to a
+    check of its record)."""
+    if operation != "TransactWriteItems":
+        return []
+    keys = [entry["Put"]["Item"]["PK"]["S"] for entry in body.get("TransactItems", [])
+            if "Put" in entry]
+    return [key for key in keys if key.startswith("UNIQ#EMAIL#")]

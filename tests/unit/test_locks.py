@@ -12,6 +12,7 @@ from typing import Any, Literal
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from dynaunique._locks import (
     LENGTH_HASH_TAG,
@@ -464,7 +465,7 @@ def value_pairs(draw: st.DrawFn) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     return first, tuple(second)
 
 
-@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), suppress_health_check=[HealthCheck.too_slow])
 @given(value_pairs())
 def test_encode_value_is_injective(pair: tuple[tuple[Any, ...], tuple[Any, ...]]) -> None:
     first, second = pair
@@ -490,7 +491,7 @@ def keyed_pairs(draw: st.DrawFn) -> tuple[tuple[str, tuple[Any, ...]], tuple[str
     return first, (first[0], tuple(draw(_variant(v)) for v in first[1]))
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 @given(keyed_pairs())
 def test_lock_key_is_injective_including_hashed_keys(
     pair: tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]],
@@ -503,7 +504,7 @@ def test_lock_key_is_injective_including_hashed_keys(
         assert len(key.encode("utf-8")) <= MAX_HASH_KEY_BYTES
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(long_tuples)
 def test_long_values_hash_to_a_marked_digest(values: tuple[Any, ...]) -> None:
     encoded = encode_value(values)
@@ -515,7 +516,7 @@ def test_long_values_hash_to_a_marked_digest(values: tuple[Any, ...]) -> None:
         assert split_lock_key(key) == ("E", encoded)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.binary(max_size=64))
 def test_binary_round_trips_through_its_encoding(value: bytes) -> None:
     encoded = encode_component(value)
@@ -548,7 +549,7 @@ def test_decode_value_refuses_digests_and_foreign_spellings(encoded: str) -> Non
     assert decode_value(encoded) is None
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(value_tuples)
 def test_decode_value_inverts_encode_value(values: tuple[Any, ...]) -> None:
     decoded = decode_value(encode_value(values))

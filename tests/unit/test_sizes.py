@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from dynaunique import _render
 from dynaunique._render import MAX_BYTES, MAX_ITEMS, check_size, encode
@@ -160,7 +161,7 @@ _actions = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_actions, min_size=1, max_size=6))
 def test_the_encoding_never_counts_fewer_bytes_than_dynamodb(actions: list[Any]) -> None:
     """What makes skipping the count safe: the bound is never below the count."""
