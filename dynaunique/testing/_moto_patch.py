@@ -23,6 +23,8 @@ Two things moto's server redoes on every request never change while it runs, and
 half its CPU on a small request: the dispatcher lists (and stats) every entry of moto's package
 folder to recognise a service name (``moto.backends.list_of_moto_modules``), and each response
 object inspects its class's methods (``method_names_from_class``). Here both are computed once.
+And moto parses a condition expression three times per request (and per item of a transaction):
+here each distinct one is parsed once (:mod:`dynaunique.testing._moto_cond` says why that is safe).
 
 Everything else is moto's own code: the replacements call the original functions with a narrower
 view of the table, and the transaction is moto's algorithm with the backup swapped for the log.
@@ -43,6 +45,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from dynaunique.testing import _moto_cond
 from dynaunique.testing._moto_fast import (
     bisected_scan,
     indexed_delete_item,
@@ -151,6 +154,8 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     }.items()},
     "moto.core.utils.get_value": ("obj", "key", "default"),
     "moto.core.utils._get_value_for_key": ("obj", "key", "default"),
+    # The condition expression parse, remembered: the parser and the tree's classes.
+    **_moto_cond.SIGNATURES,
 }
 
 #: :func:`source_hash` of each function above, as in the :data:`VERIFIED_MOTO` releases (a set per
@@ -196,6 +201,7 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
     }.items()},
     "moto.core.utils.get_value": frozenset({"9b06b87ce416"}),
     "moto.core.utils._get_value_for_key": frozenset({"563aa7bc75bd"}),
+    **_moto_cond.SOURCES,
 }
 #: In :data:`EXPECTED_SOURCES`: the function may also be missing (a verified release lacks it).
 ABSENT = "absent"
@@ -335,6 +341,7 @@ def apply() -> None:
     if is_applied():
         return
     from moto.core.serialize import JSONSerializer
+    from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.dynamo_type import LimitedSizeDict
     from moto.dynamodb.models.table import Table
@@ -348,6 +355,7 @@ def apply() -> None:
         (DynamoDBBackend, "update_item", size_checked_update),
         (LimitedSizeDict, "__setitem__", lambda _: unchecked_setitem),
         (JSONSerializer, "_serialize_result", serialize_result),
+        (ConditionExpressionParser, "parse", _moto_cond.cached_parse),
     ]
     for owner, name, make in replacements:
         original = getattr(owner, name)

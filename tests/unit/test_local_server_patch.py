@@ -72,6 +72,8 @@ _REPLACED = [
     ("moto.dynamodb.models.dynamo_type", "LimitedSizeDict", "__setitem__"),
     ("moto.backends", None, "list_of_moto_modules"),
     ("moto.core.responses", None, "method_names_from_class"),
+    ("moto.core.serialize", "JSONSerializer", "_serialize_result"),
+    ("moto.dynamodb.comparisons", "ConditionExpressionParser", "parse"),
 ]
 
 
