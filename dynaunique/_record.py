@@ -190,14 +190,16 @@ def serialize_checked(obj: Any) -> dict[str, Any]:
                 # A hashed value's refusal is not chained to PynamoDB's, which may quote it.
                 raise error from (None if hidden_field(model, field) else exc)
         raise
-    for field, attribute in obj.get_attributes().items():
-        raw = item.get(attribute.attr_name)
-        if raw is not None:
-            problem = stored_problem(raw)
-            if problem == "binary text":
-                raw["B"] = raw["B"].encode("utf-8")
-            elif problem is not None:
-                raise refusal_for(model, field, getattr(obj, field, None), attribute, problem)
+    # The item holds its attributes in get_attributes' order (PynamoDB serializes in it): the
+    # first refused value is the same one; the field is looked up only for a refusal.
+    for name, raw in item.items():
+        problem = None if raw is None else stored_problem(raw)
+        if problem == "binary text":
+            raw["B"] = raw["B"].encode("utf-8")
+        elif problem is not None:
+            field, attribute = next((f, a) for f, a in obj.get_attributes().items()
+                                    if a.attr_name == name)
+            raise refusal_for(model, field, getattr(obj, field, None), attribute, problem)
     return item
 
 

@@ -246,7 +246,9 @@ class FastPath:
                 or request_dict.get("method") != "POST" or "host_prefix" in request_dict:
             return None
         headers = request_dict["headers"]
-        headers["User-Agent"] = self._user_agent(features)
+        outer = _ctx.get_context()   # the User-Agent's cache read here: no excursion per call
+        ua = (features, None if outer is None else frozenset(outer.features))
+        headers["User-Agent"] = self._uas[ua] if ua in self._uas else self._user_agent(ua, outer)
         request_dict["url"] = url
         request_dict["context"] = context
         _handlers.add_recursion_detection_header(request_dict)
@@ -286,18 +288,15 @@ class FastPath:
         op.endpoints[key] = where
         return where
 
-    def _user_agent(self, features: tuple[str, ...]) -> str:
-        outer = _ctx.get_context()
-        key = (features, None if outer is None else frozenset(outer.features))
-        made = self._uas.get(key)
-        if made is None:
-            scratch = _ctx.ClientContext(set(() if outer is None else outer.features))
-            scratch.features.update(features)
-            token = _ctx.set_context(scratch)
-            try:
-                made = self._uas[key] = self.ua.to_string()
-            finally:
-                _ctx.reset_context(token)
+    def _user_agent(self, key: tuple[tuple[str, ...], frozenset[str] | None], outer: Any) -> str:
+        scratch = _ctx.ClientContext(set(() if outer is None else outer.features))
+        scratch.features.update(key[0])
+        token = _ctx.set_context(scratch)
+        try:
+            made: str = self.ua.to_string()
+            self._uas[key] = made
+        finally:
+            _ctx.reset_context(token)
         return made
 
 

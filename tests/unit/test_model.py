@@ -152,6 +152,24 @@ def test_a_value_its_attribute_refuses_is_named_and_a_hashed_one_never_quoted() 
     assert isinstance(shown.value.__cause__, TypeError)
 
 
+_Renamed = declare("_Renamed", "unit_renamed", pk=pk_attr(),
+                   first=UnicodeAttribute(attr_name="F", null=True),
+                   second=UnicodeAttribute(attr_name="S2", null=True))
+
+
+def test_a_stored_value_dynamodb_refuses_names_its_field_first_in_declaration_order() -> None:
+    with pytest.raises(InvalidValueError) as refused:
+        serialize_checked(_Renamed(pk="a", first="x\ud800", second="y\udfff"))
+    assert str(refused.value) == (
+        "_Renamed.first = 'x\\ud800' cannot be stored as a UnicodeAttribute: it is not valid "
+        "UTF-8 (it holds a lone surrogate)")
+    with pytest.raises(InvalidValueError) as second:
+        serialize_checked(_Renamed(pk="a", first="ok", second="y\udfff"))
+    assert str(second.value).startswith("_Renamed.second = 'y\\udfff' cannot be stored")
+    assert serialize_checked(_Renamed(pk="a", second="ok")) == {
+        "PK": {"S": "a"}, "S2": {"S": "ok"}}
+
+
 Stamped = declare("Stamped", "unit_stamped", meta={"region": "us-east-1",
                                                     "host": "http://127.0.0.1:9"},
                   pk=pk_attr(), a=UnicodeAttribute(unique=True), b=UnicodeAttribute(unique=True))

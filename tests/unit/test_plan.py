@@ -600,6 +600,21 @@ def test_one_record_written_twice_in_one_unit_is_refused() -> None:
         merge([plan_of(first), plan_of(twin)])
 
 
+def test_item_identity_is_the_table_and_typed_key_in_any_order() -> None:
+    from dynaunique._plan import _item_id
+
+    key = {"pk": {"S": "A"}, "sk": {"S": "LOCK"}}
+    assert _item_id("t", key) == (
+        "t", (("pk", (("S", "A"),)), ("sk", (("S", "LOCK"),))))
+    assert _item_id("t", {"sk": {"S": "LOCK"}, "pk": {"S": "A"}}) == _item_id("t", key)
+    assert _item_id("u", key) != _item_id("t", key)
+    assert _item_id("t", {"pk": {"N": "1"}}) != _item_id("t", {"pk": {"S": "1"}})
+    # An unhashable value keeps its repr as before, apart from the same bytes.
+    assert _item_id("t", {"pk": {"B": bytearray(b"x")}}) == (
+        "t", "[('pk', [('B', bytearray(b'x'))])]")
+    assert _item_id("t", {"pk": {"B": bytearray(b"x")}}) != _item_id("t", {"pk": {"B": b"x"}})
+
+
 def test_merge_of_one_plan_is_that_plan() -> None:
     plan = plan_of(Account(pk="ACCT#1", email="a@x.io"))
     assert merge([plan]) == plan
