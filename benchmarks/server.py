@@ -41,8 +41,10 @@ import attrs
 if __package__ in (None, ""):  # run as a script: python benchmarks/server.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import server_cpu
 from benchmarks.models import fake_credentials
 from benchmarks.report import D, X
+from benchmarks.server_cpu import create_items, create_table
 from dynaunique.testing import LocalDynamoDB
 
 HEADING = "## The embedded server at scale"
@@ -113,14 +115,7 @@ def _client(endpoint: str) -> Any:
 
 
 def _fill(ddb: Any, items: int) -> None:
-    ddb.create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
-                   {"AttributeName": "SK", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
-                              {"AttributeName": "SK", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_table(ddb, TABLE)
     for start in range(0, items, 25):
         batch = [{"PutRequest": {"Item": {
             "PK": {"S": f"ACCT#{n:08}"}, "SK": {"S": "PROFILE"},
@@ -129,23 +124,11 @@ def _fill(ddb: Any, items: int) -> None:
         ddb.batch_write_item(RequestItems={TABLE: batch})
 
 
-def _create(n: int) -> list[dict[str, Any]]:
-    """A dynaunique-shaped create: the record and two locks, each put only if absent."""
-    guard = "attribute_not_exists(PK)"
-    record = {"PK": {"S": f"BENCH#{n:08}"}, "SK": {"S": "PROFILE"},
-              "email": {"S": f"b{n}@example.com"}, "username": {"S": f"b{n}"}}
-    locks = [{"PK": {"S": f"UNIQ#{name}#{value}"}, "SK": {"S": "LOCK"},
-              "owner": {"M": {"PK": {"S": f"BENCH#{n:08}"}, "SK": {"S": "PROFILE"}}}}
-             for name, value in (("EMAIL", f"b{n}@example.com"), ("USERNAME", f"b{n}"))]
-    return [{"Put": {"TableName": TABLE, "Item": item, "ConditionExpression": guard}}
-            for item in (record, *locks)]
-
-
 def _send(ddb: Any, first: int, count: int) -> float:
     """Send ``count`` creates numbered from ``first``; return transactions per second."""
     started = time.perf_counter()
     for n in range(first, first + count):
-        ddb.transact_write_items(TransactItems=_create(n))
+        ddb.transact_write_items(TransactItems=create_items(n, TABLE))
     return count / (time.perf_counter() - started)
 
 
@@ -251,7 +234,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               flush=True)
 
     if args.per_operation:
-        from benchmarks import server_cpu
 
         rows = server_cpu.run(baseline=args.baseline, stock=args.stock, requests=args.requests,
                               rounds=args.rounds, say=say)

@@ -53,7 +53,7 @@ def _record(n: int) -> dict[str, Any]:
             "owner": {"M": {"PK": {"S": f"ACCT#{n:08}"}, "SK": {"S": "PROFILE"}}}}
 
 
-def _create(n: int) -> list[dict[str, Any]]:
+def create_items(n: int, table: str = TABLE) -> list[dict[str, Any]]:
     """A dynaunique-shaped create: the record and two locks, each put only if absent."""
     guard = "attribute_not_exists(PK)"
     record = {"PK": {"S": f"BENCH#{n:08}"}, "SK": {"S": "PROFILE"},
@@ -61,11 +61,12 @@ def _create(n: int) -> list[dict[str, Any]]:
     locks = [{"PK": {"S": f"UNIQ#{name}#{value}"}, "SK": {"S": "LOCK"},
               "owner": {"M": {"PK": {"S": f"BENCH#{n:08}"}, "SK": {"S": "PROFILE"}}}}
              for name, value in (("EMAIL", f"b{n}@example.com"), ("USERNAME", f"b{n}"))]
-    return [{"Put": {"TableName": TABLE, "Item": item, "ConditionExpression": guard}}
+    return [{"Put": {"TableName": table, "Item": item, "ConditionExpression": guard}}
             for item in (record, *locks)]
 
 
-def _create_table(ddb: Any, name: str) -> None:
+def create_table(ddb: Any, name: str) -> None:
+    """The benchmarks' table: PK and SK strings, on demand."""
     ddb.create_table(
         TableName=name,
         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
@@ -78,7 +79,7 @@ def _create_table(ddb: Any, name: str) -> None:
 
 def _cancelled(ddb: Any, n: int) -> None:
     """A create whose record exists: cancelled, the old item returned (``ALL_OLD``)."""
-    items = _create(1_000_000 + n)
+    items = create_items(1_000_000 + n)
     items[0]["Put"]["Item"] = _record(n % SEEDED)
     items[0]["Put"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
     try:
@@ -100,7 +101,7 @@ def _reset(endpoint: str) -> None:
 Call = Callable[[Any, str, int], object]
 OPERATIONS: dict[str, tuple[int, Call]] = {
     "TransactWriteItems (a create: 3 guarded puts)":
-        (1, lambda d, e, n: d.transact_write_items(TransactItems=_create(n))),
+        (1, lambda d, e, n: d.transact_write_items(TransactItems=create_items(n))),
     "TransactWriteItems, cancelled (ALL_OLD)": (1, lambda d, e, n: _cancelled(d, n)),
     "PutItem": (1, lambda d, e, n: d.put_item(TableName=TABLE, Item=_record(10_000 + n))),
     "UpdateItem (SET, ALL_NEW)": (1, lambda d, e, n: d.update_item(
@@ -121,7 +122,7 @@ OPERATIONS: dict[str, tuple[int, Call]] = {
         {"Get": {"TableName": TABLE, "Key": _key((n + k) % SEEDED)}} for k in range(3)])),
     "DescribeTable": (1, lambda d, e, n: d.describe_table(TableName=TABLE)),
     "CreateTable + DeleteTable": (2, lambda d, e, n: (
-        _create_table(d, "bench_ops_tmp"), d.delete_table(TableName="bench_ops_tmp"))),
+        create_table(d, "bench_ops_tmp"), d.delete_table(TableName="bench_ops_tmp"))),
     # Last: it wipes the table the others use (the dynaunique_db fixture sends it per test).
     "reset (POST /moto-api/reset)": (1, lambda d, e, n: _reset(e)),
 }
@@ -170,7 +171,7 @@ def _client(endpoint: str) -> Any:
 
 
 def _prepare(ddb: Any) -> None:
-    _create_table(ddb, TABLE)
+    create_table(ddb, TABLE)
     for start in range(0, SEEDED, 25):
         ddb.batch_write_item(RequestItems={TABLE: [
             {"PutRequest": {"Item": _record(n)}} for n in range(start, start + 25)]})

@@ -80,6 +80,9 @@ VERIFIED_MOTO = "5.2.0 to 5.2.5"
 #: releases' (a missing function or a changed signature is refused all the same).
 FORCE_ENV = "DYNAUNIQUE_MOTO_PATCH_FORCE"
 
+#: The parameters of each step of moto's JSON response serializer's walk over a shape.
+_WALK = ("self", "serialized", "value", "shape", "key")
+
 #: Every moto function this patch replaces or calls into, with the parameters it relies on.
 EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     "moto.dynamodb.models.DynamoDBBackend.transact_write_items": ("self", "transact_items"),
@@ -125,27 +128,21 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     # walk (_moto_json) reproduces, down to how a value is picked out of a result.
     **{f"moto.core.serialize.{name}": params for name, params in {
         "ResponseSerializer._serialize_result": ("self", "resp", "result"),
-        "ResponseSerializer._serialize": ("self", "serialized", "value", "shape", "key"),
-        "ResponseSerializer._default_serialize": ("self", "serialized", "value", "shape", "key"),
-        "ResponseSerializer._serialize_type_structure": (
-            "self", "serialized", "value", "shape", "key"),
-        "ResponseSerializer._serialize_structure_member": (
-            "self", "serialized", "value", "shape", "key"),
-        "ResponseSerializer._serialize_type_timestamp": (
-            "self", "serialized", "value", "shape", "key"),
-        "ResponseSerializer._serialize_type_blob": ("self", "serialized", "value", "shape", "key"),
-        "ResponseSerializer._serialize_type_integer": (
-            "self", "serialized", "value", "shape", "key"),
-        "ResponseSerializer._serialize_type_float": ("self", "serialized", "value", "shape", "key"),
+        "ResponseSerializer._serialize": _WALK,
+        "ResponseSerializer._default_serialize": _WALK,
+        "ResponseSerializer._serialize_type_structure": _WALK,
+        "ResponseSerializer._serialize_structure_member": _WALK,
+        "ResponseSerializer._serialize_type_timestamp": _WALK,
+        "ResponseSerializer._serialize_type_blob": _WALK,
+        "ResponseSerializer._serialize_type_integer": _WALK,
+        "ResponseSerializer._serialize_type_float": _WALK,
         "ResponseSerializer._base64": ("self", "value"),
         "ResponseSerializer.get_value": ("self", "value", "key", "shape"),
         "ResponseSerializer.get_serialized_name": ("self", "shape", "default_name"),
-        "BaseJSONSerializer._serialize_type_map": ("self", "serialized", "value", "shape", "key"),
-        "BaseJSONSerializer._serialize_type_list": ("self", "serialized", "value", "shape", "key"),
-        "BaseJSONSerializer._serialize_type_structure": (
-            "self", "serialized", "value", "shape", "key"),
-        "BaseJSONSerializer._serialize_type_string": (
-            "self", "serialized", "value", "shape", "key"),
+        "BaseJSONSerializer._serialize_type_map": _WALK,
+        "BaseJSONSerializer._serialize_type_list": _WALK,
+        "BaseJSONSerializer._serialize_type_structure": _WALK,
+        "BaseJSONSerializer._serialize_type_string": _WALK,
         "AttributePicker.__call__": ("self", "context"),
         "AttributePicker.get_possible_keys": ("self", "context"),
         "XFormedAttributePicker.get_possible_keys": ("self", "context"),
