@@ -11,25 +11,31 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from itertools import islice
 from types import SimpleNamespace
 from typing import Any
 
 import attrs
+from pynamodb.attributes import Attribute
 
-from dynaunique._locks import (
+from dynaunique._locks import (  # re-exported: a record's key and locks are built there
     MAX_HASH_KEY_BYTES,
     RESERVED_PREFIX,
-    lock_keys,
+    LockRef,
+    Typed,
+    TypedKey,
+    lock_prefix,
+    lock_refs,
+    record_key,
+    stored_lock_refs,
+    stored_value,
     untyped,
 )
 from dynaunique.constraints import UniqueConstraint, _evaluate_condition
-from dynaunique.errors import ConfigurationError, InvalidValueError, format_value
-from dynaunique.normalizers import Normalizer, _normalize_all
+from dynaunique.errors import ConfigurationError
+from dynaunique.normalizers import Normalizer, on_str
 
-Typed = dict[str, Any]
-#: A record's primary key as DynamoDB values: ``{"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}}``.
-TypedKey = dict[str, Any]
+#: The names re-exported (every name defined here is the package's too).
+__all__ = ["LockRef", "Typed", "TypedKey", "record_key"]
 
 SECRET_ENV = "DYNAUNIQUE_LOCK_SECRET"
 
@@ -52,10 +58,23 @@ class BoundConstraint:
     attributes: tuple[Any, ...] = attrs.field(default=(), eq=False, repr=False)
     #: The normalizer of each field (None: the value as it is), looked up once.
     normalizers: tuple[Normalizer | None, ...] = attrs.field(init=False, eq=False, repr=False)
+    #: Each normalizer as one ``str`` method, for a string (None: call the normalizer).
+    on_str: tuple[Callable[[str], Any] | None, ...] = attrs.field(init=False, eq=False,
+                                                                 repr=False)
+    #: Whether each field is stored as a string read as it is (its ``S``, no deserializing).
+    text: tuple[bool, ...] = attrs.field(init=False, eq=False, repr=False)
+    #: What every lock key of this constraint starts with.
+    prefix: str = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "normalizers",
-                           tuple(self.constraint.normalizer_for(f) for f in self.constraint.fields))
+        functions = tuple(self.constraint.normalizer_for(f) for f in self.constraint.fields)
+        text = tuple(getattr(a, "attr_type", None) == "S"
+                     and type(a).get_value is Attribute.get_value
+                     and type(a).deserialize is Attribute.deserialize for a in self.attributes)
+        for name, value in (("normalizers", functions), ("on_str", tuple(map(on_str, functions))),
+                            ("text", text),
+                            ("prefix", lock_prefix(self.constraint.name))):
+            object.__setattr__(self, name, value)
 
     @property
     def name(self) -> str:
@@ -128,60 +147,11 @@ class ModelInfo:
 # --- locks ----------------------------------------------------------------------------------------
 
 
-@attrs.frozen
-class LockRef:
-    """One lock a record holds (or would hold): its name, key and the value it protects."""
-
-    constraint: str
-    fields: tuple[str, ...]
-    key: str
-    #: The normalized value (a tuple for composite constraints) — shown in errors and locks
-    #: through :attr:`shown` only, which hides a hashed constraint's.
-    value: Any
-    hashed: bool = False
-
-    @property
-    def shown(self) -> str:
-        """The value as messages and events show it (``<hashed>`` for a hashed constraint)."""
-        return format_value(self.value, hashed=self.hashed)
-
-    def __repr__(self) -> str:
-        return (f"LockRef(constraint={self.constraint!r}, fields={self.fields!r}, "
-                f"key={self.key!r}, value={self.shown}, hashed={self.hashed!r})")
-
-
 def lock_of(info: ModelInfo, bound: BoundConstraint, values: Sequence[Any]) -> LockRef | None:
     """The lock ``bound``'s constraint requires for these field values (None: a None is never
     locked). The values are the fields' python values as stored; the constraint's condition is
     not evaluated here (:func:`locks_of` does)."""
-    return _lock_refs(info, [(bound, values)])[0]
-
-
-def _lock_refs(info: ModelInfo, rows: Sequence[tuple[BoundConstraint, Sequence[Any]]]
-               ) -> list[LockRef | None]:
-    """The lock of each (constraint, field values) row, None where a value is None: all values
-    normalized in one call, all keys made in one call (no module crossed per lock)."""
-    normalized = iter(_normalize_all([(n, v) for bound, values in rows
-                                     for n, v in zip(bound.normalizers, values, strict=True)]))
-    lockables: list[tuple[Any, ...] | None] = []
-    wanted: list[tuple[str, Sequence[Any], bytes | None]] = []
-    for bound, values in rows:
-        row = tuple(islice(normalized, len(values)))
-        lockable = None if None in row else row if bound.plain else tuple(
-            conv(v) for conv, v in zip(bound.to_lockable, row, strict=True))
-        lockables.append(lockable)
-        if lockable is not None:
-            hashed = bound.constraint.hashed
-            wanted.append((bound.constraint.name, lockable, info.secret() if hashed else None))
-    keys = iter(lock_keys(wanted))
-    refs: list[LockRef | None] = []
-    for (bound, _), lockable in zip(rows, lockables, strict=True):
-        c = bound.constraint
-        # The value as UniqueConstraint.display_value shows it: a scalar for one field.
-        refs.append(None if lockable is None else LockRef(
-            c.name, c.fields, next(keys), lockable[0] if len(lockable) == 1 else lockable,
-            c.hashed))
-    return refs
+    return lock_refs(info, [(bound, values)])[0]
 
 
 def locks_of(info: ModelInfo, instance: Any, reads: set[str] | None = None) -> dict[str, LockRef]:
@@ -192,7 +162,7 @@ def locks_of(info: ModelInfo, instance: Any, reads: set[str] | None = None) -> d
     rows = [(bound, [getattr(instance, field) for field in bound.constraint.fields])
             for bound in info.constraints]
     held: dict[str, LockRef] = {}
-    for (bound, _), lock in zip(rows, _lock_refs(info, rows), strict=True):
+    for (bound, _), lock in zip(rows, lock_refs(info, rows), strict=True):
         if lock is None:
             continue
         condition = bound.constraint.condition
@@ -200,15 +170,6 @@ def locks_of(info: ModelInfo, instance: Any, reads: set[str] | None = None) -> d
             continue
         held[bound.constraint.name] = lock
     return held
-
-
-def _stored_value(attribute: Any, raw: Mapping[str, Any] | None) -> Any:
-    """A field's python value as the item stores it (a missing attribute takes its default,
-    as PynamoDB's loading does)."""
-    if raw is None or "NULL" in raw:
-        default = attribute.default
-        return default() if callable(default) else default
-    return attribute.deserialize(attribute.get_value(raw))
 
 
 def lock_inputs(model: Any, item: Mapping[str, Any]) -> Any:
@@ -222,38 +183,21 @@ def lock_inputs(model: Any, item: Mapping[str, Any]) -> Any:
     for bound in info.constraints:
         for field, attribute in zip(bound.constraint.fields, bound.attributes, strict=True):
             if field not in values:
-                values[field] = _stored_value(attribute, item.get(attribute.attr_name))
+                values[field] = stored_value(attribute, item.get(attribute.attr_name))
     return SimpleNamespace(**values)
 
 
 def stored_locks(model: Any, item: Mapping[str, Any],
                  reads: set[str] | None = None) -> dict[str, LockRef]:
     """The locks ``item`` (as stored) requires of ``model``: :func:`locks_of` of its
-    :func:`lock_inputs`."""
-    return locks_of(model._du_info, lock_inputs(model, item), reads)
+    :func:`lock_inputs` (without a condition, :func:`~dynaunique._locks.stored_lock_refs`)."""
+    info = model._du_info
+    if not info.has_conditions:
+        return stored_lock_refs(info, item)
+    return locks_of(info, lock_inputs(model, item), reads)
 
 
 # --- record keys and owners ----------------------------------------------------------------------
-
-
-def record_key(info: ModelInfo, item: Mapping[str, Typed]) -> TypedKey:
-    """The typed primary key of a serialized record, checked against the reserved prefix."""
-    if info.hash_attr not in item:
-        raise InvalidValueError(f"{info.name} has no value for its hash key {info.hash_field!r}")
-    key = {info.hash_attr: item[info.hash_attr]}
-    text = item[info.hash_attr].get("S")
-    if isinstance(text, str) and text.startswith(RESERVED_PREFIX):   # is_reserved_key, inline
-        raise InvalidValueError(
-            f"{info.name}'s hash key {text!r} starts with 'UNIQ#', which is reserved for "
-            "dynaunique's lock items"
-        )
-    if info.range_attr is not None:
-        if info.range_attr not in item:
-            raise InvalidValueError(
-                f"{info.name} has no value for its range key {info.range_field!r}"
-            )
-        key[info.range_attr] = item[info.range_attr]
-    return key
 
 
 def key_of(key_attributes: tuple[str, str | None], item: Mapping[str, Any]) -> TypedKey | None:

@@ -20,44 +20,18 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from dynaunique import _writes
-from dynaunique._items import (
+from dynaunique._items import ModelInfo
+from dynaunique._locks import (  # re-exported: a create is planned without leaving _locks
+    ChangeKind,
+    LockChange,
     LockRef,
-    ModelInfo,
     Typed,
     TypedKey,
+    diff_locks,
     record_key,
+    untyped,
 )
-from dynaunique._kinds import Kind
-from dynaunique._locks import untyped
 from dynaunique.errors import ConcurrentModificationError, InvalidValueError, UniqueViolation
-
-
-class ChangeKind(Kind):
-    """What a write does to one constraint's lock."""
-
-    ADDED = "added"
-    REMOVED = "removed"
-    MOVED = "moved"
-    UNCHANGED = "unchanged"
-
-
-@attrs.frozen
-class LockChange:
-    """The history of one constraint's lock across a write: old and new (either may be None)."""
-
-    constraint: str
-    old: LockRef | None
-    new: LockRef | None
-
-    @property
-    def kind(self) -> ChangeKind:
-        """Added, removed, moved (a new key) or unchanged."""
-        if self.old is None:
-            return ChangeKind.ADDED if self.new is not None else ChangeKind.UNCHANGED
-        if self.new is None:
-            return ChangeKind.REMOVED
-        return ChangeKind.UNCHANGED if self.old.key == self.new.key else ChangeKind.MOVED
-
 
 
 @attrs.frozen
@@ -70,8 +44,9 @@ class Plan:
     #: ``ReturnValuesOnConditionCheckFailure``, which only dynaunique's settling reads).
     pynamodb: bool = False
     #: False when the plan is one record write and nothing else: a plain conditional write
-    #: (computed with the plan: the renderer and the sender both ask).
-    is_transaction: bool = attrs.field(init=False, eq=False, repr=False)
+    #: (computed with the plan: the renderer and the sender both ask; a planner that knows it
+    #: passes it).
+    is_transaction: bool = attrs.field(kw_only=True, eq=False, repr=False)
 
     @is_transaction.default
     def _is_transaction(self) -> bool:
@@ -92,12 +67,6 @@ class Plan:
 
 
 # --- planning ------------------------------------------------------------------------------------
-
-
-def diff_locks(old: Mapping[str, LockRef], new: Mapping[str, LockRef]) -> tuple[LockChange, ...]:
-    """One LockChange per lock name present on either side, in a stable order."""
-    names = sorted(set(old) | set(new))
-    return tuple(LockChange(n, old.get(n), new.get(n)) for n in names)
 
 
 @attrs.frozen
@@ -135,19 +104,12 @@ def _guard(record: Record, loaded: Mapping[str, Typed]) -> _writes.Unchanged:
 
 
 def plan_save(record: Record) -> Plan:
-    """Plan a save of ``record`` into its ``item``: over ``loaded`` and the locks it holds, or
-    as a create when it was never loaded."""
+    """Plan a save of the loaded ``record`` into its ``item``, over ``loaded`` and the locks it
+    holds. (A create — never loaded — is one straight line of
+    :func:`dynaunique._record.plan_save_from`.)"""
     info, item, loaded = record.info, record.item, record.loaded
-    assert item is not None
+    assert item is not None and loaded is not None
     key = record.key if record.key is not None else record_key(info, item)
-    if loaded is None:
-        changes = diff_locks({}, record.new_locks)
-        put = _writes.RecordPut(info.table, info.name, key, item, _writes.Absent(),
-                                record.condition, create=True)
-        puts = _writes.lock_puts(info, [c.new for c in changes if c.new is not None],
-                                 key, item, created=record.now)
-        return Plan((put, *puts), changes)
-
     put = _writes.RecordPut(info.table, info.name, key, item, _guard(record, loaded),
                             record.condition)
     changes = diff_locks(record.old_locks, record.new_locks)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 
 from pynamodb.exceptions import AttributeNullError
@@ -29,13 +30,23 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
 
 from dynaunique import _plan, _writes
-from dynaunique._items import LockRef, ModelInfo, record_key, stored_locks
-from dynaunique._locks import is_utf8
+from dynaunique._items import ModelInfo, stored_locks
+from dynaunique._locks import (
+    LockRef,
+    diff_locks,
+    is_utf8,
+    lock_puts,
+    record_key,
+    stored_lock_refs,
+)
 from dynaunique._model.mixed import judge_result, of_another_model, others_fields
 from dynaunique._plan import Plan, Record
 from dynaunique._state import InstanceState, Op, OpKind, loaded_for_key
-from dynaunique._writes import Expression, RecordDelete, RecordPut
+from dynaunique._writes import Absent, Expression, RecordDelete, RecordPut
 from dynaunique.errors import InvalidValueError, UnsupportedOperationError, format_value
+
+#: A lock change's new lock (C code: a create's puts are built without a call back here).
+_NEW = attrgetter("new")
 
 
 def _render_condition(condition: Condition | None) -> Expression | None:
@@ -270,14 +281,23 @@ def plan_save_from(obj: Any, loaded: Mapping[str, Any] | None,
             cond = _render_condition(_and(condition, version_condition(obj, loaded)))
         return Plan((RecordPut(info.table, info.name, key, item, None, cond),), pynamodb=True)
     new_reads: set[str] = set()
+    when = now if now is not None else _writes.Stamp()
+    # A create is one straight line through _locks: the record's key, its locks (over the
+    # class's template), their diff and their puts, one call after the other.
     key = record_key(info, item)
-    new_locks = stored_locks(type(obj), item, new_reads)
-    reads: set[str] = set()
-    old = old_locks(obj, loaded, reads) if loaded is not None else {}
-    plan = _plan.plan_save(Record(
-        info, loaded, old, item, new_locks, condition=cond, use_version=add_version_condition,
-        condition_reads=reads, reown=loaded is not None and of_another_model(type(obj), loaded),
-        now=now if now is not None else _writes.Stamp(), key=key))
+    new_locks = (stored_locks(type(obj), item, new_reads) if info.has_conditions
+                 else stored_lock_refs(info, item))
+    if loaded is None:
+        changes = diff_locks({}, new_locks)
+        puts = lock_puts(info, map(_NEW, changes), key, item, created=when)
+        plan = Plan((RecordPut(info.table, info.name, key, item, Absent(), cond, create=True),
+                     *puts), changes, is_transaction=bool(puts))
+    else:
+        reads: set[str] = set()
+        plan = _plan.plan_save(Record(
+            info, loaded, old_locks(obj, loaded, reads), item, new_locks, condition=cond,
+            use_version=add_version_condition, condition_reads=reads,
+            reown=of_another_model(type(obj), loaded), now=when, key=key))
     # The state exists already (``loaded_for_key`` made it): no call to reach it.
     obj._du_state.new_locks = (plan, new_locks, frozenset(new_reads))
     return plan

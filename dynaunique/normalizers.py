@@ -26,13 +26,6 @@ from dynaunique.errors import ConfigurationError
 Normalizer = Callable[[Any], Any]
 
 
-def _normalize_all(pairs: Iterable[tuple[Normalizer | None, Any]]) -> list[Any]:
-    """Each value through its normalizer (None: the value as it is; a None value stays None):
-    all of a record's lock values in one call."""
-    return [value if function is None or value is None else function(value)
-            for function, value in pairs]
-
-
 def casefold(value: Any) -> Any:
     """Case-insensitive comparison: ``"Ada@X.io"`` → ``"ada@x.io"`` (``str.casefold``)."""
     return value.casefold() if isinstance(value, str) else value
@@ -56,6 +49,22 @@ def nfkc_casefold(value: Any) -> Any:
 def strip(value: Any) -> Any:
     """Ignore leading and trailing whitespace."""
     return value.strip() if isinstance(value, str) else value
+
+
+#: The built-in normalizers that are one ``str`` method on a string (and leave anything else as
+#: it is): what a record's lock derivation calls on a string value instead (C code, no call
+#: into this module per lock). ``tests/unit/test_normalizers.py`` checks each against its
+#: function.
+_ON_STR: dict[Any, Callable[[str], Any]] = {casefold: str.casefold, strip: str.strip}
+
+
+def on_str(normalizer: Normalizer | None) -> Callable[[str], Any] | None:
+    """``normalizer`` as one ``str`` method for a string value, when it is a built-in one that
+    is (``casefold`` → ``str.casefold``); None otherwise (call the normalizer itself)."""
+    try:
+        return _ON_STR.get(normalizer)
+    except TypeError:  # an unhashable callable
+        return None
 
 
 #: How many times :class:`Composed` applies its chain before it gives up on the value settling.

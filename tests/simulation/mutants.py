@@ -79,6 +79,7 @@ def _lock_from_python_value() -> Any:
     def wrap(original: Any) -> Any:
         def plan_save_from(obj: Any, loaded: Any, *args: Any, **kwargs: Any) -> Any:
             item_of, stored_locks = record_module.item_of, record_module.stored_locks
+            stored_lock_refs = record_module.stored_lock_refs
             items: list[Any] = []
 
             def item(of: Any, base: Any) -> Any:
@@ -90,11 +91,18 @@ def _lock_from_python_value() -> Any:
                     return locks_of(model._du_info, obj, reads)
                 return stored_locks(model, raw, reads)
 
+            def refs(info: Any, raw: Any) -> Any:
+                if items and raw is items[-1]:
+                    return locks_of(info, obj)
+                return stored_lock_refs(info, raw)
+
             record_module.item_of, record_module.stored_locks = item, locks
+            record_module.stored_lock_refs = refs
             try:
                 return original(obj, loaded, *args, **kwargs)
             finally:
                 record_module.item_of, record_module.stored_locks = item_of, stored_locks
+                record_module.stored_lock_refs = stored_lock_refs
         return plan_save_from
     return patched(record_module, "plan_save_from", wrap)
 

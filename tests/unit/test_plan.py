@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support.declare import declare, pk_attr, sk_attr
 
-import dynaunique._writes
+import dynaunique._locks
 from dynaunique import (
     ConcurrentModificationError,
     InvalidValueError,
@@ -64,7 +64,7 @@ Person = declare("Person", "uow_people", meta={"lock_secret": "s3cret"},
 @pytest.fixture(autouse=True)
 def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Lock items carry their creation time; pin it so requests compare exactly."""
-    monkeypatch.setattr(dynaunique._writes, "now", lambda: NOW)
+    monkeypatch.setattr(dynaunique._locks, "now", lambda: NOW)
     yield
 
 
