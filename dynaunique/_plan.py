@@ -15,9 +15,13 @@ execute. The rules (docs/how-it-works.md shows each request):
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
+from pynamodb.expressions.operand import Path, Value
+from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
 from dynaunique import _writes
 from dynaunique._items import ModelInfo
@@ -31,7 +35,12 @@ from dynaunique._locks import (  # re-exported: a create is planned without leav
     record_key,
     untyped,
 )
-from dynaunique.errors import ConcurrentModificationError, InvalidValueError, UniqueViolation
+from dynaunique.errors import (
+    ConcurrentModificationError,
+    InvalidValueError,
+    UniqueViolation,
+    UnsupportedOperationError,
+)
 
 
 @attrs.frozen
@@ -257,3 +266,47 @@ def _fuse(group: list[_writes.LockPut | _writes.LockDelete]
             " at least one copy is stale: reload and retry"
         )
     return deletes[0]
+
+
+# --- update(actions): the record they make ---------------------------------------------------
+
+
+def action_target(action: Action) -> str:
+    """The top-level attribute an update action changes."""
+    path = action.values[0]
+    if not isinstance(path, Path):
+        raise UnsupportedOperationError(f"cannot tell which attribute {action!r} changes")
+    return str(path.path[0]).split("[", 1)[0]
+
+
+def predict(info: ModelInfo, loaded: Mapping[str, Any], actions: Sequence[Action],
+             relevant: set[str]) -> tuple[dict[str, Any], bool]:
+    """The record after ``actions``; complete=False when some result cannot be known."""
+    predicted = copy.deepcopy(dict(loaded))
+    complete = True
+    for action in actions:
+        target = action_target(action)
+        path = action.values[0]
+        assert isinstance(path, Path)
+        top_level = len(path.path) == 1 and "[" not in path.path[0]
+        if isinstance(action, SetAction) and top_level and isinstance(action.values[1], Value):
+            predicted[target] = copy.deepcopy(action.values[1].value)
+            continue
+        if isinstance(action, RemoveAction) and top_level:
+            predicted.pop(target, None)
+            continue
+        if target == info.version_attr:
+            base = int(loaded[target]["N"]) if target in loaded else 0
+            predicted[target] = {"N": str(base + 1)}
+            continue
+        if target in relevant:
+            # The action's repr holds its operands: not shown for a hashed constraint's.
+            hidden = any(target in b.attr_names for b in info.constraints if b.constraint.hashed)
+            shown = "an update action" if hidden else f"update action {action!r}"
+            raise UnsupportedOperationError(
+                f"{shown} changes {target!r}, which a unique lock depends "
+                "on, in a way that cannot be known before sending; assign the new value and "
+                "call save() instead"
+            )
+        complete = False
+    return predicted, complete

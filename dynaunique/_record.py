@@ -18,19 +18,19 @@ it), so its lock is those bytes'.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal
 from operator import attrgetter
 from typing import Any
 
+from pynamodb.attributes import Attribute, ListAttribute, MapAttribute
 from pynamodb.exceptions import AttributeNullError
 from pynamodb.expressions.condition import Condition
-from pynamodb.expressions.operand import Path, Value
-from pynamodb.expressions.update import Action, RemoveAction, SetAction, Update
+from pynamodb.expressions.update import Update
+from pynamodb.models import Model as PynamoModel
 
 from dynaunique import _plan, _writes
-from dynaunique._items import ModelInfo, stored_locks
+from dynaunique._items import stored_locks
 from dynaunique._locks import (
     LockRef,
     diff_locks,
@@ -40,10 +40,10 @@ from dynaunique._locks import (
     stored_lock_refs,
 )
 from dynaunique._model.mixed import judge_result, of_another_model, others_fields
-from dynaunique._plan import Plan, Record
+from dynaunique._plan import Plan, Record, action_target, predict
 from dynaunique._state import InstanceState, Op, OpKind, loaded_for_key
 from dynaunique._writes import Absent, Expression, RecordDelete, RecordPut
-from dynaunique.errors import InvalidValueError, UnsupportedOperationError, format_value
+from dynaunique.errors import InvalidValueError, format_value
 
 #: A lock change's new lock (C code: a create's puts are built without a call back here).
 _NEW = attrgetter("new")
@@ -55,47 +55,6 @@ def _render_condition(condition: Condition | None) -> Expression | None:
 
 def _and(first: Condition | None, second: Condition) -> Condition:
     return second if first is None else first & second
-
-
-def _action_target(action: Action) -> str:
-    """The top-level attribute an update action changes."""
-    path = action.values[0]
-    if not isinstance(path, Path):
-        raise UnsupportedOperationError(f"cannot tell which attribute {action!r} changes")
-    return str(path.path[0]).split("[", 1)[0]
-
-
-def _predict(info: ModelInfo, loaded: Mapping[str, Any], actions: Sequence[Action],
-             relevant: set[str]) -> tuple[dict[str, Any], bool]:
-    """The record after ``actions``; complete=False when some result cannot be known."""
-    predicted = copy.deepcopy(dict(loaded))
-    complete = True
-    for action in actions:
-        target = _action_target(action)
-        path = action.values[0]
-        assert isinstance(path, Path)
-        top_level = len(path.path) == 1 and "[" not in path.path[0]
-        if isinstance(action, SetAction) and top_level and isinstance(action.values[1], Value):
-            predicted[target] = copy.deepcopy(action.values[1].value)
-            continue
-        if isinstance(action, RemoveAction) and top_level:
-            predicted.pop(target, None)
-            continue
-        if target == info.version_attr:
-            base = int(loaded[target]["N"]) if target in loaded else 0
-            predicted[target] = {"N": str(base + 1)}
-            continue
-        if target in relevant:
-            # The action's repr holds its operands: not shown for a hashed constraint's.
-            hidden = any(target in b.attr_names for b in info.constraints if b.constraint.hashed)
-            shown = "an update action" if hidden else f"update action {action!r}"
-            raise UnsupportedOperationError(
-                f"{shown} changes {target!r}, which a unique lock depends "
-                "on, in a way that cannot be known before sending; assign the new value and "
-                "call save() instead"
-            )
-        complete = False
-    return predicted, complete
 
 
 # --- values as DynamoDB will store them ------------------------------------------------------
@@ -177,6 +136,44 @@ def serialize_problem(model: Any, field: str, inner: Exception) -> str:
     return type(inner).__name__ if hidden_field(model, field) else str(inner)
 
 
+#: Per model class: its attributes as :func:`_serialized` walks them, or None (PynamoDB's walk).
+_SCALARS: dict[type, Any] = {}
+_UNKNOWN = object()
+_Scalar = tuple[str, str, str, Any, bool]
+
+
+def _scalars(model: Any) -> tuple[_Scalar, ...] | None:
+    """``model``'s attributes as (python name, stored name, type, serialize, nullable), in
+    PynamoDB's order, when its ``serialize`` is PynamoDB's own and every attribute a scalar read
+    through PynamoDB's own descriptor — so :func:`_serialized` makes exactly its item; else
+    None. Computed once per class."""
+    if (model.serialize is not PynamoModel.serialize
+            or model._container_serialize is not PynamoModel._container_serialize):
+        return None
+    fields = []
+    for name, attr in model.get_attributes().items():
+        if isinstance(attr, (ListAttribute, MapAttribute)) or type(attr).__get__ is not (
+                Attribute.__get__) or model._dynamo_to_python_attrs.get(
+                attr.attr_name, attr.attr_name) != name:
+            return None
+        fields.append((name, attr.attr_name, attr.attr_type, attr.serialize, bool(attr.null)))
+    return tuple(fields)
+
+
+def _serialized(values: Mapping[str, Any], fields: tuple[_Scalar, ...]) -> dict[str, Any]:
+    # PynamoDB's _container_serialize(null_check=True) over scalar attributes, without the
+    # descriptor and container checks they do not need.
+    item: dict[str, Any] = {}
+    for name, stored, kind, serialize, null in fields:
+        value = values.get(name)
+        raw = None if value is None else serialize(value)
+        if raw is not None:
+            item[stored] = {kind: raw}
+        elif not null:
+            raise AttributeNullError(name)
+    return item
+
+
 def serialize_checked(obj: Any) -> dict[str, Any]:
     """``obj`` (a model instance) as the item DynamoDB will store, every value checked.
 
@@ -184,8 +181,12 @@ def serialize_checked(obj: Any) -> dict[str, Any]:
         something DynamoDB would refuse.
     """
     model = type(obj)
+    fields = _SCALARS.get(model, _UNKNOWN)
+    if fields is _UNKNOWN:
+        fields = _SCALARS[model] = _scalars(model)
     try:
-        item: dict[str, Any] = obj.serialize(null_check=True)
+        item: dict[str, Any] = (obj.serialize(null_check=True) if fields is None
+                                else _serialized(obj.attribute_values, fields))
     except (TypeError, ValueError, OverflowError) as exc:
         if isinstance(exc, AttributeNullError):
             raise
@@ -326,7 +327,7 @@ def plan_update(op: Op, loaded: Mapping[str, Any] | None,
     model = type(obj)
     actions = op.actions or []
     relevant = set(info.lock_relevant)
-    touched = [_action_target(a) for a in actions]
+    touched = [action_target(a) for a in actions]
     # The update and the condition share one set of placeholders.
     names: dict[str, str] = {}
     values: dict[str, Any] = {}
@@ -348,7 +349,7 @@ def plan_update(op: Op, loaded: Mapping[str, Any] | None,
     if loaded is not None:
         # Also for a plain update: a known result lets a resend after a lost response
         # recognise its own write instead of reporting a conflict.
-        predicted, complete = _predict(info, loaded, actions, relevant)
+        predicted, complete = predict(info, loaded, actions, relevant)
     if lock_relevant:
         assert predicted is not None
         # What a condition reads on the NEW state must match the stored record too: the new
@@ -378,7 +379,7 @@ def needs_stored(op: Op) -> bool:
     if op.kind is OpKind.DELETE:
         return bool(info.constraints)  # its locks are those of the stored values
     relevant = info.lock_relevant | others_fields(type(op.obj))
-    touched = {_action_target(a) for a in op.actions or ()}
+    touched = {action_target(a) for a in op.actions or ()}
     return info.has_conditions or bool(touched & relevant)
 
 
