@@ -249,10 +249,11 @@ def lock_refs(info: ModelInfo, rows: Sequence[tuple[BoundConstraint, Sequence[An
     the key, with the lock name's prefix and every rule read off the class's template."""
     refs: list[LockRef | None] = []
     for bound, values in rows:
-        row = tuple(value if value is None else (on_str(value) if on_str is not None and type(
-            value) is str else value if function is None else function(value))
-            for value, function, on_str in zip(values, bound.normalizers, bound.on_str,
-                                               strict=True))
+        row = tuple(value if value is None
+                    else on_str(value) if on_str is not None and type(value) is str
+                    else value if function is None else function(value)
+                    for value, function, on_str in zip(values, bound.normalizers,
+                                                       bound.on_str, strict=True))
         if None in row:
             refs.append(None)
             continue
@@ -286,7 +287,7 @@ def stored_lock_refs(info: ModelInfo, item: Mapping[str, Typed]) -> dict[str, Lo
     rows = [(bound, [raw["S"] if text and raw is not None and "S" in raw
                      else stored_value(attribute, raw)
                      for attribute, text, raw in zip(bound.attributes, bound.text,
-                                                     [item.get(n) for n in bound.attr_names],
+                                                     map(item.get, bound.attr_names),
                                                      strict=True)])
             for bound in info.constraints]
     return {ref.constraint: ref for ref in lock_refs(info, rows) if ref is not None}
