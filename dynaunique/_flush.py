@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 from pynamodb.connection import Connection
 
-from dynaunique import _writes
+from dynaunique import _writes, observe
 from dynaunique._answers import Ok, error_for
 from dynaunique._connection import (
     DEFAULT_POLICY,
@@ -79,7 +79,7 @@ from dynaunique.errors import (
     UnsupportedOperationError,
     for_operation,
 )
-from dynaunique.observe import UNSET_PROVIDER, emit, span, stats, traced, tracer_provider
+from dynaunique.observe import emit, stats, traced
 from dynaunique.observe import write_logger as _log
 
 #: How many times one flush plans and sends before giving up on a record that keeps changing.
@@ -203,18 +203,18 @@ def flush_one(op: Op, *, dry_run: bool = False) -> Flushed:
     the call (its errors are also PynamoDB's PutError/DeleteError/UpdateError)."""
     unit = Unit()
     unit.add(op)
-    try:
-        # One object, one endpoint: its connection is known before the steps start, asked in
-        # the same excursion into _connection that runs them.
-        steps = flush_steps(unit, dry_run=dry_run, sending=sending_for(op.obj.Meta))
-        # observe.traced's check, made here: an untraced write calls nothing of observe.
-        if tracer_provider is None or isinstance(tracer_provider(), UNSET_PROVIDER):
-            return run(steps)
-        with span(type(op.obj).__name__, op.kind.value):
-            return run(steps)
-    except DynauniqueError as exc:   # as_operation, without a call on success
-        for_operation(exc, op.kind.value)
-        raise
+    # observe.traced's check, made here: an untraced write makes no call into observe.
+    provider = observe.tracer_provider
+    untraced = provider is None or isinstance(provider(), observe.UNSET_PROVIDER)
+    with observe.UNTRACED if untraced else observe.span(type(op.obj).__name__, op.kind.value):
+        try:
+            # One object, one endpoint: its connection is known before the steps start, asked
+            # in the same excursion into _connection that runs them.
+            sending = sending_for(op.obj.Meta)
+            return run(flush_steps(unit, dry_run=dry_run, sending=sending))
+        except DynauniqueError as exc:   # as_operation, without a call on success
+            for_operation(exc, op.kind.value)
+            raise
 
 
 async def aflush_one(op: Op) -> Flushed:

@@ -6,10 +6,9 @@
 signature, User-Agent, body) without its event pipeline, endpoint ruleset or request objects,
 emits ``before-send`` and sends through the client's endpoint; a success is decoded by a
 decoder compiled from the output shape, errors and failed sends go to botocore's parser and
-events. It leaves the call to botocore whenever anything is not as it checked (docs/decisions.md,
-"A request path below dispatch"). :func:`start` gives a call as steps for ``dynaunique.aio``.
-What one request does is all here, so a request is one excursion into this module; what is
-decided or compiled once per client, operation or shape is ``dynaunique._codec``'s.
+events; botocore's path takes the call whenever anything is not as checked (docs/decisions.md).
+:func:`start` gives a call as steps for ``dynaunique.aio``. What one request does is all here
+(one excursion); what is done once per client, operation or shape is ``dynaunique._codec``'s.
 """
 
 from __future__ import annotations
@@ -127,7 +126,12 @@ class FastPath:
     """``client._make_api_call`` for the library's operations (see the module's docstring)."""
 
     # The client's privates it uses, set by ``_codec.check_client``.
-    emitter: Any; signer: Any; endpoint: Any; ua: Any; blob: Any; timestamp: Any  # noqa: E702
+    emitter: Any
+    signer: Any
+    endpoint: Any
+    ua: Any
+    blob: Any
+    timestamp: Any
 
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -272,7 +276,6 @@ def start(client: Any, operation_name: str, api_params: dict[str, Any]) -> _Call
 
 
 # --- the request: table names, signature ---------------------------------------------------------
-
 
 def tables(params: dict[str, Any], member: str | None) -> Any:
     """The table names a request names where ``member`` says (the endpoint ruleset's input)."""

@@ -120,7 +120,8 @@ def _attributes(model: str, operation: str, st: WriteStats,
     }
 
 
-_OFF: AbstractContextManager[None] = nullcontext()
+#: The shared no-op context of an untraced write.
+UNTRACED: AbstractContextManager[None] = nullcontext()
 
 #: OpenTelemetry's getter of the global tracer provider (None: OpenTelemetry is not installed)
 #: and the API's default provider, a proxy whose spans record nothing until a provider is set.
@@ -137,7 +138,7 @@ def traced(model: str, operation: str) -> AbstractContextManager[None]:
     tracing is off: no OpenTelemetry, or no tracer provider set yet (the API's default proxy,
     whose spans record nothing) — then a write pays these two checks only."""
     if tracer_provider is None or isinstance(tracer_provider(), UNSET_PROVIDER):
-        return _OFF
+        return UNTRACED
     return span(model, operation)
 
 
