@@ -28,9 +28,11 @@ import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from functools import lru_cache
+from itertools import repeat
 from typing import Any, TypeVar
 
 import attrs
+from pynamodb import settings as _settings
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
@@ -150,6 +152,37 @@ def connection_for(meta: Any) -> Connection:
                 hook(connection.client)
             _connections[key] = connection
         return connection
+
+
+#: The ``Meta`` attributes (own or inherited) a model's connection and retry policy are made of.
+_META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key",
+                  "aws_session_token", "connect_timeout_seconds", "read_timeout_seconds",
+                  "max_pool_connections", "extra_headers", "max_retry_attempts", "base_backoff_ms")
+
+
+def _made_of(meta: Any) -> tuple[Any, ...]:
+    # What connection_for and policy_for read: the Meta's settings, then PynamoDB's.
+    overrides = _settings.override_settings
+    return (*map(getattr, repeat(meta), _META_SETTINGS, repeat(None)), overrides,
+            _settings.default_settings_dict, getattr(overrides, "__dict__", None))
+
+
+#: Meta → (what its connection and policy were made of, their settings key, the pair).
+_sendings: dict[Any, tuple[tuple[Any, ...], tuple[Any, ...], tuple[Connection, RetryPolicy]]] = {}
+
+
+def sending_for(meta: Any) -> tuple[Connection, RetryPolicy]:
+    """``(connection_for(meta), policy_for(meta))``, kept per ``Meta``: made again when one of
+    its settings (``use_endpoint``, ``Meta.host = ...``) or PynamoDB's changed, or the kept
+    connection is no longer the one of those settings (the cache was cleared)."""
+    made_of = _made_of(meta)
+    known = _sendings.get(meta)
+    if known is None or known[0] != made_of or _connections.get(known[1]) is not known[2][0]:
+        pair = (connection_for(meta), policy_for(meta))
+        # Copies: a dict changed in place (extra_headers, the settings) is a change.
+        known = _sendings[meta] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
+                                   _settings_key(meta), pair)
+    return known[2]
 
 
 def client_for(meta: Any) -> Any:

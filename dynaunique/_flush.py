@@ -39,16 +39,15 @@ from typing import Any
 import attrs
 from pynamodb.connection import Connection
 
-from dynaunique import _writes
+from dynaunique import _writes, observe
 from dynaunique._answers import Ok, error_for
 from dynaunique._connection import (
     DEFAULT_POLICY,
     RetryPolicy,
     Steps,
-    connection_for,
     exchange_steps,
-    policy_for,
     run,
+    sending_for,
 )
 from dynaunique._model.mixed import judge, others_guard
 from dynaunique._plan import Plan, merge
@@ -204,11 +203,14 @@ def flush_one(op: Op, *, dry_run: bool = False) -> Flushed:
     the call (its errors are also PynamoDB's PutError/DeleteError/UpdateError)."""
     unit = Unit()
     unit.add(op)
-    with traced(type(op.obj).__name__, op.kind.value):
+    # observe.traced's check, made here: an untraced write makes no call into observe.
+    provider = observe.tracer_provider
+    untraced = provider is None or isinstance(provider(), observe.UNSET_PROVIDER)
+    with observe.UNTRACED if untraced else observe.span(type(op.obj).__name__, op.kind.value):
         try:
-            # One object, one endpoint: its connection is known before the steps start.
-            meta = op.obj.Meta
-            sending = (connection_for(meta), policy_for(meta))
+            # One object, one endpoint: its connection is known before the steps start, asked
+            # in the same excursion into _connection that runs them.
+            sending = sending_for(op.obj.Meta)
             return run(flush_steps(unit, dry_run=dry_run, sending=sending))
         except DynauniqueError as exc:   # as_operation, without a call on success
             for_operation(exc, op.kind.value)
@@ -222,7 +224,7 @@ async def aflush_one(op: Op) -> Flushed:
     unit = Unit()
     unit.add(op)
     with traced(type(op.obj).__name__, op.kind.value), as_operation(op.kind.value):
-        return await arun(flush_steps(unit))
+        return await arun(flush_steps(unit, sending=sending_for(op.obj.Meta)))
 
 
 # --- flushing ------------------------------------------------------------------------------------
@@ -231,13 +233,13 @@ async def aflush_one(op: Op) -> Flushed:
 def _connection(unit: Unit) -> Any:
     metas = {id(op.obj.Meta): op.obj.Meta for op in unit.ops.values()}
     metas.update((id(m.Meta), m.Meta) for m in unit.check_models)
-    connections = {id(c): c for c in map(connection_for, metas.values())}
-    if len(connections) > 1:
+    sendings = [sending_for(meta) for meta in metas.values()]
+    if len({id(connection) for connection, _ in sendings}) > 1:
         raise UnsupportedOperationError(
             "the models of one atomic() block point at different endpoints or regions; one "
             "transaction can only go to one DynamoDB"
         )
-    return next(iter(connections.values())), policy_for(next(iter(metas.values())))
+    return sendings[0]
 
 
 def _guard_others(op: Op, plan: Plan, write: RecordPut | RecordUpdate | RecordDelete,

@@ -71,3 +71,42 @@ def test_a_request_with_no_model_setting_makes_as_many_attempts_as_a_save_and_sa
             attempts += isinstance(step, Request)
     assert attempts == 4
     assert "could not be reached after 4 attempts" in str(raised.value)
+
+
+def test_a_models_connection_and_policy_are_kept_until_a_setting_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sending_for``: what a write asks once, made again after any change that matters."""
+    import pynamodb.settings
+
+    from dynaunique import _connection
+
+    made: list[object] = []
+    real = _connection.connection_for
+    monkeypatch.setattr(_connection, "connection_for",
+                        lambda meta: made.append(meta) or real(meta))
+
+    class Meta:
+        region = "us-east-1"
+        host = "http://127.0.0.1:1"
+        aws_access_key_id = "fake"
+        aws_secret_access_key = "fake"
+        extra_headers = {"X-Test": "1"}
+
+    first = _connection.sending_for(Meta)
+    assert _connection.sending_for(Meta) is first and len(made) == 1   # kept, nothing rebuilt
+    Meta.host = "http://127.0.0.1:2"                                   # as use_endpoint does
+    second = _connection.sending_for(Meta)
+    assert second[0] is not first[0] and second[0].host == "http://127.0.0.1:2"
+    Meta.extra_headers["X-Test"] = "2"                                 # changed in place
+    third = _connection.sending_for(Meta)
+    assert third[0] is not second[0] and third[0]._extra_headers == {"X-Test": "2"}
+    Meta.max_retry_attempts = 7                                        # the policy only
+    fourth = _connection.sending_for(Meta)
+    assert fourth[0] is third[0] and fourth[1].max_network_retries == 7
+    monkeypatch.setitem(pynamodb.settings.default_settings_dict, "connect_timeout_seconds", 3)
+    fifth = _connection.sending_for(Meta)                              # PynamoDB's settings
+    assert fifth[0] is not fourth[0] and fifth[0]._connect_timeout_seconds == 3
+    monkeypatch.delitem(_connection._connections, _connection._settings_key(Meta))
+    sixth = _connection.sending_for(Meta)                              # the cache was cleared
+    assert sixth[0] is not fifth[0] and _connection.sending_for(Meta) is sixth
+    assert len(made) == 6
