@@ -178,9 +178,10 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     import logging
 
     from moto.moto_server import werkzeug_app
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
 
     from dynaunique.testing import _corpus, _moto_patch
+    from dynaunique.testing._moto_front import install_header_parser, keep_alive_handler
     from dynaunique.testing._server_rules import DynamoRules
 
     if not stock_moto:
@@ -193,7 +194,10 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     _warm_up(dispatcher)
     # moto 5.2.5's handler keeps S3's underscored header names; DynamoDB has none, and older
     # releases (5.2.0 to 5.2.4, which the patch also fits) serve with werkzeug's own handler.
-    handler = getattr(werkzeug_app, "MotoRequestHandler", None)
+    handler = getattr(werkzeug_app, "MotoRequestHandler", WSGIRequestHandler)
+    if _moto_patch.is_applied():  # the lean front is part of the patch (stock: werkzeug's own)
+        handler = keep_alive_handler(handler)
+        install_header_parser()
     return make_server(
         LOCAL_HOST,
         port,

@@ -25,6 +25,8 @@ folder to recognise a service name (``moto.backends.list_of_moto_modules``), and
 object inspects its class's methods (``method_names_from_class``). Here both are computed once.
 And moto parses a condition expression three times per request (and per item of a transaction):
 here each distinct one is parsed once (:mod:`dynaunique.testing._moto_cond` says why that is safe).
+moto's request id is drawn without a call per character, and the server's HTTP front (set up by
+the server itself, :mod:`dynaunique.testing._moto_front`) keeps connections open.
 
 Everything else is moto's own code: the replacements call the original functions with a narrower
 view of the table, and the transaction is moto's algorithm with the backup swapped for the log.
@@ -45,7 +47,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from dynaunique.testing import _moto_cond
+from dynaunique.testing import _moto_cond, _moto_front
 from dynaunique.testing._moto_fast import (
     bisected_scan,
     indexed_delete_item,
@@ -153,6 +155,8 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     "moto.core.utils._get_value_for_key": ("obj", "key", "default"),
     # The condition expression parse, remembered: the parser and the tree's classes.
     **_moto_cond.SIGNATURES,
+    # The HTTP front that keeps connections open: werkzeug's handler and http.server's loop.
+    **_moto_front.SIGNATURES,
 }
 
 #: :func:`source_hash` of each function above, as in the :data:`VERIFIED_MOTO` releases (a set per
@@ -199,6 +203,7 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
     "moto.core.utils.get_value": frozenset({"9b06b87ce416"}),
     "moto.core.utils._get_value_for_key": frozenset({"563aa7bc75bd"}),
     **_moto_cond.SOURCES,
+    **_moto_front.SOURCES,
 }
 #: In :data:`EXPECTED_SOURCES`: the function may also be missing (a verified release lacks it).
 ABSENT = "absent"
@@ -342,6 +347,7 @@ def apply() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.dynamo_type import LimitedSizeDict
     from moto.dynamodb.models.table import Table
+    from moto.moto_api._internal.moto_random import MotoRandom
 
     replacements: list[tuple[type, str, Callable[..., Any]]] = [
         (DynamoDBBackend, "transact_write_items", lambda _: transact_write_items),
@@ -353,6 +359,7 @@ def apply() -> None:
         (LimitedSizeDict, "__setitem__", lambda _: unchecked_setitem),
         (JSONSerializer, "_serialize_result", serialize_result),
         (ConditionExpressionParser, "parse", _moto_cond.cached_parse),
+        (MotoRandom, "get_random_string", _moto_front.random_string),
     ]
     for owner, name, make in replacements:
         original = getattr(owner, name)
