@@ -39,7 +39,7 @@ STARTUP_PREFIXES = ("PYTHON", "PYNAMODB_CONFIG")
 # on stdin), answering on a private copy of stdout (the children's fd 1 is their own file).
 # Single-threaded: it forks from a process with no other thread.
 _SERVE = r'''
-import atexit, importlib, json, os, runpy, select, sys, traceback
+import atexit, importlib, io, json, os, runpy, select, sys, traceback
 import dynaunique.cli  # noqa: F401 - the point: imported once, before every fork
 for name in sys.argv[1:]:  # the caller's preloads
     importlib.import_module(name)
@@ -63,9 +63,14 @@ def child(request):
         opened = os.open(path, flags | os.O_NOCTTY, 0o600)
         os.dup2(opened, fd)
         os.close(opened)
+    # As Python sets them up: stderr line-buffered, both write-through under PYTHONUNBUFFERED
+    # (the forker started with the same PYTHON* variables), a terminal line-buffered.
     sys.stdin = open(0, closefd=False)
-    sys.stdout = open(1, "w", closefd=False)
-    sys.stderr = open(2, "w", closefd=False)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+        raw = open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False)
+        setattr(sys, name, io.TextIOWrapper(raw, line_buffering=fd == 2 or os.isatty(fd),
+                                            write_through=unbuffered))
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
     mode, target, args = request["mode"], request["target"], request["args"]
