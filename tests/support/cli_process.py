@@ -215,10 +215,11 @@ class Forker:
               env: Mapping[str, str] | None = None, stdout: str | Path | None = None,
               stderr: str | Path | None = None) -> Forked:
         """Start ``argv`` (``[sys.executable, "-c", CODE, *args]``, ``[sys.executable, "-m",
-        MODULE, *args]`` or ``[sys.executable, SCRIPT, *args]``: a file, such as a console script) in ``cwd`` with ``env``
-        (default: the forker's). ``stdout`` / ``stderr``: where its output goes (a file or a
-        terminal such as ``os.ttyname(fd)``; the same path for both interleaves them, as a
-        terminal shows them); by default files that :meth:`Forked.result` reads."""
+        MODULE, *args]`` or ``[sys.executable, SCRIPT, *args]``: a file, such as a console
+        script) in ``cwd`` with ``env`` (default: the forker's). ``stdout`` / ``stderr``: where
+        its output goes (a file, a FIFO, or a terminal such as ``os.ttyname(fd)``; the same path
+        for both interleaves them, as a terminal shows them); by default files that
+        :meth:`Forked.result` reads."""
         if self._process.poll() is not None:
             raise RuntimeError("this Forker is closed")
         env = dict(self.env if env is None else env)

@@ -67,7 +67,6 @@ from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser, SkipParse
 
 from dynaunique import Model
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
-
 from support import cli_process
 
 ROOT = Path(__file__).resolve().parents[2]
