@@ -28,11 +28,14 @@ from support import cli_process
 #: The folder of support.audit_models, which the command imports from its current directory.
 TESTS = Path(__file__).resolve().parent.parent
 #: Where the browser tests save their screenshots: docs/_static/ui (committed, shown in
-#: docs/operating-locks.md) when DYNAUNIQUE_UPDATE_SCREENSHOTS=1, else a scratch folder, so that
-#: an ordinary test run leaves the working tree as it was.
-SHOTS = (TESTS.parent / "docs" / "_static" / "ui"
-         if os.environ.get("DYNAUNIQUE_UPDATE_SCREENSHOTS") == "1"
-         else Path(tempfile.gettempdir()) / "dynaunique-ui-screenshots")
+#: docs/operating-locks.md) when DYNAUNIQUE_UPDATE_SCREENSHOTS=1, the folder
+#: DYNAUNIQUE_SCREENSHOTS names, else nowhere: an ordinary run takes none (a full-page screenshot
+#: costs Chromium about half a CPU-second, and no test compares them) and leaves the working tree
+#: as it was.
+SHOTS: Path | None = (TESTS.parent / "docs" / "_static" / "ui"
+                      if os.environ.get("DYNAUNIQUE_UPDATE_SCREENSHOTS") == "1"
+                      else Path(os.environ["DYNAUNIQUE_SCREENSHOTS"])
+                      if os.environ.get("DYNAUNIQUE_SCREENSHOTS") else None)
 
 
 @attrs.frozen
