@@ -178,8 +178,9 @@ def test_the_drift_commands_need_no_credentials_and_keep_values_whole(app: App, 
                                           "SK": {"S": "LOCK"}})
     export = write_export(tmp_path / "export", TABLE, scan_all(raw, TABLE))
 
-    # check --export: the finding, confirmed live, on one piped line holding the whole value.
-    drift = app.run_real("check", app.module, "--export", str(export), "--endpoint", app.endpoint)
+    # check --export: the finding, confirmed live, on one piped line holding the whole value
+    # (forked: `check` runs as a real process in the test above).
+    drift = app.run("check", app.module, "--export", str(export), "--endpoint", app.endpoint)
     assert drift.returncode == 1, drift.stderr
     assert "Traceback" not in drift.stderr
     [finding] = [line for line in drift.stdout.splitlines() if LONG_EMAIL in line]

@@ -6,7 +6,10 @@ workers, the Kubernetes job) paid that dozens of times. :class:`Forker` starts O
 environment the commands get, imports ``dynaunique.cli`` there once, and then forks a child per
 command: each command still runs in a process of its own (its own pid, exit status, environment,
 working directory, stdout and stderr; killable with SIGKILL), exactly as ``python -c CODE ARGS`` or
-``python -m MODULE ARGS`` would run it, except that the imports were done before the fork.
+``python -m MODULE ARGS`` (or ``python SCRIPT ARGS``) would run it, except that the imports were
+done before the fork. A command's stdout and stderr are files of the forker's folder, or paths the
+caller names (a terminal's ``/dev/pts/N``, so the command sees the same terminal a real subprocess
+would get); ``preload`` imports more modules before the forks (``pytest`` for a forked pytest run).
 
 What that cannot reproduce, and is therefore refused: a command whose environment differs from the
 forker's in a variable read while Python starts or while those modules are imported (``PYTHON*``,
@@ -16,7 +19,10 @@ subprocess per command where the process itself is the point (``test_cli_environ
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -33,8 +39,10 @@ STARTUP_PREFIXES = ("PYTHON", "PYNAMODB_CONFIG")
 # on stdin), answering on a private copy of stdout (the children's fd 1 is their own file).
 # Single-threaded: it forks from a process with no other thread.
 _SERVE = r'''
-import atexit, json, os, runpy, select, sys, traceback
+import atexit, importlib, io, json, os, runpy, select, sys, traceback
 import dynaunique.cli  # noqa: F401 - the point: imported once, before every fork
+for name in sys.argv[1:]:  # the caller's preloads
+    importlib.import_module(name)
 channel = os.fdopen(os.dup(1), "w", buffering=1)
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 running = {}
@@ -45,12 +53,24 @@ def child(request):
     os.environ.update(request["env"])
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    # A file is truncated, a terminal (a character device) is opened as it is; the same path for
+    # both: stderr shares stdout's file description (as ``stderr=subprocess.STDOUT``).
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+        if fd == 2 and path == request["stdout"]:
+            os.dup2(1, 2)
+            continue
+        flags = os.O_WRONLY | (0 if path.startswith("/dev/") else os.O_CREAT | os.O_TRUNC)
+        opened = os.open(path, flags | os.O_NOCTTY, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    # As Python sets them up: stderr line-buffered, both write-through under PYTHONUNBUFFERED
+    # (the forker started with the same PYTHON* variables), a terminal line-buffered.
     sys.stdin = open(0, closefd=False)
-    sys.stdout = open(1, "w", closefd=False)
-    sys.stderr = open(2, "w", closefd=False)
-    import importlib
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+        raw = open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False)
+        setattr(sys, name, io.TextIOWrapper(raw, line_buffering=fd == 2 or os.isatty(fd),
+                                            write_through=unbuffered))
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
     mode, target, args = request["mode"], request["target"], request["args"]
@@ -60,6 +80,10 @@ def child(request):
             sys.argv = ["-c", *args]
             sys.path[0] = ""
             exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})
+        elif mode == "script":
+            sys.argv = [target, *args]
+            sys.path[0] = os.path.dirname(os.path.abspath(target))
+            runpy.run_path(target, run_name="__main__")
         else:
             sys.argv = [target, *args]
             sys.path[0] = os.getcwd()
@@ -123,6 +147,18 @@ class Forked:
         self.returncode: int | None = None
         self.pid: int = forker._reply(ident, "pid", 60.0)
 
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the command, unless it has already exited (``Popen.send_signal``)."""
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def poll(self) -> int | None:
+        """The exit status if the command has exited, else ``None`` (``Popen.poll``)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.wait(0)
+        return None
+
     def wait(self, timeout: float | None = None) -> int:
         """The exit status (negative: killed by that signal), as ``Popen.wait``."""
         if self.returncode is None:
@@ -132,18 +168,18 @@ class Forked:
     def result(self, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         """Wait, then the command's exit status, stdout and stderr, as ``subprocess.run``."""
         code = self.wait(timeout)
-        out = (self._folder / "stdout").read_text(encoding="utf-8", errors="replace")
-        err = (self._folder / "stderr").read_text(encoding="utf-8", errors="replace")
+        out, err = ((path.read_text(encoding="utf-8", errors="replace") if path.is_file() else "")
+                    for path in (self._folder / "stdout", self._folder / "stderr"))
         return subprocess.CompletedProcess(self.args, code, out, err)
 
 
 class Forker:
     """One Python process, started with ``env``, that forks a child per command (see above)."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], *, preload: Sequence[str] = ()) -> None:
         self.env = dict(env)
         self._folder = Path(tempfile.mkdtemp(prefix="dynaunique-forker-"))
-        self._process = subprocess.Popen([sys.executable, "-c", _SERVE], env=self.env,
+        self._process = subprocess.Popen([sys.executable, "-c", _SERVE, *preload], env=self.env,
                                          cwd=self._folder, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True, bufsize=1)
         self._lock = threading.Lock()
@@ -172,30 +208,39 @@ class Forker:
                 raise subprocess.TimeoutExpired(f"forked command {ident}", timeout or 0)
             if (ident, key) not in self._answers:
                 raise RuntimeError("the forker exited")
-            return self._answers.pop((ident, key))
+            # An exit status stays: several threads may wait for one command.
+            return self._answers[(ident, key)] if key == "code" else self._answers.pop((ident, key))
 
     def start(self, argv: Sequence[str], *, cwd: str | Path,
-              env: Mapping[str, str] | None = None) -> Forked:
-        """Start ``argv`` (``[sys.executable, "-c", CODE, *args]`` or ``[sys.executable, "-m",
-        MODULE, *args]``) in ``cwd`` with ``env`` (default: the forker's)."""
+              env: Mapping[str, str] | None = None, stdout: str | Path | None = None,
+              stderr: str | Path | None = None) -> Forked:
+        """Start ``argv`` (``[sys.executable, "-c", CODE, *args]``, ``[sys.executable, "-m",
+        MODULE, *args]`` or ``[sys.executable, SCRIPT, *args]``: a file, such as a console
+        script) in ``cwd`` with ``env`` (default: the forker's). ``stdout`` / ``stderr``: where
+        its output goes (a file, a FIFO, or a terminal such as ``os.ttyname(fd)``; the same path
+        for both interleaves them, as a terminal shows them); by default files that
+        :meth:`Forked.result` reads."""
         if self._process.poll() is not None:
             raise RuntimeError("this Forker is closed")
         env = dict(self.env if env is None else env)
-        startup = {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES)}
-        own = {k: v for k, v in self.env.items() if k.startswith(STARTUP_PREFIXES)}
+        startup, own = startup_variables(env), startup_variables(self.env)
         if startup != own:
             raise ValueError(f"a command whose start-up variables differ from the forker's "
                              f"needs a real subprocess: {startup} != {own}")
-        if len(argv) < 3 or argv[0] != sys.executable or argv[1] not in ("-c", "-m"):
-            raise ValueError(f"not a `python -c`/`python -m` command: {argv!r}")
+        script = len(argv) >= 2 and argv[0] == sys.executable and not argv[1].startswith("-")
+        if not script and (len(argv) < 3 or argv[0] != sys.executable
+                           or argv[1] not in ("-c", "-m")):
+            raise ValueError(f"not a `python -c`/`python -m`/`python SCRIPT` command: {argv!r}")
+        mode, target, args = ("script", argv[1], argv[2:]) if script else (argv[1], argv[2],
+                                                                           argv[3:])
         with self._lock:
             ident = self._next
             self._next += 1
         folder = self._folder / str(ident)
         folder.mkdir()
-        request = {"id": ident, "mode": argv[1], "target": argv[2], "args": list(argv[3:]),
-                   "cwd": str(cwd), "env": env, "stdout": str(folder / "stdout"),
-                   "stderr": str(folder / "stderr")}
+        request = {"id": ident, "mode": mode, "target": target, "args": list(args),
+                   "cwd": str(cwd), "env": env, "stdout": str(stdout or folder / "stdout"),
+                   "stderr": str(stderr or folder / "stderr")}
         with self._lock:
             assert self._process.stdin is not None
             self._process.stdin.write(json.dumps(request) + "\n")
@@ -220,3 +265,25 @@ class Forker:
         import shutil
 
         shutil.rmtree(self._folder, ignore_errors=True)
+
+
+#: The forkers :func:`shared` started, by their start-up variables.
+_SHARED: dict[tuple[tuple[str, str], ...], Forker] = {}
+
+
+def startup_variables(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The variables of ``env`` a forked command must share with its forker."""
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(STARTUP_PREFIXES)))
+
+
+def shared(env: Mapping[str, str]) -> Forker:
+    """A forker for commands with ``env``'s start-up variables, shared by every test of this
+    process (a pytest worker) that asks for the same ones: started on first use, stopped when
+    the process exits. One forker costs what one command's imports cost, so files that run
+    only a few commands each (the docs pages, the examples, the ui servers) share one."""
+    key = startup_variables(env)
+    forker = _SHARED.get(key)
+    if forker is None or forker._process.poll() is not None:
+        forker = _SHARED[key] = Forker(env)
+        atexit.register(forker.close)
+    return forker

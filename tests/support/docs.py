@@ -36,6 +36,7 @@ each code block as one test, run in page order in one namespace per page.
 from __future__ import annotations
 
 import ast
+import atexit
 import base64
 import contextlib
 import fcntl
@@ -66,6 +67,7 @@ from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser, SkipParse
 
 from dynaunique import Model
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
+from support import cli_process
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The terminal width the shell commands run in: the pages show tables as wide as this.
@@ -112,8 +114,6 @@ class PageRun:
             self.endpoint = self.namespace["dynaunique_endpoint"]
             reset_local_dynamodb(self.endpoint)
             pynamodb.settings.default_settings_dict.update(host=self.endpoint, region="us-east-1")
-            (self.folder / "pynamodb_settings.py").write_text(
-                f"host = {self.endpoint!r}\nregion = 'us-east-1'\n", encoding="utf-8")
         return self.endpoint
 
     def adopt_models(self) -> None:
@@ -141,8 +141,11 @@ class PageRun:
 
 
     def run_pytest(self, *files: str) -> None:
-        """Run the page's test files (``# test_x.py`` blocks) with pytest, as a user would."""
+        """Run the page's test files (``# test_x.py`` blocks) with pytest, as a user would: a
+        real process (forked from a Python that imported dynaunique, pytest could not rewrite
+        the assertions of dynaunique's plugin, and says so)."""
         env = _environment(self)
+        env["PYTHONPATH"] = os.pathsep.join([str(self.folder), env["PYTHONPATH"]])
         result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                  *files], cwd=self.folder, env=env, capture_output=True,
                                 text=True, timeout=300, check=False)
@@ -439,13 +442,41 @@ def _argv(step: list[str], endpoint: str) -> list[str]:
     return [sys.executable, *words[1:]]
 
 
+#: The commands' PynamoDB settings files, one per server (so one per xdist worker), shared by every
+#: page: ``PYNAMODB_CONFIG`` is then the same for every page's commands, which can fork from one
+#: Python (the variable is read when PynamoDB is imported, before the fork).
+_SETTINGS: list[Path] = []
+def _settings_file(endpoint: str) -> Path:
+    if not _SETTINGS:
+        _SETTINGS.append(Path(tempfile.mkdtemp(prefix="dynaunique-docs-settings-")))
+        atexit.register(shutil.rmtree, _SETTINGS[0], True)
+    path = _SETTINGS[0] / ("pynamodb_settings_" + re.sub(r"\W", "_", endpoint) + ".py")
+    if not path.exists():
+        path.write_text(f"host = {endpoint!r}\nregion = 'us-east-1'\n", encoding="utf-8")
+    return path
+
+
 def _environment(run: PageRun) -> dict[str, str]:
+    """What a command gets: no ``AWS_*``, the terminal, a bare ``HOME``, the settings file. The
+    page's folder is the working directory, which the CLI (and ``python -m``) put on
+    ``sys.path``, so it is not on ``PYTHONPATH``: every page's commands share their start-up
+    variables, and one forker."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
-    paths = [str(run.folder), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
+    paths = [str(ROOT / "tests"), env.get("PYTHONPATH", "")]
     env.update(PYTHONPATH=os.pathsep.join(p for p in paths if p), COLUMNS=str(COLUMNS),
-               LINES="50", PYNAMODB_CONFIG=str(run.folder / "pynamodb_settings.py"),
+               LINES="50", PYNAMODB_CONFIG=str(_settings_file(run.ready())),
                HOME=str(run.folder), NO_COLOR="1", TERM="xterm")
     return env
+
+
+def _forked_argv(argv: list[str]) -> list[str] | None:
+    """The command as the forker runs it: the ``dynaunique`` console script (run as the file it
+    is) or ``python -m ...``; ``None`` for a pipeline (``bash -c``), which runs for real."""
+    if argv[0] == sys.executable:
+        return argv
+    if Path(argv[0]).name == "dynaunique" and Path(argv[0]).is_file():
+        return [sys.executable, *argv]
+    return None
 
 
 def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None:
@@ -469,16 +500,36 @@ def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None
 def _in_terminal(argv: list[str], env: dict[str, str], cwd: Path, until_lines: int | None,
                  timeout: float = 120.0, stderr_shown: bool = False) -> tuple[str, int, str]:
     """Run ``argv`` with its stdout on a terminal; stderr is kept apart (no progress bars),
-    except for a pipeline, whose stderr the terminal shows, as a person's terminal does."""
+    except for a pipeline, whose stderr the terminal shows, as a person's terminal does.
+
+    A ``dynaunique`` or ``python -m`` command is forked (``support.cli_process.shared``): its own
+    process, on the same terminal (the child opens the terminal's device), without Python's
+    start-up; a pipeline is a real ``bash`` with real processes."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower,
-                               stderr=follower if stderr_shown else subprocess.PIPE, env=env,
-                               cwd=cwd, close_fds=True)
-    os.close(follower)
-    errors: list[bytes] = []
-    reader = threading.Thread(target=lambda: errors.append(
-        process.stderr.read() if process.stderr else b""), daemon=True)
+    forked_argv = _forked_argv(argv)
+    process: Any
+    errors: list[str] = []
+    if forked_argv is not None:
+        terminal = os.ttyname(follower)
+        process = cli_process.shared(env).start(forked_argv, cwd=cwd, env=env, stdout=terminal,
+                                     stderr=terminal if stderr_shown else None)
+
+        def finished() -> None:  # the terminal ends (EOF on the leader) when the command does
+            try:
+                errors.append(process.result().stderr)
+            finally:
+                os.close(follower)
+
+        reader = threading.Thread(target=finished, daemon=True)
+    else:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower,
+                                   stderr=follower if stderr_shown else subprocess.PIPE,
+                                   env=env, cwd=cwd, close_fds=True)
+        os.close(follower)
+        reader = threading.Thread(target=lambda: errors.append(
+            process.stderr.read().decode("utf-8", "replace") if process.stderr else ""),
+            daemon=True)
     reader.start()
     out = b""
     deadline = time.monotonic() + timeout
@@ -501,7 +552,7 @@ def _in_terminal(argv: list[str], env: dict[str, str], cwd: Path, until_lines: i
         reader.join(timeout=30)
     text = _ANSI.sub("", out.decode("utf-8", "replace")).replace("\r\n", "\n")
     text = "\n".join(line.rstrip() for line in text.split("\n"))
-    return text, code, b"".join(errors).decode("utf-8", "replace")
+    return text, code, "".join(errors)
 
 
 # --- the parsers sybil uses --------------------------------------------------------------------

@@ -135,7 +135,7 @@ def test_a_hashed_lookup_redirects_to_the_digest_and_never_echoes_the_value(
 
 
 def test_without_an_endpoint_it_starts_an_embedded_server_and_seeds_nothing() -> None:
-    with running_ui() as server:
+    with running_ui(real=True) as server:
         assert any("(embedded, empty)" in line for line in server.printed)
         counted = server.fetch("/models?count=1")
         assert counted.status == 200

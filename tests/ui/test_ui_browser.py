@@ -1,8 +1,8 @@
 """``dynaunique ui`` driven in headless Chromium (Playwright, the system's /usr/bin/chromium).
 
-Each test saves a screenshot of the pages it visits (into docs/_static/ui/, shown in
-docs/operating-locks.md, when run with DYNAUNIQUE_UPDATE_SCREENSHOTS=1), and every response body
-the browser receives is kept and checked:
+Each test saves a screenshot of the pages it visits when run with DYNAUNIQUE_UPDATE_SCREENSHOTS=1
+(into docs/_static/ui/, shown in docs/operating-locks.md) or DYNAUNIQUE_SCREENSHOTS=DIR (an
+ordinary run takes none), and every response body the browser receives is kept and checked:
 the plain value of a hashed constraint appears in none of them.
 
 Without Chromium (or Playwright) these tests skip — except in CI (``CI=true``), which installs
@@ -82,6 +82,8 @@ class Session:
         return self.page.goto(self.server.base + path)
 
     def shot(self, name: str) -> None:
+        if SHOTS is None:  # an ordinary run (ui_server.SHOTS)
+            return
         SHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 

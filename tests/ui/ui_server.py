@@ -1,11 +1,16 @@
-"""Run ``dynaunique ui`` as a person would — the real command, in its own process — and fetch
-its pages over HTTP without a browser."""
+"""Run ``dynaunique ui`` as a person would — the command, in its own process — and fetch its
+pages over HTTP without a browser.
+
+The module fixtures' servers are that command forked from a Python that imported the CLI once
+(``support.cli_process``); ``running_ui(real=True)`` runs it as a fresh ``python`` (the test of
+the embedded server does, and ``integration/test_cli_environment.py`` runs ``ui`` so too)."""
 
 from __future__ import annotations
 
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,15 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from support import cli_process
 
 #: The folder of support.audit_models, which the command imports from its current directory.
 TESTS = Path(__file__).resolve().parent.parent
 #: Where the browser tests save their screenshots: docs/_static/ui (committed, shown in
-#: docs/operating-locks.md) when DYNAUNIQUE_UPDATE_SCREENSHOTS=1, else a scratch folder, so that
-#: an ordinary test run leaves the working tree as it was.
-SHOTS = (TESTS.parent / "docs" / "_static" / "ui"
-         if os.environ.get("DYNAUNIQUE_UPDATE_SCREENSHOTS") == "1"
-         else Path(tempfile.gettempdir()) / "dynaunique-ui-screenshots")
+#: docs/operating-locks.md) when DYNAUNIQUE_UPDATE_SCREENSHOTS=1, the folder
+#: DYNAUNIQUE_SCREENSHOTS names, else nowhere: an ordinary run takes none (a full-page screenshot
+#: costs Chromium about half a CPU-second, and no test compares them) and leaves the working tree
+#: as it was.
+SHOTS: Path | None = (TESTS.parent / "docs" / "_static" / "ui"
+                      if os.environ.get("DYNAUNIQUE_UPDATE_SCREENSHOTS") == "1"
+                      else Path(os.environ["DYNAUNIQUE_SCREENSHOTS"])
+                      if os.environ.get("DYNAUNIQUE_SCREENSHOTS") else None)
 
 
 @attrs.frozen
@@ -87,20 +96,32 @@ class UIServer:
 
 
 def _pump(stream: Any, lines: queue.Queue[str]) -> None:
-    for line in stream:
-        lines.put(line.rstrip("\n"))
+    if isinstance(stream, Path):  # a forked command's FIFO: opened once the command opens it
+        stream = stream.open(encoding="utf-8")
+    with stream:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
 
 
 @contextmanager
-def running_ui(*args: str, module: str = "support.audit_models") -> Iterator[UIServer]:
+def running_ui(*args: str, module: str = "support.audit_models",
+               real: bool = False) -> Iterator[UIServer]:
     """``dynaunique ui MODULE --port 0 ARGS...`` until the block ends (then it is terminated)."""
     command = [sys.executable, "-c", "from dynaunique.cli import main; main()",
                "ui", module, "--port", "0", *args]
     # cwd=tests: the command imports MODULE from the current directory, as `python -m` would.
-    process = subprocess.Popen(command, cwd=TESTS, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    process: Any
+    if real:
+        process = subprocess.Popen(command, cwd=TESTS, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        output: Any = process.stdout
+    else:
+        output = Path(tempfile.mkdtemp(prefix="dynaunique-ui-")) / "output"
+        os.mkfifo(output)
+        process = cli_process.shared(os.environ).start(command, cwd=TESTS, env=os.environ,
+                                                       stdout=output, stderr=output)
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+    threading.Thread(target=_pump, args=(output, lines), daemon=True).start()
     printed: list[str] = []
     try:
         while True:
@@ -122,9 +143,12 @@ def running_ui(*args: str, module: str = "support.audit_models") -> Iterator[UIS
                 break
         yield UIServer(match.group(1), match.group(2), tuple(printed))
     finally:
-        process.terminate()
+        process.send_signal(signal.SIGTERM)
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            process.kill()
+            process.send_signal(signal.SIGKILL)
             process.wait()
+        if isinstance(output, Path):
+            output.unlink()
+            output.parent.rmdir()
