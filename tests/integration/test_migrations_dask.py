@@ -103,8 +103,8 @@ def test_a_migration_on_dask_survives_a_killed_worker_under_live_writers(
 
     def kill_one_worker_mid_phase() -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(ws.locks()) < 10:
-            time.sleep(0.05)
+        while time.monotonic() < deadline and ws.lock_count() < 10:
+            time.sleep(0.1)
         pid = next(iter(pids.values()))
         mid_phase.append(not any(k.startswith("UNIQ#~MIGRATION#") for k in ws.ledger()))
         os.kill(pid, signal.SIGKILL)  # no lease given back, no checkpoint of its current page

@@ -106,7 +106,7 @@ def test_an_index_killed_with_sigkill_is_retried_and_takes_its_segment_back(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             (progress,) = recorder.progress(JOB, 2, [1])
-            if progress.pending and len(ws.locks()) >= 10:  # mid-page: locks not yet verified
+            if progress.pending and ws.lock_count() >= 10:  # mid-page: locks not yet verified
                 break
             time.sleep(0.05)
     finally:
