@@ -16,6 +16,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -146,8 +147,11 @@ def _batch_child(ws: Workspace, pods: Forker, index: int, total: int) -> list[in
                                   capture_output=True, check=True, timeout=60).stdout
         args = expanded.decode().split("\0")[:-1]
         assert args[:3] == ["migrate", ws.module, "--segment"] and args[3] == str(index)
-        code = pods.run([*DYNAUNIQUE, *args], cwd=ws.root, env=env, timeout=120).returncode
+        run = pods.run([*DYNAUNIQUE, *args], cwd=ws.root, env=env, timeout=120)
+        code = run.returncode
         codes.append(code)
+        if code != 0:  # shown with the test's failure, if it fails
+            print(f"child {index} exited {code}: {run.stderr[-2000:]}", file=sys.stderr)
         if str(code) not in retry:
             return codes
     return codes
