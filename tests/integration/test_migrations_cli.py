@@ -37,8 +37,7 @@ def migrate(ws: Workspace, *args: str) -> Result:
 
 
 def _seed(ws: Workspace, count: int) -> None:
-    for i in range(count):
-        ws.put_raw(f"ACCT#{i:03d}", email=f"user{i}@x.io")
+    ws.put_raw_many({f"ACCT#{i:03d}": {"email": f"user{i}@x.io"} for i in range(count)})
 
 
 def _migration_items(ws: Workspace) -> set[str]:
@@ -400,10 +399,17 @@ def test_an_expired_lease_of_a_crashed_runner_is_taken_over(ws: Workspace) -> No
     ws.deploy(email=UNIQUE_EMAIL)
     run("makemigrations", ws.module)
     recorder = ws.project().recorder()
-    crashed = recorder.acquire(seconds=0.3)
-    crashed._stop.set()  # the runner died: nobody renews its lease
-    assert migrate(ws).exit_code == 1
-    time.sleep(0.4)
+    # A runner holds the lease, then dies: nobody renews it. (Its lease is long while the
+    # refusal is checked, however slow the machine, and its last renewal a short one.)
+    crashed = recorder.acquire(seconds=30)
+    crashed._stop.set()
+    refused = migrate(ws)
+    assert refused.exit_code == 1
+    assert "another `dynaunique migrate`" in refused.stderr
+    crashed.seconds = 0.3
+    crashed.renew()  # its last renewal before it died
+    assert not crashed.lost.is_set()
+    time.sleep(0.4)  # the lease expires
     result = migrate(ws)
     assert result.exit_code == 0, result.output
     assert ws.locks() == ws.expected_locks()

@@ -127,7 +127,9 @@ def test_the_state_machine_completes_the_migration_with_bounded_and_retried_invo
 
 def test_a_migration_of_two_phases_runs_phase_after_phase(
         ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An alteration is a sweep, then a fill: the map runs the segments of each in turn."""
+    """An alteration is a sweep, then a fill: the map runs the segments of each in turn.
+    (No invocation dies here: leases longer than the first test's, so fewer renewals.)"""
+    monkeypatch.setenv("DYNAUNIQUE_LEASE_SECONDS", "30")
     for i in range(20):
         ws.put_raw(f"ACCT#{i:03d}", email=f"User{i}@x.io")
     ws.deploy(email=", unique=True")
@@ -149,7 +151,8 @@ def test_duplicates_fail_the_execution_with_the_report(
     ws.put_raw("ACCT#001", email="a@x.io")
     ws.put_raw("ACCT#002", email="A@x.io")
     ws.seed_unique_email(0)
-    function = Function(monkeypatch)
+    monkeypatch.setenv("DYNAUNIQUE_LEASE_SECONDS", "30")
+    function = Function(monkeypatch, seconds=10.0)
     function.died = True
     with pytest.raises(DuplicatesFound) as info:
         _machine(function).run({})

@@ -5,8 +5,9 @@ as a failure, a killed index retried) and an AWS Batch array job (``AWS_BATCH_JO
 retried on 75 and on a kill). Every run ends with exactly the right locks.
 
 A pod is a process forked from one Python that imported the CLI once (``support.cli_process``):
-its own pid, exit status and SIGKILL, without a CPU-second of start-up per pod. The Batch
-children are real ``sh -c`` processes (the shell expands the job definition's variables)."""
+its own pid, exit status and SIGKILL, without a CPU-second of start-up per pod. A Batch child's
+command goes through a real ``sh -c`` (the shell expands the job definition's variables), and the
+command the shell would ``exec`` is forked the same way."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -38,10 +40,11 @@ def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
     yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
 
 
-@pytest.fixture
-def pods(ws: Workspace) -> Iterator[Forker]:
-    """Where the Indexed Job's pods are started from: the workspace's process environment."""
-    forker = Forker(ws.process_env())
+@pytest.fixture(scope="module")
+def pods(dynaunique_endpoint: str) -> Iterator[Forker]:
+    """Where the Indexed Job's pods and the Batch children are forked from, once for the file:
+    a workspace's process environment (each command gets its own test's)."""
+    forker = Forker(Workspace.environment(dynaunique_endpoint))
     yield forker
     forker.close()
 
@@ -83,7 +86,7 @@ def test_an_indexed_job_with_parallelism_1_runs_one_index_after_another(
         ws: Workspace, pods: Forker) -> None:
     """The first pod does the whole migration (rerun on 75 as the policy says); the pods of the
     later indexes find nothing to apply. No pod waits for a pod that never comes."""
-    models = ws.seed_unique_email(60)
+    models = ws.seed_unique_email(30)  # 2 s of writes at the cap: several bounded pods
     assert MANIFEST["spec"]["completionMode"] == "Indexed"
     codes = [_k8s_index(ws, pods, i, 3, "--endpoint", ws.endpoint, "--max-seconds", "0.3",
                         "--max-wcu", "60") for i in range(3)]
@@ -96,7 +99,7 @@ def test_an_indexed_job_with_parallelism_1_runs_one_index_after_another(
 
 def test_an_index_killed_with_sigkill_is_retried_and_takes_its_segment_back(
         ws: Workspace, pods: Forker) -> None:
-    models = ws.seed_unique_email(150)
+    models = ws.seed_unique_email(100)  # one page a segment (pages of 100), as with 150
     extra = ("--endpoint", ws.endpoint, "--lease-seconds", "2", "--max-wcu", "30")
     pod = pods.start(_k8s_command(ws, 1, 2, *extra), cwd=ws.root, env=ws.process_env())
     try:
@@ -104,7 +107,7 @@ def test_an_index_killed_with_sigkill_is_retried_and_takes_its_segment_back(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             (progress,) = recorder.progress(JOB, 2, [1])
-            if progress.pending and len(ws.locks()) >= 10:  # mid-page: locks not yet verified
+            if progress.pending and ws.lock_count() >= 10:  # mid-page: locks not yet verified
                 break
             time.sleep(0.05)
     finally:
@@ -124,12 +127,15 @@ def test_an_index_killed_with_sigkill_is_retried_and_takes_its_segment_back(
     assert_clean([models.Account], ws.endpoint)
 
 
-def _batch_child(ws: Workspace, index: int, total: int) -> list[int]:
+def _batch_child(ws: Workspace, pods: Forker, index: int, total: int) -> list[int]:
     """One child of the array job: the job definition's command with AWS_BATCH_JOB_ARRAY_INDEX
-    set, retried as its retryStrategy says (up to ``attempts``)."""
+    set, retried as its retryStrategy says (up to ``attempts``). Each attempt runs the command
+    through ``sh -c`` with ``dynaunique`` replaced by ``printf '%s\\0'``: the shell expands the
+    definition's variables and prints the arguments ``dynaunique`` would get, which the forker
+    then runs as ``dynaunique`` in a process of its own."""
     command = BATCH["containerProperties"]["command"]
     assert command[:2] == ["sh", "-c"] and command[2].startswith("exec dynaunique ")
-    script = command[2].replace("exec dynaunique ", f"exec {shlex.join(DYNAUNIQUE)} ", 1)
+    script = command[2].replace("exec dynaunique ", "exec printf '%s\\0' ", 1)
     script += f" --endpoint {shlex.quote(ws.endpoint)} --lease-seconds 2"
     env = ws.process_env(AWS_BATCH_JOB_ARRAY_INDEX=str(index), DYNAUNIQUE_MODULE=ws.module,
                DYNAUNIQUE_TOTAL_SEGMENTS=str(total))
@@ -137,18 +143,24 @@ def _batch_child(ws: Workspace, index: int, total: int) -> list[int]:
              if "onExitCode" in e and e["action"] == "RETRY"}
     codes: list[int] = []
     for _ in range(BATCH["retryStrategy"]["attempts"]):
-        code = subprocess.run(["sh", "-c", script], cwd=ws.root, env=env, capture_output=True,
-                              timeout=120).returncode
+        expanded = subprocess.run(["sh", "-c", script], cwd=ws.root, env=env,
+                                  capture_output=True, check=True, timeout=60).stdout
+        args = expanded.decode().split("\0")[:-1]
+        assert args[:3] == ["migrate", ws.module, "--segment"] and args[3] == str(index)
+        run = pods.run([*DYNAUNIQUE, *args], cwd=ws.root, env=env, timeout=120)
+        code = run.returncode
         codes.append(code)
+        if code != 0:  # shown with the test's failure, if it fails
+            print(f"child {index} exited {code}: {run.stderr[-2000:]}", file=sys.stderr)
         if str(code) not in retry:
             return codes
     return codes
 
 
-def test_an_array_job_of_8_children_2_at_a_time_finishes(ws: Workspace) -> None:
+def test_an_array_job_of_8_children_2_at_a_time_finishes(ws: Workspace, pods: Forker) -> None:
     models = ws.seed_unique_email(80)
     with ThreadPoolExecutor(max_workers=2) as pool:  # the compute environment runs two
-        codes = list(pool.map(lambda i: _batch_child(ws, i, 8), range(8)))
+        codes = list(pool.map(lambda i: _batch_child(ws, pods, i, 8), range(8)))
     assert all(c[-1] == 0 for c in codes), codes
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}

@@ -42,17 +42,14 @@ def _applied_only(ws: Workspace) -> set[str]:
 def _seed_with_duplicates(ws: Workspace, records: int) -> Any:
     """``DUPLICATES`` values held by two records each (``DUP#a<i>`` and ``DUP#b<i>``), then
     ``records`` accounts with distinct emails; the constraint deployed, its migration written."""
-    for i in range(DUPLICATES):
-        ws.put_raw(f"DUP#a{i}", email=f"dup{i}@x.io")
-        ws.put_raw(f"DUP#b{i}", email=f"DUP{i}@x.io")
+    ws.put_raw_many({pk: {"email": email} for i in range(DUPLICATES) for pk, email in
+                     ((f"DUP#a{i}", f"dup{i}@x.io"), (f"DUP#b{i}", f"DUP{i}@x.io"))})
     return ws.seed_unique_email(records)
 
 
 def _forget_locks(ws: Workspace) -> None:
     """Back to the table as it was before the migration: no lock, no ledger item."""
-    for item in ws.scan():
-        if item["PK"]["S"].startswith("UNIQ#"):
-            ws.client.delete_item(TableName=ws.table, Key={"PK": item["PK"], "SK": item["SK"]})
+    ws.delete_raw_many([item for item in ws.scan() if item["PK"]["S"].startswith("UNIQ#")])
 
 
 def _report(exc: DuplicatesFound) -> list[tuple[Any, ...]]:

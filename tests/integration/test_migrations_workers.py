@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from support.cli_process import Forker
 from support.migrations_workspace import (
     DYNAUNIQUE,
     LiveWriters,
@@ -38,15 +39,27 @@ def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
     yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
 
 
+@pytest.fixture(scope="module")
+def workers(dynaunique_endpoint: str) -> Iterator[Forker]:
+    """Where the worker processes are forked from (``support.cli_process``): each its own
+    process, pid and exit status, killable with SIGKILL, without a CPU-second of imports."""
+    forker = Forker(Workspace.environment(dynaunique_endpoint))
+    yield forker
+    forker.close()
+
+
 def _applied_only(ws: Workspace) -> set[str]:
     return {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
 
 
-def _cli(ws: Workspace, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _migrate(ws: Workspace, *args: str) -> list[str]:
+    return [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, *args]
+
+
+def _cli(ws: Workspace, workers: Forker, *args: str,
+         timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``dynaunique migrate`` in its own process (a worker the test can kill or time out)."""
-    return subprocess.run(
-        [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, *args], cwd=ws.root,
-        env=ws.process_env(), capture_output=True, text=True, timeout=timeout)
+    return workers.run(_migrate(ws, *args), cwd=ws.root, env=ws.process_env(), timeout=timeout)
 
 
 class Counting:
@@ -73,17 +86,17 @@ class Counting:
 # --- one after the other, side by side -----------------------------------------------------------
 
 
-def test_workers_started_one_after_the_other_finish(ws: Workspace) -> None:
+def test_workers_started_one_after_the_other_finish(ws: Workspace, workers: Forker) -> None:
     """The hang of issue 23: worker 0 of 2 alone used to print "waiting for segment(s) [1]"
     and never return. Now it runs segment 1 too and applies the migration; worker 1, started
     after it, finds nothing to apply."""
     ws.seed_unique_email(30)
-    first = _cli(ws, "--segment", "0", "--total-segments", "2", timeout=60)
+    first = _cli(ws, workers, "--segment", "0", "--total-segments", "2", timeout=60)
     assert first.returncode == 0, first.stderr
     assert "Applied 0001_initial" in first.stdout
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == _applied_only(ws)
-    second = _cli(ws, "--segment", "1", "--total-segments", "2", timeout=60)
+    second = _cli(ws, workers, "--segment", "1", "--total-segments", "2", timeout=60)
     assert second.returncode == 0, second.stderr
     assert f"No migrations to apply for {ws.module}." in second.stdout
 
@@ -184,7 +197,7 @@ def test_a_waiting_worker_takes_the_segment_a_worker_gives_back(ws: Workspace) -
 
 
 def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
-        ws: Workspace) -> None:
+        ws: Workspace, workers: Forker) -> None:
     """kill -9 of a worker mid-segment: its lease is neither renewed nor given back. Another
     worker runs its own segment, waits, takes the dead one's segment once its lease expired and
     resumes it from the checkpoint; the ledger is clean afterwards."""
@@ -192,11 +205,9 @@ def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
     recorder = ws.project().recorder()
     # A slow worker (80 write units a second: 20 records, a guarded lock put costing 4) on
     # segment 0 of 2, with a 2-second lease.
-    victim = subprocess.Popen(
-        [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
-         "--total-segments", "2", "--lease-seconds", "2", "--max-wcu", "80"], cwd=ws.root,
-        env=ws.process_env(), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+    victim = workers.start(_migrate(ws, "--segment", "0", "--total-segments", "2",
+                                    "--lease-seconds", "2", "--max-wcu", "80"),
+                           cwd=ws.root, env=ws.process_env())
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -208,7 +219,7 @@ def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
             pytest.fail("the worker never started its segment")
     finally:
         os.kill(victim.pid, signal.SIGKILL)
-        victim.wait()
+        assert victim.wait() == -signal.SIGKILL
     (dead,) = recorder.progress(JOB, 2, [0])
     assert not dead.done and dead.counters.records > 0  # killed mid-segment, past a checkpoint
     assert f"UNIQ#~LEASE#{ws.module}#{JOB}#2#0" in ws.ledger()  # its lease was left behind
@@ -244,9 +255,9 @@ def test_a_checkpoint_of_a_worker_whose_segment_was_taken_over_is_refused(
 
 def test_max_seconds_stops_at_a_checkpoint_and_reruns_finish_under_live_writers(
         ws: Workspace) -> None:
-    models = ws.seed_unique_email(120)
+    models = ws.seed_unique_email(60)  # 3 pages a segment
     states = []
-    with LiveWriters(models.Account, 120) as writers:
+    with LiveWriters(models.Account, 60) as writers:
         writers.wait_for(3)
         for _ in range(40):
             result = ws.project().executor(segments=2, page_size=10, max_wcu=60).migrate(
@@ -263,10 +274,10 @@ def test_max_seconds_stops_at_a_checkpoint_and_reruns_finish_under_live_writers(
 
 
 def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace) -> None:
-    ws.seed_unique_email(250)  # three pages of 100
+    ws.seed_unique_email(150)  # two pages of 100
     args = ["migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
-            "--total-segments", "1", "--max-wcu", "100"]
-    stopped = CliRunner().invoke(cli, [*args, "--max-seconds", "0.2"])
+            "--total-segments", "1"]
+    stopped = CliRunner().invoke(cli, [*args, "--max-wcu", "100", "--max-seconds", "0.2"])
     assert stopped.exit_code == 75, stopped.output
     assert "More to do: stopped at a checkpoint after --max-seconds 0.2" in stopped.stderr
     (progress,) = ws.project().recorder().progress(JOB, 1)

@@ -37,17 +37,27 @@ STARTUP_PREFIXES = ("PYTHON", "PYNAMODB_CONFIG")
 
 # The forker's own program: import the CLI, then serve "fork this command" requests (JSON lines
 # on stdin), answering on a private copy of stdout (the children's fd 1 is their own file).
-# Single-threaded: it forks from a process with no other thread.
+# Single-threaded: it forks from a process with no other thread. It sleeps in select() until a
+# request arrives or a child exits (SIGCHLD, through the wake-up pipe): no polling.
 _SERVE = r'''
-import atexit, importlib, io, json, os, runpy, select, sys, traceback
+import atexit, importlib, io, json, os, runpy, select, signal, sys, traceback
 import dynaunique.cli  # noqa: F401 - the point: imported once, before every fork
 for name in sys.argv[1:]:  # the caller's preloads
     importlib.import_module(name)
 channel = os.fdopen(os.dup(1), "w", buffering=1)
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 running = {}
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_r, False)
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+signal.signal(signal.SIGCHLD, lambda *_: None)
 
 def child(request):
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.close(wake_r)
+    os.close(wake_w)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -108,8 +118,14 @@ def child(request):
 
 pending = b""
 while True:
-    ready, _, _ = select.select([0], [], [], 0.05)
-    if ready:  # raw reads: a buffered reader would hide a second request from select
+    ready, _, _ = select.select([0, wake_r], [], [], 1.0)
+    if wake_r in ready:
+        try:
+            while os.read(wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+    if 0 in ready:  # raw reads: a buffered reader would hide a second request from select
         chunk = os.read(0, 65536)
         if not chunk:
             break

@@ -13,7 +13,6 @@ import random
 import sys
 import textwrap
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,10 +94,9 @@ class Workspace:
 
     def seed_unique_email(self, records: int) -> Any:
         """``records`` accounts ``ACCT#000``.. with distinct emails, written raw (data from
-        before the constraint); then the constraint deployed and its migration written. Returns
-        the models module."""
-        for i in range(records):
-            self.put_raw(f"ACCT#{i:03d}", email=f"user{i}@x.io")
+        before the constraint, 25 to a BatchWriteItem); then the constraint deployed and its
+        migration written. Returns the models module."""
+        self.put_raw_many({f"ACCT#{i:03d}": {"email": f"user{i}@x.io"} for i in range(records)})
         module = self.deploy(email=UNIQUE_EMAIL)
         assert self.project().make_migrations().changed
         return module
@@ -106,9 +104,15 @@ class Workspace:
     def process_env(self, **extra: str) -> dict[str, str]:
         """The environment of a ``dynaunique`` process run on this workspace: this checkout's
         package first on ``PYTHONPATH``, the endpoint in ``AWS_ENDPOINT_URL_DYNAMODB``."""
+        return self.environment(self.endpoint, **extra)
+
+    @staticmethod
+    def environment(endpoint: str, **extra: str) -> dict[str, str]:
+        """:meth:`process_env` for any workspace on ``endpoint`` (the same start-up variables:
+        what a module-scoped :class:`support.cli_process.Forker` is started with)."""
         import dynaunique
 
-        env = dict(os.environ, AWS_ENDPOINT_URL_DYNAMODB=self.endpoint, **extra)
+        env = dict(os.environ, AWS_ENDPOINT_URL_DYNAMODB=endpoint, **extra)
         root = str(Path(dynaunique.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
         return env
@@ -138,8 +142,15 @@ class Workspace:
     def put_raw_many(self, records: dict[str, dict[str, Any]]) -> None:
         """Write records (PK → attributes) as :meth:`put_raw` does, 25 to a BatchWriteItem: the
         same items, a twenty-fifth of the requests (seeding thousands of records)."""
-        requests = [{"PutRequest": {"Item": _raw_item(pk, attributes)}}
-                    for pk, attributes in records.items()]
+        self._batch_write([{"PutRequest": {"Item": _raw_item(pk, attributes)}}
+                           for pk, attributes in records.items()])
+
+    def delete_raw_many(self, items: list[dict[str, Any]]) -> None:
+        """Delete these raw items (their ``PK`` and ``SK``), 25 to a BatchWriteItem."""
+        self._batch_write([{"DeleteRequest": {"Key": {"PK": item["PK"], "SK": item["SK"]}}}
+                           for item in items])
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
         for start in range(0, len(requests), 25):
             pending: dict[str, Any] = {self.table: requests[start:start + 25]}
             while pending:
@@ -164,6 +175,21 @@ class Workspace:
             for item in (self.scan() if items is None else items)
             if item["PK"]["S"].startswith("UNIQ#") and not item["PK"]["S"].startswith("UNIQ#~")
         }
+
+    def lock_count(self) -> int:
+        """How many lock items there are (the count :meth:`locks` would give), read with a
+        counting scan: what a test polls while a migration runs, without reading every item."""
+        count = 0
+        kwargs: dict[str, Any] = {
+            "TableName": self.table, "ConsistentRead": True, "Select": "COUNT",
+            "FilterExpression": "begins_with(PK, :lock) AND NOT begins_with(PK, :ledger)",
+            "ExpressionAttributeValues": {":lock": {"S": "UNIQ#"}, ":ledger": {"S": "UNIQ#~"}}}
+        while True:
+            page = self.client.scan(**kwargs)
+            count += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                return count
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def ledger(self) -> set[str]:
         """The hash keys of every ledger item."""
@@ -217,14 +243,15 @@ class LiveWriters:
     ``ACCT#000``.. to new emails, create ``NEW#`` accounts and delete records, through the
     model (so every write keeps the constraint's locks), until the block ends.
 
-    ``ops`` counts the writes done; :meth:`wait_for` blocks until that many were; errors other
-    than the expected races are re-raised when the block ends.
+    ``ops`` counts the writes done; :meth:`wait_for` blocks until that many were (woken by each
+    write, not polling); errors other than the expected races are re-raised when the block ends.
     """
 
     def __init__(self, account: Any, records: int, *, threads: int = 2) -> None:
         self.account = account
         self.records = records
         self.ops = 0
+        self._done = threading.Condition()
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
         self._threads = [threading.Thread(target=self._write, args=(seed,), daemon=True)
@@ -252,14 +279,18 @@ class LiveWriters:
                         account.get(pk, "PROFILE", consistent_read=True).delete()
                 except (account.DoesNotExist, ConcurrentModificationError):
                     pass
-                self.ops += 1
+                with self._done:
+                    self.ops += 1
+                    self._done.notify_all()
         except BaseException as exc:  # surfaced when the block ends
-            self._errors.append(exc)
+            with self._done:
+                self._errors.append(exc)
+                self._done.notify_all()
 
     def wait_for(self, ops: int) -> None:
         """Block until ``ops`` writes were done (the application is really writing)."""
-        while self.ops < ops and not self._errors:
-            time.sleep(0.01)
+        with self._done:
+            self._done.wait_for(lambda: self.ops >= ops or bool(self._errors))
 
     def __enter__(self) -> LiveWriters:
         for thread in self._threads:
