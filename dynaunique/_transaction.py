@@ -18,7 +18,7 @@ from typing import Any
 
 from dynaunique._connection import Steps
 from dynaunique._locks import OWNER_ATTR, untyped
-from dynaunique._model.mixed import judge
+from dynaunique._model.mixed import judge, same_model
 from dynaunique._plan import Plan
 from dynaunique._state import Op, OpKind, holds, may_adopt, same_item
 from dynaunique._writes import (
@@ -245,6 +245,10 @@ def settle_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
         # The item is not the one this write was guarded to meet: judge it (refused when it
         # holds another model's locks), then send again guarded on exactly it.
         judge(op, exc.current)
+        before = judged.get(ident)
+        if (ident not in fresh and before is not None and exc.current is not None
+                and not same_model(type(op.obj), before, exc.current)):
+            return False   # no longer a record of the model the caller's copy was: stale
         judged[ident] = dict(exc.current) if exc.current is not None else None
         if op.kind is OpKind.UPDATE and ident in fresh:
             stored[ident] = judged[ident]   # the update is predicted from what is there now
