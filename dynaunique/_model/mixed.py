@@ -29,7 +29,7 @@ from pynamodb.models import BatchWrite
 from dynaunique._items import claim, plain_key, stored_locks
 from dynaunique._model.binding import GENERATION, table_models
 from dynaunique._state import Op, OpKind, holds
-from dynaunique._writes import Lacking, OthersGuard, Shaped
+from dynaunique._writes import Guard, Lacking, OthersGuard, Shaped, Unchanged
 from dynaunique.errors import OtherModelRecordError
 
 
@@ -128,7 +128,8 @@ def exactly(cls: Any, item: Mapping[str, Any], models: Sequence[Any] | None = No
         absent=tuple(sorted(n for n in names if n not in item)))
 
 
-def identity(models: Sequence[Any], cls: Any, item: Mapping[str, Any]) -> Shaped | None:
+def identity(models: Sequence[Any], cls: Any, item: Mapping[str, Any],
+             pinned: Iterable[str] = ()) -> Shaped | None:
     """The guard "the item is still a record of the model it was read as" (the audit's rule,
     ``_items.claim``, over ``models``, the table's models), in its cheapest sound form; None on
     a table with one model, where every item is a record of it.
@@ -137,22 +138,23 @@ def identity(models: Sequence[Any], cls: Any, item: Mapping[str, Any]) -> Shaped
     values (or their absence) are pinned; a stored discriminator that names a class of the
     table decides alone. Otherwise the claim ranks models by which of their attributes are
     present: the presence of every attribute some model knows is pinned, but for one every
-    model knows as nullable (it counts alike for all of them).
+    model knows as nullable (it counts alike for all of them). ``pinned``: attributes the
+    write's own guard already holds to their value or absence (its ``Unchanged``), left out.
     """
     if len(models) < 2:
         return None
     if any(getattr(m.Meta, "is_record", None) is not None for m in models):
         return exactly(cls, item, models)
-    info = cls._du_info
-    keys = {info.hash_attr, info.range_attr}
     known = [{a.attr_name: a for a in m.get_attributes().values()} for m in models]
+    keys = {n for attributes in known for n, a in attributes.items()
+            if a.is_hash_key or a.is_range_key}
     discriminators = sorted({n for attributes in known for n, a in attributes.items()
                              if isinstance(a, DiscriminatorAttribute)})
     equal = tuple((n, item[n]) for n in discriminators if n in item)
     absent = [n for n in discriminators if n not in item]
     if equal and _decided_by_discriminator(models, item):
         return Shaped(equal=equal, absent=tuple(absent))
-    names = set().union(*known) - keys - set(discriminators)
+    names = set().union(*known) - keys - set(discriminators) - set(pinned)
     ranked = sorted(n for n in names
                     if not all(n in attributes and attributes[n].null for attributes in known))
     return Shaped(equal=equal, present=tuple(n for n in ranked if n in item),
@@ -239,13 +241,15 @@ class GuardedBatchWrite(BatchWrite[Any]):
 # --- the unit of work's judging (dynaunique._flush, dynaunique._record) ---------------------------
 
 
-def others_guard(op: Op, judged: Mapping[str, Any] | None) -> OthersGuard | None:
+def others_guard(op: Op, judged: Mapping[str, Any] | None,
+                 guard: Guard | None = None) -> OthersGuard | None:
     """The guard keeping ``op``'s write off other models' locks: the cheap one, or — once an
     item failing it was judged to hold none — "exactly that item". An update setting a field
     of another model's constraint was judged on its result: it is always guarded on exactly
     the item it was predicted from (and never creates one). On a table several models share,
     a write over a judged item is also guarded on that item still being a record of the model
-    it was judged to be (:func:`identity`): equal lock inputs do not prove it."""
+    it was judged to be (:func:`identity`): equal lock inputs do not prove it (``guard``: the
+    write's own, whose ``Unchanged`` attributes need no second term)."""
     cls = type(op.obj)
     cheap = lacking(cls)
     if cheap is not None and op.kind is OpKind.UPDATE and touched(op) & others_fields(cls):
@@ -254,7 +258,8 @@ def others_guard(op: Op, judged: Mapping[str, Any] | None) -> OthersGuard | None
         return cheap
     if cheap is not None and not holds(cheap, judged):
         return exactly(cls, judged)
-    pinned = identity(_models(cls._du_info.table), cls, judged)
+    pinned = identity(_models(cls._du_info.table), cls, judged,
+                      [n for n, _ in guard.expected] if isinstance(guard, Unchanged) else ())
     if pinned is None:
         return cheap
     if cheap is None:

@@ -282,8 +282,7 @@ async def test_a_write_on_a_shared_table_carries_the_cheap_guard_of_the_others_c
         "#g0": "PK", "#g1": "email", "#g2": "handle", "#g3": "name", "#g4": "role"}
     assert put["ConditionExpression"] == (
         "(attribute_exists(#g0) AND #g1 = :g0) AND (attribute_exists(#g0) AND "
-        "attribute_exists(#g1) AND attribute_not_exists(#g2) AND attribute_not_exists(#g3) AND "
-        "attribute_not_exists(#g4))")
+        "attribute_not_exists(#g2) AND attribute_not_exists(#g3) AND attribute_not_exists(#g4))")
     assert sent.sent == ["PutItem"]
 
 
