@@ -258,8 +258,10 @@ def others_guard(op: Op, judged: Mapping[str, Any] | None,
         return cheap
     if cheap is not None and not holds(cheap, judged):
         return exactly(cls, judged)
-    pinned = identity(_models(cls._du_info.table), cls, judged,
-                      [n for n, _ in guard.expected] if isinstance(guard, Unchanged) else ())
+    # What the write's own guard pins as ``judged`` has it (present or absent) needs no term.
+    same = ([n for n, v in guard.expected if (v is None) == (n not in judged)]
+            if isinstance(guard, Unchanged) else ())
+    pinned = identity(_models(cls._du_info.table), cls, judged, same)
     if pinned is None:
         return cheap
     if cheap is None:
