@@ -28,7 +28,7 @@ from pynamodb.models import BatchWrite
 
 from dynaunique._items import claim, plain_key, stored_locks
 from dynaunique._model.binding import GENERATION, table_models
-from dynaunique._state import Op, OpKind, holds
+from dynaunique._state import Op, OpKind, holds, same_item
 from dynaunique._writes import Guard, Lacking, OthersGuard, Shaped, Unchanged
 from dynaunique.errors import OtherModelRecordError
 
@@ -171,6 +171,17 @@ def _decided_by_discriminator(models: Sequence[Any], item: Mapping[str, Any]) ->
         if stored is not None and any(issubclass(stored, m) for m in models):
             return True
     return False
+
+
+def meets(guard: Any, item: Mapping[str, Any] | None) -> bool:
+    """Whether ``item`` (None: absent) meets a write's own ``guard`` as DynamoDB would judge it
+    (an ``Unchanged``; any other guard, or none, is not judged here: True)."""
+    if not isinstance(guard, Unchanged):
+        return True
+    if item is None:
+        return False
+    return all(n not in item if v is None else
+               n in item and same_item({"v": item[n]}, {"v": v}) for n, v in guard.expected)
 
 
 def same_model(cls: Any, before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
