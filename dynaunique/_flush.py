@@ -246,7 +246,7 @@ def _guard_others(op: Op, plan: Plan, write: RecordPut | RecordUpdate | RecordDe
                   judged: Mapping[str, Any] | None) -> Plan:
     """``plan`` with its record ``write`` (not a create's) guarded off other models' locks
     (``_model.mixed``); a table only its model uses needs no such guard."""
-    others = others_guard(op, judged)
+    others = others_guard(op, judged, write.guard)
     if others is None:
         return plan
     # The item is judged from what DynamoDB returns with a failed guard: ALL_OLD is asked for.

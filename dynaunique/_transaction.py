@@ -18,7 +18,7 @@ from typing import Any
 
 from dynaunique._connection import Steps
 from dynaunique._locks import OWNER_ATTR, untyped
-from dynaunique._model.mixed import judge
+from dynaunique._model.mixed import judge, meets, same_model
 from dynaunique._plan import Plan
 from dynaunique._state import Op, OpKind, holds, may_adopt, same_item
 from dynaunique._writes import (
@@ -241,10 +241,19 @@ def settle_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
         return False
     op = ops[ident]
     others = getattr(exc.write, "others", None)
-    if others is not None and not holds(others, exc.current):
+    # A caller's copy whose record is gone fails its own guard whatever is sent: not re-judged.
+    gone = exc.current is None and ident not in fresh and not meets(exc.write.guard, None)
+    if others is not None and not gone and not holds(others, exc.current):
         # The item is not the one this write was guarded to meet: judge it (refused when it
         # holds another model's locks), then send again guarded on exactly it.
         judge(op, exc.current)
+        before = judged.get(ident)
+        if (ident not in fresh and before is not None and exc.current is not None
+                and not (same_model(type(op.obj), before, exc.current)
+                         and meets(exc.write.guard, exc.current))):
+            # No longer a record of the model the caller's copy was, or no longer as it was
+            # loaded (its own guard fails too): stale, with no request only to learn it.
+            return False
         judged[ident] = dict(exc.current) if exc.current is not None else None
         if op.kind is OpKind.UPDATE and ident in fresh:
             stored[ident] = judged[ident]   # the update is predicted from what is there now

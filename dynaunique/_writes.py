@@ -138,8 +138,8 @@ class RecordDelete:
 class ConditionCheck:
     """A ConditionCheck: the unit commits only if the item meets ``condition`` and ``guard``.
 
-    ``atomic()``'s ``condition_check`` passes a user's condition; the audit's repairs pass a
-    guard (the record still absent, or still as read).
+    ``atomic()``'s ``condition_check`` passes a user's condition; the audit's repairs and the
+    backfill pass a guard (the record still absent, or still as read) and ``others``.
     """
 
     table: str
@@ -148,6 +148,8 @@ class ConditionCheck:
     condition: Expression | None
     label: str
     guard: Absent | Unchanged | None = None
+    #: On a table several models share: the record is still one of the model it was read as.
+    others: OthersGuard | None = None
 
 
 Write = RecordPut | RecordUpdate | RecordDelete | LockPut | LockDelete | ConditionCheck

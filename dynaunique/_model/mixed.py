@@ -17,7 +17,7 @@ changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pynamodb.attributes import DiscriminatorAttribute
@@ -28,8 +28,8 @@ from pynamodb.models import BatchWrite
 
 from dynaunique._items import claim, plain_key, stored_locks
 from dynaunique._model.binding import GENERATION, table_models
-from dynaunique._state import Op, OpKind, holds
-from dynaunique._writes import Lacking, OthersGuard, Shaped
+from dynaunique._state import Op, OpKind, holds, same_item
+from dynaunique._writes import Guard, Lacking, OthersGuard, Shaped, Unchanged
 from dynaunique.errors import OtherModelRecordError
 
 
@@ -102,13 +102,14 @@ def touched(op: Op) -> set[str]:
     return names
 
 
-def exactly(cls: Any, item: Mapping[str, Any]) -> Shaped:
+def exactly(cls: Any, item: Mapping[str, Any], models: Sequence[Any] | None = None) -> Shaped:
     """The guard "the item is still ``item``" as far as the audit's rule can tell: which of the
     attributes any model of the table knows are present, and the values of those a lock or the
     choice of model depends on — constrained fields and discriminators; every value when a model
-    has a conditional constraint or a ``Meta.is_record`` hook, which may read any."""
+    has a conditional constraint or a ``Meta.is_record`` hook, which may read any. ``models``:
+    the table's models (default: those bound to it)."""
     info = cls._du_info
-    models = _models(info.table)
+    models = _models(info.table) if models is None else models
     names = set(item)
     valued: set[str] = set()
     every_value = False
@@ -125,6 +126,71 @@ def exactly(cls: Any, item: Mapping[str, Any]) -> Shaped:
         equal=tuple((n, item[n]) for n in here if every_value or n in valued),
         present=tuple(n for n in here if not (every_value or n in valued)),
         absent=tuple(sorted(n for n in names if n not in item)))
+
+
+def identity(models: Sequence[Any], cls: Any, item: Mapping[str, Any],
+             pinned: Iterable[str] = ()) -> Shaped | None:
+    """The guard "the item is still a record of the model it was read as" (the audit's rule,
+    ``_items.claim``, over ``models``, the table's models), in its cheapest sound form; None on
+    a table with one model, where every item is a record of it.
+
+    A ``Meta.is_record`` hook may read any value: :func:`exactly`. Else the discriminators'
+    values (or their absence) are pinned; a stored discriminator that names a class of the
+    table decides alone. Otherwise the claim ranks models by which of their attributes are
+    present: the presence of every attribute some model knows is pinned, but for one every
+    model knows as nullable (it counts alike for all of them). ``pinned``: attributes the
+    write's own guard already holds to their value or absence (its ``Unchanged``), left out.
+    """
+    if len(models) < 2:
+        return None
+    if any(getattr(m.Meta, "is_record", None) is not None for m in models):
+        return exactly(cls, item, models)
+    known = [{a.attr_name: a for a in m.get_attributes().values()} for m in models]
+    keys = {n for attributes in known for n, a in attributes.items()
+            if a.is_hash_key or a.is_range_key}
+    discriminators = sorted({n for attributes in known for n, a in attributes.items()
+                             if isinstance(a, DiscriminatorAttribute)})
+    equal = tuple((n, item[n]) for n in discriminators if n in item)
+    absent = [n for n in discriminators if n not in item]
+    if equal and _decided_by_discriminator(models, item):
+        return Shaped(equal=equal, absent=tuple(absent))
+    names = set().union(*known) - keys - set(discriminators) - set(pinned)
+    ranked = sorted(n for n in names
+                    if not all(n in attributes and attributes[n].null for attributes in known))
+    return Shaped(equal=equal, present=tuple(n for n in ranked if n in item),
+                  absent=tuple(sorted([*absent, *(n for n in ranked if n not in item)])))
+
+
+def _decided_by_discriminator(models: Sequence[Any], item: Mapping[str, Any]) -> bool:
+    """Whether the claim's discriminator step names the model of ``item`` (no hook ruling)."""
+    for model in models:
+        try:
+            stored = model._get_discriminator_class(dict(item))
+        except Exception:  # an unknown discriminator value: not this model
+            stored = None
+        if stored is not None and any(issubclass(stored, m) for m in models):
+            return True
+    return False
+
+
+def meets(guard: Any, item: Mapping[str, Any] | None) -> bool:
+    """Whether ``item`` (None: absent) meets a write's own ``guard`` as DynamoDB would judge it
+    (an ``Unchanged``; any other guard, or none, is not judged here: True)."""
+    if not isinstance(guard, Unchanged):
+        return True
+    if item is None:
+        return False
+    return all(n not in item if v is None else
+               n in item and same_item({"v": item[n]}, {"v": v}) for n, v in guard.expected)
+
+
+def same_model(cls: Any, before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether ``after`` is a record of the model ``before`` was (the audit's rule): a copy
+    loaded from ``before`` that meets ``after`` in its place is stale when not."""
+    models = _models(cls._du_info.table)
+    was, unclear = claim(models, before, prefer=cls)
+    now, problem = claim(models, after, prefer=cls)
+    return problem is None and unclear is None and was is now
 
 
 def of_another_model(cls: Any, item: Mapping[str, Any] | None) -> bool:
@@ -186,20 +252,34 @@ class GuardedBatchWrite(BatchWrite[Any]):
 # --- the unit of work's judging (dynaunique._flush, dynaunique._record) ---------------------------
 
 
-def others_guard(op: Op, judged: Mapping[str, Any] | None) -> OthersGuard | None:
+def others_guard(op: Op, judged: Mapping[str, Any] | None,
+                 guard: Guard | None = None) -> OthersGuard | None:
     """The guard keeping ``op``'s write off other models' locks: the cheap one, or — once an
     item failing it was judged to hold none — "exactly that item". An update setting a field
     of another model's constraint was judged on its result: it is always guarded on exactly
-    the item it was predicted from (and never creates one)."""
+    the item it was predicted from (and never creates one). On a table several models share,
+    a write over a judged item is also guarded on that item still being a record of the model
+    it was judged to be (:func:`identity`): equal lock inputs do not prove it (``guard``: the
+    write's own, whose ``Unchanged`` attributes need no second term)."""
     cls = type(op.obj)
     cheap = lacking(cls)
-    if cheap is None:
-        return None
-    if op.kind is OpKind.UPDATE and touched(op) & others_fields(cls):
+    if cheap is not None and op.kind is OpKind.UPDATE and touched(op) & others_fields(cls):
         return exactly(cls, judged) if judged is not None else Shaped(())
-    if judged is None or holds(cheap, judged):
+    if judged is None or _model_count(cls._du_info.table) < 2:
         return cheap
-    return exactly(cls, judged)
+    if cheap is not None and not holds(cheap, judged):
+        return exactly(cls, judged)
+    # What the write's own guard pins as ``judged`` has it (present or absent) needs no term.
+    same = ([n for n, v in guard.expected if (v is None) == (n not in judged)]
+            if isinstance(guard, Unchanged) else ())
+    pinned = identity(_models(cls._du_info.table), cls, judged, same)
+    if pinned is None:
+        return cheap
+    if cheap is None:
+        return pinned
+    # Lacking, made exact: of each group, a field the judged item lacks stays absent.
+    lacks = {next(n for n in group if n not in judged) for group in cheap.groups}
+    return Shaped(pinned.equal, pinned.present, tuple(sorted(lacks.union(pinned.absent))))
 
 
 def judge_result(cls: Any, before: Mapping[str, Any], after: Mapping[str, Any],

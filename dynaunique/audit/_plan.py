@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from dynaunique._items import LockRef, TypedKey, key_id, owner_key
+from dynaunique._model.mixed import identity
 from dynaunique._plan import Plan
 from dynaunique._render import render
 from dynaunique._writes import (
@@ -162,8 +163,14 @@ def _as_read(table: _Table, record: _Record) -> Absent | Unchanged:
 
 
 def _check_record(table: _Table, record: _Record, label: str) -> ConditionCheck:
+    # A record as read is also still a record of the model it was read as (the claim): on a
+    # table several models share, equal lock inputs do not prove it.
+    guard = _as_read(table, record)
+    model = table.model_named(record.ref.model)
+    others = (identity(table.models, model, record.item, [n for n, _ in guard.expected])
+              if isinstance(guard, Unchanged) and record.item is not None else None)
     return ConditionCheck(table=table.name, model=record.ref.model or "", key=record.ref.key,
-                          condition=None, label=label, guard=_as_read(table, record))
+                          condition=None, label=label, guard=guard, others=others)
 
 
 def _record(finding: Finding, key: TypedKey | None) -> _Record | None:

@@ -84,9 +84,10 @@ def _put_batch(seg: Segment, entries: Sequence[Entry]) -> dict[int, Answer] | No
     writes: list[Write] = []
     for owner, ref, raw in entries:
         writes.append(lock_put(info, ref, owner, raw))
+        as_read = run.as_read(raw)
         writes.append(ConditionCheck(table=info.table, model=info.name, key=owner,
                                      condition=None, label="the record as read",
-                                     guard=run.as_read(raw)))
+                                     guard=as_read, others=run.identity(raw, as_read)))
     request = render_checked(Plan(tuple(writes)))
     estimate = UNITS_PER_PUT * len(entries)
     if seg.bucket is not None:

@@ -32,7 +32,8 @@ from dynaunique._locks import (
     SECRET_ID_ATTR,
     secret_id,
 )
-from dynaunique._writes import Unchanged, unchanged_guard
+from dynaunique._model.mixed import identity
+from dynaunique._writes import Shaped, Unchanged, unchanged_guard
 from dynaunique.errors import (
     ConfigurationError,
     DynauniqueError,
@@ -127,6 +128,12 @@ class PhaseRun:
             if instance is not None:
                 locks_of(self.info, instance, reads)
         return unchanged_guard(self.info, raw, use_version=False, condition_reads=reads)
+
+    def identity(self, raw: Mapping[str, Any], as_read: Unchanged) -> Shaped | None:
+        """A guard true while ``raw`` is still a record of the phase's model by the audit's
+        rule (None: the table has no other model): equal lock inputs (``as_read``, the check
+        it goes with) do not prove it."""
+        return identity(self.table_models, self.model, raw, [n for n, _ in as_read.expected])
 
     def owners_now(self, locks: Sequence[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
         """The records the ``locks`` name as owners, read now (strongly consistent), by

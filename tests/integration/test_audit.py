@@ -264,8 +264,16 @@ def test_plan_repair_is_pure_and_guards_every_write(raw: Any) -> None:
                                                    ":g1": {"S": "PROFILE"}}
     # The owner must still be exactly as read: email new@x.io, so it still does not need old@.
     assert check["Key"] == fm.account_key("ACCT#MOVED")
-    assert check["ConditionExpression"].startswith("attribute_exists(#g0) AND #g1 = :g0")
-    assert check["ExpressionAttributeNames"]["#g1"] == "email"
+    # ... and still an AuditAccount's, not an AuditTeam's (task ident): the attributes only
+    # a team has still absent (what the first part pins is not pinned twice).
+    assert check["ConditionExpression"] == (
+        "(attribute_exists(#g0) AND #g1 = :g0 AND #g2 = :g1 AND attribute_not_exists(#g3) AND "
+        "attribute_not_exists(#g4) AND attribute_not_exists(#g5) AND attribute_not_exists(#g6))"
+        " AND (attribute_exists(#g0) AND attribute_not_exists(#g7) AND "
+        "attribute_not_exists(#g8))")
+    assert check["ExpressionAttributeNames"] == {
+        "#g0": "PK", "#g1": "email", "#g2": "phone", "#g3": "slug", "#g4": "tenant",
+        "#g5": "ttl", "#g6": "username", "#g7": "seats", "#g8": "team_name"}
     assert check["ExpressionAttributeValues"][":g0"] == {"S": "new@x.io"}
 
     gone = actions["UNIQ#EMAIL#gone@x.io"].request()["TransactItems"][1]["ConditionCheck"]

@@ -705,3 +705,66 @@ def test_duplicates_fixed_through_the_model_then_a_rerun_finishes(ws: Workspace)
     assert len(ws.locks()) == 4
 
 
+
+
+# --- a record replaced by another model's between the scan and the lock put (task ident) -------
+
+
+def _deploy_source(ws: Workspace, source: str) -> Any:
+    """Write ``source`` as the models module, import it and point its models at the server."""
+    (ws.directory / "models.py").write_text(source.format(table=TABLE), encoding="utf-8")
+    sys.modules.pop(ws.module, None)
+    models = importlib.import_module(ws.module)
+    for value in vars(models).values():
+        if isinstance(value, type) and getattr(value, "Meta", None) is not None \
+                and getattr(value.Meta, "table_name", None) == TABLE:
+            value.Meta.host = ws.endpoint
+            value._connection = None
+    return models
+
+
+@pytest.mark.parametrize("family", ["plain models", "polymorphic"])
+def test_a_record_another_model_recreated_before_the_lock_put_gets_no_lock_of_the_first(
+        ws: Workspace, family: str) -> None:
+    """The backfill scans K as the constrained model's record; before its lock put, K is
+    deleted and written again, with the same email, as another model's record — an Invite
+    (which declares no constraint) or an Animal in place of a Dog (which shares the lock). The
+    put's check of K compared only the lock inputs, so it passed: an orphan lock naming an
+    Account for an Invite, or the Animal's own lock re-put naming a Dog. The check now also
+    keeps K a record of the model it was scanned as; the refused put is settled from K as it
+    is."""
+    from support.invariants import assert_clean
+
+    from dynaunique import audit
+
+    if family == "plain models":
+        ws.put_raw("ACCT#001", email="ada@x.io")
+        ws.put_raw("ACCT#005", email="user5@x.io")
+        models = _deploy_source(ws, SHARED_TABLE_MODELS)
+        checked = [models.Account, models.Invite]
+
+        def replace() -> None:
+            models.Account.get("ACCT#005", "PROFILE", consistent_read=True).delete()
+            models.Invite(pk="ACCT#005", email="user5@x.io", inviter="ACCT#001").save()
+        expected = {"UNIQ#EMAIL#ada@x.io": "ACCT#001"}
+        models_of = {"UNIQ#EMAIL#ada@x.io": "Account"}
+    else:
+        ws.put_raw("ACCT#001", email="ada@x.io", cls="animal")
+        ws.put_raw("ACCT#005", email="user5@x.io", cls="dog")
+        models = _deploy_source(ws, POLYMORPHIC_MODELS)
+        checked = [models.Animal, models.Dog]
+
+        def replace() -> None:
+            models.Animal.get("ACCT#005", "PROFILE", consistent_read=True).delete()
+            models.Animal(pk="ACCT#005", email="user5@x.io").save()
+        expected = {"UNIQ#PET_EMAIL#ada@x.io": "ACCT#001", "UNIQ#PET_EMAIL#user5@x.io": "ACCT#005"}
+        models_of = {"UNIQ#PET_EMAIL#ada@x.io": "Animal", "UNIQ#PET_EMAIL#user5@x.io": "Animal"}
+    assert ws.project().make_migrations().changed
+    executor = _racing(ws, target="ACCT#005", before=replace)
+    executor.migrate()
+    assert executor.fired
+    assert ws.locks() == expected
+    stored = {i["PK"]["S"]: i["model"]["S"] for i in ws.scan() if i["PK"]["S"] in expected}
+    assert stored == models_of
+    assert_clean(checked, ws.endpoint)
+    assert audit.check(checked).findings == ()

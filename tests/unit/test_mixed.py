@@ -4,8 +4,9 @@ rendering, and how an item is checked against it in Python."""
 from __future__ import annotations
 
 from support.declare import declare, pk_attr, sk_attr
+from support.mixed_models import polymorphic_family
 
-from dynaunique._model.mixed import exactly, holds, lacking
+from dynaunique._model.mixed import exactly, holds, identity, lacking, same_model
 from dynaunique._render import _guard_text, _Placeholders
 from dynaunique._writes import Lacking, Shaped
 from dynaunique.attributes import UnicodeAttribute
@@ -26,6 +27,12 @@ Membership = declare("Membership", TABLE, pk=pk_attr(), sk=sk_attr(),
                      role=UnicodeAttribute(null=True))
 Alone = declare("Alone", "unit_mixed_alone", pk=pk_attr(),
                 email=UnicodeAttribute(unique=True, null=True))
+Being, Robot, Human = polymorphic_family("unit_mixed_family", "UNIT_MIXED_EMAIL")
+Hooked = declare("Hooked", "unit_mixed_hooked",
+                 meta={"is_record": staticmethod(lambda raw: "hooked" in raw)},
+                 pk=pk_attr(), email=UnicodeAttribute(unique=True, null=True))
+Unhooked = declare("Unhooked", "unit_mixed_hooked", pk=pk_attr(),
+                   note=UnicodeAttribute(null=True))
 
 
 def test_the_guard_covers_every_constraint_the_writer_does_not_declare() -> None:
@@ -81,3 +88,54 @@ def test_exactly_renders_each_kind_of_term() -> None:
     assert text == ("attribute_exists(#g0) AND #g1 = :g0 AND attribute_exists(#g2) AND "
                     "attribute_not_exists(#g3)")
     assert placeholders.values == {":g0": {"S": "e"}}
+
+
+# --- identity: "still a record of the model it was read as" (task ident) ------------------------
+
+
+def test_identity_is_nothing_on_a_table_one_model_uses() -> None:
+    assert identity([Alone], Alone, {"PK": {"S": "K"}, "email": {"S": "e"}}) is None
+
+
+def test_identity_pins_the_presence_of_what_ranks_the_models() -> None:
+    """No discriminator, no hook: the claim ranks by which attributes are present. Each
+    attribute a model knows is pinned (but the keys), unless the write's own guard pins it."""
+    item = {"PK": {"S": "K"}, "SK": {"S": "PROFILE"}, "email": {"S": "e"}, "extra": {"N": "1"}}
+    models = [Account, Workspace, Membership]
+    guard = identity(models, Account, item)
+    assert guard == Shaped(equal=(), present=("email",), absent=("role", "slug", "tenant"))
+    assert identity(models, Account, item, ["email", "slug", "tenant"]) == Shaped(
+        equal=(), present=(), absent=("role",))
+    assert holds(guard, {**item, "email": {"S": "f"}, "extra": {"N": "2"}})
+    assert not holds(guard, {**item, "role": {"S": "r"}})
+
+
+def test_identity_of_a_family_record_is_its_discriminator() -> None:
+    """A stored discriminator naming a class of the table decides alone: one term. An unknown
+    one (or none) decides nothing: the presence of what only some models know is pinned too."""
+    models = [Being, Robot, Human]
+    robot = {"PK": {"S": "K"}, "SK": {"S": "PROFILE"}, "cls": {"S": "robot"},
+             "email": {"S": "e"}}
+    assert identity(models, Robot, robot) == Shaped(equal=(("cls", {"S": "robot"}),))
+    assert not holds(identity(models, Robot, robot), {**robot, "cls": {"S": "human"}})
+    alien = {**robot, "cls": {"S": "alien"}}
+    assert identity(models, Being, alien) == Shaped(
+        equal=(("cls", {"S": "alien"}),), absent=("nickname", "serial"))
+    bare = {"PK": {"S": "K"}, "SK": {"S": "PROFILE"}}
+    assert identity(models, Being, bare) == Shaped(
+        equal=(), absent=("cls", "nickname", "serial"))
+
+
+def test_identity_with_a_hook_pins_every_value() -> None:
+    item = {"PK": {"S": "K"}, "hooked": {"S": "y"}, "email": {"S": "e"}}
+    guard = identity([Hooked, Unhooked], Hooked, item)
+    assert guard == exactly(Hooked, item, [Hooked, Unhooked])
+    assert guard == Shaped(equal=(("email", {"S": "e"}), ("hooked", {"S": "y"})),
+                           absent=("note",))
+
+
+def test_same_model_asks_the_claim_of_both_items() -> None:
+    account = {"PK": {"S": "K"}, "SK": {"S": "PROFILE"}, "email": {"S": "e"}}
+    membership = {"PK": {"S": "K"}, "SK": {"S": "PROFILE"}, "role": {"S": "r"}}
+    assert same_model(Account, account, {**account, "email": {"S": "f"}})
+    assert not same_model(Account, account, membership)
