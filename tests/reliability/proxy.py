@@ -169,6 +169,12 @@ class FaultProxy:
     # --- lifecycle -------------------------------------------------------------------------------
 
     @property
+    def upstream(self) -> str:
+        """The URL of the server the proxy forwards to."""
+        host, port = self._upstream
+        return f"http://{host}:{port}"
+
+    @property
     def url(self) -> str:
         """The proxy's endpoint URL, ``http://127.0.0.1:<port>``."""
         if self._server is None:

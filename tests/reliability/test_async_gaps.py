@@ -29,9 +29,9 @@ from dynaunique import (
     atomic,
 )
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
-from dynaunique.testing import create_tables, reset_local_dynamodb
+from dynaunique.testing import reset_local_dynamodb
 
-from . import point
+from . import fresh_tables, point
 from .proxy import Fault, FaultProxy
 
 pytestmark = pytest.mark.anyio
@@ -187,7 +187,7 @@ async def _requests_of(proxy: FaultProxy, endpoint: str, model: type[Model],
 def _fresh(proxy: FaultProxy, endpoint: str, model: type[Model],
            scenario: Scenario) -> Callable[[], Awaitable[object]]:
     reset_local_dynamodb(endpoint)
-    create_tables(model)
+    fresh_tables(endpoint, model)
     call = scenario.setup(model)
     proxy.clear()
     return call

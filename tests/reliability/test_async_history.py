@@ -29,9 +29,8 @@ from dynaunique import (
     UniqueViolation,
 )
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
-from dynaunique.testing import create_tables
 
-from . import point
+from . import fresh_tables, point
 
 if TYPE_CHECKING:
     from .conftest import Summary
@@ -94,7 +93,7 @@ async def test_a_random_async_history_leaves_locks_equal_to_live_values(
         dynaunique_aio_db: str, soak_ops: int, summary: Summary, model: type[Model],
         seed: int) -> None:
     point(dynaunique_aio_db, model)
-    create_tables(model)
+    fresh_tables(dynaunique_aio_db, model)
     operations = max(soak_ops, 400)
     outcomes: collections.Counter[str] = collections.Counter()
     unexpected: list[BaseException] = []

@@ -34,9 +34,8 @@ from dynaunique import (
 )
 from dynaunique._connection import policy_for
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
-from dynaunique.testing import create_tables
 
-from . import point
+from . import fresh_tables, point
 from .proxy import Fault, FaultProxy, Recorded
 
 #: Generous, so a busy CI machine never turns a slow answer into an unplanned resend; the
@@ -88,7 +87,7 @@ EXHAUSTING = policy_for(FaultVersioned.Meta).max_network_retries + 1
 
 def prepare(proxy: FaultProxy, model: type[Model], name: str) -> Case:
     """Create ``model``'s table, set up case ``name`` without faults, and forget its requests."""
-    create_tables(model)
+    fresh_tables(proxy.upstream, model)
     case = CASES[name](model)
     proxy.clear()
     return case

@@ -44,8 +44,7 @@ from dynaunique.attributes import (
     NumberAttribute,
     UnicodeAttribute,
 )
-from dynaunique.testing import create_tables
-from reliability import point
+from reliability import fresh_tables, point
 from reliability.gaps import GapPlain, GapVersioned, unguarded_followups
 from reliability.proxy import Fault, FaultProxy
 
@@ -77,7 +76,7 @@ def _shared_model_of(raw: dict[str, Any]) -> type[Model] | None:
 def wire(proxy: FaultProxy) -> FaultProxy:
     """The suite's proxy in front of the freshly reset server, every model pointed at it."""
     point(proxy.url, *MODELS)
-    create_tables(*MODELS)
+    fresh_tables(proxy.upstream, *MODELS)
     return proxy
 
 

@@ -32,9 +32,8 @@ from support.invariants import assert_sound, check, probe_held_values
 
 from dynaunique import ConcurrentModificationError, DynauniqueError, Model, atomic
 from dynaunique.attributes import VersionAttribute
-from dynaunique.testing import create_tables
 
-from . import point
+from . import fresh_tables, point
 from .gaps import (
     ADVERSARIES,
     MODELS,
@@ -264,11 +263,11 @@ _discovered: dict[tuple[str, str], tuple[int, str | None]] = {}
 
 
 @pytest.fixture
-def gap_proxy(proxy: FaultProxy) -> Iterator[FaultProxy]:
+def gap_proxy(proxy: FaultProxy, dynaunique_db: str) -> Iterator[FaultProxy]:
     """The session proxy with the gap models pointed at it and their tables created."""
     models = list(MODELS.values())
     point(proxy.url, *models)
-    create_tables(*models)
+    fresh_tables(dynaunique_db, *models)
     yield proxy
 
 

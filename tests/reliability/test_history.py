@@ -21,9 +21,8 @@ from support.invariants import check, raw_client, scan_table
 
 from dynaunique import Model, UniqueViolation
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
-from dynaunique.testing import create_tables
 
-from . import point
+from . import fresh_tables, point
 from .history import (
     AsyncLibraryWriter,
     Event,
@@ -137,7 +136,7 @@ def _seed() -> int:
 def history_models(dynaunique_db: str) -> Iterator[str]:
     models = list(MODELS.values())
     point(dynaunique_db, *models)
-    create_tables(*models)
+    fresh_tables(dynaunique_db, *models)
     yield dynaunique_db
 
 
@@ -286,7 +285,7 @@ async def test_async_history(dynaunique_aio_db: str, model_name: str, history_op
     values."""
     model = MODELS[model_name]
     point(dynaunique_aio_db, model)
-    create_tables(model)
+    fresh_tables(dynaunique_aio_db, model)
     seed = _seed()
     history, seconds, found = await _arun(dynaunique_aio_db, model, seed, history_ops)
     summary.add("async history", _describe(model_name, history, seconds, history_ops, seed,
@@ -306,7 +305,7 @@ async def test_async_history_done_when(dynaunique_aio_db: str, model_name: str, 
     """5 seeds × 4,000 operations under asyncio, plain and versioned, zero anomalies."""
     model = MODELS[model_name]
     point(dynaunique_aio_db, model)
-    create_tables(model)
+    fresh_tables(dynaunique_aio_db, model)
     history, seconds, found = await _arun(dynaunique_aio_db, model, seed, 4000)
     summary.add("async history (done-when)",
                 _describe(model_name, history, seconds, 4000, seed, found))

@@ -58,7 +58,7 @@ from dynaunique.attributes import (
 )
 from dynaunique.testing import create_tables
 
-from . import point
+from . import fresh_tables, point
 
 NAME = "EMAIL"
 
@@ -314,7 +314,7 @@ def hostile(dynaunique_db: str) -> Iterator[str]:
     """The integration models on the freshly reset local server."""
     models = (HostileText, HostileNumber, HostilePair)
     point(dynaunique_db, *models)
-    create_tables(*models)
+    fresh_tables(dynaunique_db, *models)
     yield dynaunique_db
 
 
@@ -430,7 +430,7 @@ def test_strings_that_spell_another_encoding_never_share_a_lock(dynaunique_db: s
     a composite's or a hashed key's encoding gets its own lock; equal strings still collide,
     whichever model holds them."""
     point(dynaunique_db, *TOKEN_MODELS)
-    create_tables(TokenText)
+    fresh_tables(dynaunique_db, TokenText)
     spelled = ["\\n1", "1", "\\bAP8=", "AP8=", "\\t", "True", "x#y", "x#y#", "x\\#y",
                lock_key("TOKEN", ("ada",), secret=b"not-a-real-secret").split("#", 2)[2]]
     for n, value in enumerate(spelled):
@@ -481,7 +481,7 @@ Sized = declare("Sized", "rel_hostile_sized", pk=pk_attr(),
 @pytest.fixture
 def sized(dynaunique_db: str) -> str:
     point(dynaunique_db, Sized)
-    create_tables(Sized)
+    fresh_tables(dynaunique_db, Sized)
     return dynaunique_db
 
 
@@ -591,7 +591,7 @@ class Reserved(Model):
 def test_reserved_words_and_lock_attribute_names_work_as_record_attributes(
         dynaunique_db: str) -> None:
     point(dynaunique_db, Reserved)
-    create_tables(Reserved)
+    fresh_tables(dynaunique_db, Reserved)
     a = Reserved(pk="A", name="ada", value="v1", owner="o1", status="on", size=1, model="m",
                  constraint="c", created="yesterday", tally=3)
     a.save()
@@ -698,7 +698,7 @@ def test_record_keys_in_the_lock_namespace_are_refused(dynaunique_db: str) -> No
     """A record can never be written, read, updated or deleted under ``UNIQ#``: such a key
     would be a lock's (here the real lock of ada@x.io, which must stay untouched)."""
     point(dynaunique_db, Prefixed)
-    create_tables(Prefixed)
+    fresh_tables(dynaunique_db, Prefixed)
     Prefixed(pk="ACCT#1", email="ada@x.io").save()
     lock_pk = "UNIQ#EMAIL#ada@x.io"
     before = scan_table(dynaunique_db, "rel_hostile_prefixed")
@@ -728,7 +728,7 @@ def test_record_keys_in_the_lock_namespace_are_refused(dynaunique_db: str) -> No
 def test_look_alike_record_keys_are_ordinary_records(dynaunique_db: str, pk: str) -> None:
     """Only the exact prefix is reserved: near misses are records like any other."""
     point(dynaunique_db, Prefixed)
-    create_tables(Prefixed)
+    fresh_tables(dynaunique_db, Prefixed)
     Prefixed(pk=pk, email="ada@x.io").save()
     assert Prefixed.get_by_unique("email", "ada@x.io").pk == pk
     assert_clean([Prefixed], dynaunique_db)

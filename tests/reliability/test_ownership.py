@@ -21,9 +21,8 @@ from support.invariants import assert_clean, raw_client, raw_item, scan_table
 from dynaunique import UniqueViolation, atomic
 from dynaunique._locks import lock_item, lock_key, lock_primary_key
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
-from dynaunique.testing import create_tables
 
-from . import point
+from . import fresh_tables, point
 
 TABLE = "rel_ownership"
 X = "x@x.io"
@@ -64,7 +63,7 @@ def put_raw(endpoint: str, item: dict[str, Any]) -> None:
 @pytest.fixture
 def table(dynaunique_db: str) -> str:
     point(dynaunique_db, Owned)
-    create_tables(Owned)
+    fresh_tables(dynaunique_db, Owned)
     return dynaunique_db
 
 

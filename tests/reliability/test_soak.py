@@ -46,9 +46,8 @@ from dynaunique import (
     normalizers,
 )
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
-from dynaunique.testing import create_tables
 
-from . import point
+from . import fresh_tables, point
 from .proxy import Fault, FaultProxy
 
 if TYPE_CHECKING:
@@ -505,7 +504,7 @@ def _seed() -> int:
 @pytest.fixture
 def soak_table(dynaunique_db: str) -> Iterator[str]:
     point(dynaunique_db, *MODELS)
-    create_tables(*MODELS)
+    fresh_tables(dynaunique_db, *MODELS)
     yield dynaunique_db
 
 
@@ -530,7 +529,7 @@ def test_soak_through_a_lossy_network(dynaunique_db: str, soak_ops: int, summary
     with FaultProxy(dynaunique_db, seed=seed) as proxy:
         point(proxy.url, *MODELS)
         try:
-            create_tables(*MODELS)
+            fresh_tables(dynaunique_db, *MODELS)
             proxy.inject(Fault.DROP_BEFORE, times=10**9, chance=0.05)
             proxy.inject(Fault.DROP_AFTER, times=10**9, chance=0.05)
             soak = Soak(dynaunique_db, seed, lossy=True)

@@ -89,27 +89,53 @@ def _sleep(seconds: float) -> None:
     current.parent.switch(("sleep", seconds))
 
 
-def _sleeping_defaults() -> list[tuple[Any, str, Any]]:
-    """Every function of the loaded library whose default ``sleep`` is ``time.sleep``:
-    (function, ``__defaults__`` or ``__kwdefaults__``, the defaults with the sleep replaced)."""
-    found: dict[int, tuple[Any, str, Any]] = {}
-    for name, module in list(sys.modules.items()):
-        if not (name == "dynaunique" or name.startswith("dynaunique.")):
-            continue
+#: The loaded library's modules (name, identity, size of their namespace) → the functions of
+#: theirs whose defaults hold ``time.sleep``: walking every module and class costs about 0.1
+#: CPU-second, and each simulated schedule enters :func:`handing_off`.
+_sleepers: dict[tuple[tuple[str, int, int], ...], list[Any]] = {}
+
+
+def _library_modules() -> list[tuple[str, Any]]:
+    return [(name, module) for name, module in list(sys.modules.items())
+            if name == "dynaunique" or name.startswith("dynaunique.")]
+
+
+def _sleepers_of(modules: list[tuple[str, Any]]) -> list[Any]:
+    """Every function of ``modules`` (and of their classes) with ``time.sleep`` among its
+    defaults or keyword defaults."""
+    found: dict[int, Any] = {}
+    for _, module in modules:
         for value in list(vars(module).values()):
             inner = list(vars(value).values()) if inspect.isclass(value) else []
             for candidate in [value, *inner]:
                 function = getattr(candidate, "__func__", candidate)
                 if not inspect.isfunction(function) or id(function) in found:
                     continue
-                if function.__defaults__ and _real_sleep in function.__defaults__:
-                    found[id(function)] = (function, "__defaults__", tuple(
-                        _sleep if d is _real_sleep else d for d in function.__defaults__))
-                elif function.__kwdefaults__ and _real_sleep in function.__kwdefaults__.values():
-                    found[id(function)] = (function, "__kwdefaults__", {
-                        k: _sleep if d is _real_sleep else d
-                        for k, d in function.__kwdefaults__.items()})
+                if (function.__defaults__ and _real_sleep in function.__defaults__) or (
+                        function.__kwdefaults__
+                        and _real_sleep in function.__kwdefaults__.values()):
+                    found[id(function)] = function
     return list(found.values())
+
+
+def _sleeping_defaults() -> list[tuple[Any, str, Any]]:
+    """Every function of the loaded library whose default ``sleep`` is ``time.sleep``:
+    (function, ``__defaults__`` or ``__kwdefaults__``, the defaults with the sleep replaced)."""
+    modules = _library_modules()
+    known = tuple((name, id(module), len(vars(module))) for name, module in modules)
+    functions = _sleepers.get(known)
+    if functions is None:
+        functions = _sleepers[known] = _sleepers_of(modules)
+    found: list[tuple[Any, str, Any]] = []
+    for function in functions:  # as they are now (inside another handing_off: none)
+        if function.__defaults__ and _real_sleep in function.__defaults__:
+            found.append((function, "__defaults__", tuple(
+                _sleep if d is _real_sleep else d for d in function.__defaults__)))
+        elif function.__kwdefaults__ and _real_sleep in function.__kwdefaults__.values():
+            found.append((function, "__kwdefaults__", {
+                k: _sleep if d is _real_sleep else d
+                for k, d in function.__kwdefaults__.items()}))
+    return found
 
 
 @contextlib.contextmanager

@@ -14,6 +14,27 @@ import pytest
 
 from dynaunique.testing import _moto_patch
 
+#: The real :func:`_moto_patch.source_hash`; ``_hash_each_source_once`` stands in for it.
+_SOURCE_HASH = _moto_patch.source_hash
+#: function → its source hash, for the whole module: ``inspect.getsource`` of a class parses its
+#: whole module, so the ~70 hashes of one ``check()`` took about 1.5 CPU-seconds, and the tests
+#: call ``check()`` or ``apply()`` eleven times. A function's source does not change while the
+#: tests run; a replacement a test installs is another object, hashed the first time it is seen.
+_HASHES: dict[object, str] = {}
+
+
+def _remembered_hash(function: Any) -> str:
+    digest = _HASHES.get(function)
+    if digest is None:
+        digest = _HASHES[function] = _SOURCE_HASH(function)
+    return digest
+
+
+@pytest.fixture(autouse=True)
+def _hash_each_source_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check()`` and ``apply()`` hash each moto function once for the whole module."""
+    monkeypatch.setattr(_moto_patch, "source_hash", _remembered_hash)
+
 
 def test_patch_fits_the_installed_moto() -> None:
     assert _moto_patch.check() == []
@@ -116,7 +137,7 @@ def test_the_source_hash_is_the_sha256_of_the_functions_text(tmp_path: Path,
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "hashed_module", raising=False)
     module = importlib.import_module("hashed_module")
-    assert _moto_patch.source_hash(module.answer) == hashlib.sha256(
+    assert _SOURCE_HASH(module.answer) == hashlib.sha256(
         b"def answer(x):\n    return x + 1\n").hexdigest()[:12]
 
 
@@ -127,7 +148,7 @@ def test_a_changed_source_with_the_same_signature_is_refused(monkeypatch: pytest
     _restore_after(monkeypatch)
     monkeypatch.delenv(_moto_patch.FORCE_ENV, raising=False)
     monkeypatch.setattr(Table, "scan", _other_scan)
-    digest = _moto_patch.source_hash(_other_scan)
+    digest = _SOURCE_HASH(_other_scan)
     expected = (
         f"moto.dynamodb.models.table.Table.scan has changed (source sha256 {digest}, "
         "verified: 5ef1ab21eef0)"
