@@ -5,6 +5,7 @@ exactly right."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -23,7 +24,10 @@ from support.migrations_workspace import LiveWriters, Workspace, open_workspace
 from dynaunique.cli import cli
 from dynaunique.migrations import DuplicatesFound, RunState, run_on_dask
 
-distributed = pytest.importorskip("distributed")
+# Found, not imported: every xdist worker collects this file and only one runs it, and importing
+# distributed costs about 0.9 CPU-seconds (tests/README.md, "Time"); the fixture imports it.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                reason="distributed (Dask) is not installed")
 
 TABLE = "mig_dask_accounts"
 
@@ -36,6 +40,8 @@ def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     """A Dask cluster of two worker processes (one thread each), shared by this file's tests."""
+    import distributed
+
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                                   dashboard_address=None,
                                   silence_logs=logging.CRITICAL) as cluster, \
