@@ -352,6 +352,11 @@ def create_tables(*models: type[Model]) -> None:
     Several models may share one table (as lock items and records do): each table is created
     once, from the first model that names it, so list the model whose key schema and indexes
     describe the whole table first. Blocks until every table is active.
+
+    A table is created with one ``CreateTable`` when the server answers it ``ACTIVE`` (the local
+    server always does); PynamoDB's ``Model.create_table(wait=True)`` would also send a
+    ``DescribeTable`` before (does it exist?) and one after (is it active?). A table that exists
+    already, or is still being created, is left to ``Model.create_table(wait=True)``.
     """
     seen: set[tuple[str | None, str | None, str]] = set()
     for model in models:
@@ -359,5 +364,41 @@ def create_tables(*models: type[Model]) -> None:
         if key in seen:
             continue
         seen.add(key)
-        model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+        if _create_active(model):
+            model.update_ttl(ignore_update_ttl_errors=False)
+        else:
+            model.create_table(wait=True, billing_mode=_BILLING_MODE)
+
+
+_BILLING_MODE = "PAY_PER_REQUEST"
+
+
+def _create_active(model: type[Model]) -> bool:
+    """Send the ``CreateTable`` that ``Model.create_table`` sends (the same arguments, built the
+    same way from the model's schema and ``Meta``); whether the table it answers is ``ACTIVE``.
+    ``False`` if the table exists already."""
+    from pynamodb.exceptions import TableError
+
+    meta = model.Meta
+    schema = model._get_schema()
+    arguments: dict[str, object] = {
+        "attribute_definitions": schema["attribute_definitions"],
+        "key_schema": schema["key_schema"],
+        "global_secondary_indexes": schema["global_secondary_indexes"],
+        "local_secondary_indexes": schema["local_secondary_indexes"],
+    }
+    for name in ("read_capacity_units", "write_capacity_units", "tags"):
+        if hasattr(meta, name):
+            arguments[name] = getattr(meta, name)
+    if hasattr(meta, "stream_view_type"):
+        arguments["stream_specification"] = {"stream_enabled": True,
+                                             "stream_view_type": meta.stream_view_type}
+    arguments["billing_mode"] = _BILLING_MODE
+    try:
+        answer = model._get_connection().create_table(**arguments)  # type: ignore[arg-type]
+    except TableError as error:
+        if error.cause_response_code == "ResourceInUseException":
+            return False
+        raise
+    return bool((answer or {}).get("TableDescription", {}).get("TableStatus") == "ACTIVE")
 

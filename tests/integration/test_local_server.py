@@ -14,10 +14,17 @@ from urllib.parse import urlsplit
 
 import pytest
 from botocore.exceptions import ClientError
-from pynamodb.attributes import UnicodeAttribute
+from pynamodb.attributes import TTLAttribute, UnicodeAttribute
+from pynamodb.indexes import (
+    AllProjection,
+    GlobalSecondaryIndex,
+    KeysOnlyProjection,
+    LocalSecondaryIndex,
+)
 from support import local_server as local_server_helpers
 from support.declare import declare, pk_attr
 from support.local_server import client
+from support.recorders import requests_sent
 
 from dynaunique.testing import (
     LocalDynamoDB,
@@ -232,3 +239,67 @@ def test_use_endpoint_drops_a_cached_connection(widgets: str) -> None:
         assert list(Widget.scan()) == []
     use_endpoint(widgets, Widget)
     assert [w.pk for w in Widget.scan()] == ["w1"]
+
+
+class _ByColour(GlobalSecondaryIndex["Gadget"]):
+    class Meta:
+        index_name = "by-colour"
+        projection = AllProjection()
+
+    colour = UnicodeAttribute(hash_key=True)
+
+
+class _ByMade(LocalSecondaryIndex["Gadget"]):
+    class Meta:
+        index_name = "by-made"
+        projection = KeysOnlyProjection()
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    made = UnicodeAttribute(range_key=True)
+
+
+def _gadget(table: str) -> Any:
+    """A model with everything CreateTable carries: a range key, both kinds of index, a stream,
+    tags and a TTL attribute (UpdateTimeToLive after the create)."""
+    return declare("Gadget", table, meta={"stream_view_type": "NEW_AND_OLD_IMAGES",
+                                          "tags": {"team": "tests"}},
+                   pk=pk_attr(), sk=UnicodeAttribute(range_key=True, attr_name="SK"),
+                   colour=UnicodeAttribute(), made=UnicodeAttribute(),
+                   expires=TTLAttribute(null=True), by_colour=_ByColour(), by_made=_ByMade())
+
+
+def _description(ddb: Any, table: str) -> dict[str, Any]:
+    """What a table was created with: DescribeTable without its name, ARNs, dates and sizes."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()
+                    if k not in {"TableName", "TableArn", "TableId", "CreationDateTime",
+                                 "IndexArn", "LatestStreamArn", "LatestStreamLabel",
+                                 "LastUpdateToPayPerRequestDateTime", "ItemCount",
+                                 "TableSizeBytes", "IndexSizeBytes"}}
+        if isinstance(value, list):
+            return sorted((strip(v) for v in value), key=repr)
+        return value
+    return {"table": strip(ddb.describe_table(TableName=table)["Table"]),
+            "ttl": ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"],
+            "tags": ddb.list_tags_of_resource(ResourceArn=ddb.describe_table(
+                TableName=table)["Table"]["TableArn"])["Tags"]}
+
+
+def test_create_tables_sends_one_create_table_with_pynamodbs_arguments(dynaunique_db: str) -> None:
+    """One CreateTable (and the TTL update) where PynamoDB's create_table(wait=True) sends a
+    DescribeTable before and after; the table is the one PynamoDB would have created."""
+    ours, theirs = _gadget("gadgets"), _gadget("gadgets-by-pynamodb")
+    use_endpoint(dynaunique_db, ours, theirs)
+    with requests_sent(ours._get_connection().connection.client) as sent:
+        create_tables(ours)
+    assert [operation for operation, _ in sent] == ["CreateTable", "UpdateTimeToLive"]
+    theirs.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    ddb = client(dynaunique_db)
+    assert _description(ddb, "gadgets") == _description(ddb, "gadgets-by-pynamodb")
+    assert _description(ddb, "gadgets")["table"]["TableStatus"] == "ACTIVE"
+
+    with requests_sent(ours._get_connection().connection.client) as sent:
+        create_tables(ours)  # it exists: PynamoDB's create_table(wait=True) takes over
+    assert [operation for operation, _ in sent] == [
+        "CreateTable", "DescribeTable", "DescribeTable", "UpdateTimeToLive"]

@@ -5,6 +5,7 @@ exactly right."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -23,8 +24,10 @@ from support.migrations_workspace import LiveWriters, Workspace, open_workspace
 from dynaunique.cli import cli
 from dynaunique.migrations import DuplicatesFound, RunState, run_on_dask
 
-distributed = pytest.importorskip("distributed")
-dask = pytest.importorskip("dask")
+# Found, not imported: every xdist worker collects this file and only one runs it, and importing
+# distributed costs about 0.9 CPU-seconds (tests/README.md, "Time"); the fixture imports it.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                reason="distributed (Dask) is not installed")
 
 TABLE = "mig_dask_accounts"
 
@@ -53,6 +56,9 @@ def client(dynaunique_endpoint: str) -> Iterator[Any]:
     cluster does while nothing happens is slowed down: no statistical profiler sampling every
     10 ms, event-loop and system checks each second or more (Dask's own settings; none is
     about what the tests run)."""
+    import dask
+    import distributed
+
     with dask.config.set(IDLE_SETTINGS), \
             distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                                      dashboard_address=None,

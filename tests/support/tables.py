@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import boto3
-
 from dynaunique.testing import create_tables, use_endpoint
-from support.invariants import scan_table
+from support.invariants import raw_client, scan_table
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
 
 
 def raw_tables(endpoint: str, *models: type[Model]) -> Any:
-    """Point ``models`` at ``endpoint``, create their tables and return a plain boto3 client."""
+    """Point ``models`` at ``endpoint``, create their tables and return a plain boto3 client
+    (``support.invariants.raw_client``'s, one per endpoint: a client costs more to make than a
+    test's requests; it is shared, so do not register event handlers on it)."""
     use_endpoint(endpoint, *models)
     create_tables(*models)
-    return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+    return raw_client(endpoint)
 
 
 def scan_all(raw: Any, table: str) -> list[dict[str, Any]]:
