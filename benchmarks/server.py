@@ -4,7 +4,8 @@ with dynaunique's patched moto and, in the same run, with stock moto.
     python -m benchmarks.server [--quick] [--out docs/performance.md]
 
 Each point has its own server (``LocalDynamoDB``, stock or patched), with one table (a hash and a
-range key) filled with N items through ``BatchWriteItem``. All the servers run side by side, and
+range key) filled with N items through ``BatchWriteItem`` (``benchmarks.run --quick`` gives the
+patched points its own server instead, a table each). All the servers run side by side, and
 the measurement goes round them: in each round, one thread sends each server in turn a batch of
 transactions shaped like a dynaunique create with two unique values (a record put and two lock
 puts, each guarded by ``attribute_not_exists``). Interleaving the points this way spreads the
@@ -114,40 +115,50 @@ def _client(endpoint: str) -> Any:
                         config=Config(retries={"total_max_attempts": 1}))
 
 
-def _fill(ddb: Any, items: int) -> None:
-    create_table(ddb, TABLE)
+def _fill(ddb: Any, items: int, table: str = TABLE) -> None:
+    create_table(ddb, table)
     for start in range(0, items, 25):
         batch = [{"PutRequest": {"Item": {
             "PK": {"S": f"ACCT#{n:08}"}, "SK": {"S": "PROFILE"},
             "email": {"S": f"user{n}@example.com"}, "name": {"S": "A. N. Other"},
         }}} for n in range(start, min(items, start + 25))]
-        ddb.batch_write_item(RequestItems={TABLE: batch})
+        ddb.batch_write_item(RequestItems={table: batch})
 
 
-def _send(ddb: Any, first: int, count: int) -> float:
+def _send(ddb: Any, first: int, count: int, table: str = TABLE) -> float:
     """Send ``count`` creates numbered from ``first``; return transactions per second."""
     started = time.perf_counter()
     for n in range(first, first + count):
-        ddb.transact_write_items(TransactItems=create_items(n, TABLE))
+        ddb.transact_write_items(TransactItems=create_items(n, table))
     return count / (time.perf_counter() - started)
 
 
-def run(*, quick: bool = False, say: Any = None) -> Scaling:
-    """Start a server per point, fill them, then measure them round by round, interleaved."""
+def run(*, quick: bool = False, say: Any = None, endpoint: str | None = None) -> Scaling:
+    """Start a server per point, fill them, then measure them round by round, interleaved.
+
+    With ``endpoint`` (a running patched server, e.g. ``benchmarks.run --quick``'s), the patched
+    points share it instead, each with a table of its own (deleted at the end); the stock-moto
+    points still get a server each.
+    """
     plans = QUICK if quick else FULL
     rounds = QUICK_ROUNDS if quick else FULL_ROUNDS
     with ExitStack() as stack:
         clients, fills = [], []
-        for plan in plans:
+        for number, plan in enumerate(plans):
             if say is not None:
                 say(f"embedded server: {plan.items:,} items, "
                     f"{'stock' if plan.stock_moto else 'patched'} moto: filling")
-            ddb = _client(stack.enter_context(LocalDynamoDB(stock_moto=plan.stock_moto)))
+            table = TABLE
+            if endpoint is not None and not plan.stock_moto:
+                ddb, table = _client(endpoint), f"{TABLE}_{number}"
+                stack.callback(ddb.delete_table, TableName=table)
+            else:
+                ddb = _client(stack.enter_context(LocalDynamoDB(stock_moto=plan.stock_moto)))
             started = time.perf_counter()
-            _fill(ddb, plan.items)
+            _fill(ddb, plan.items, table)
             fills.append(time.perf_counter() - started)
-            _send(ddb, 0, 3)  # warm up the connection and the server's code paths
-            clients.append(ddb)
+            _send(ddb, 0, 3, table)  # warm up the connection and the server's code paths
+            clients.append((ddb, table))
         rates: list[list[float]] = [[] for _ in plans]
         sent = 3
         for number in range(rounds):
@@ -156,8 +167,8 @@ def run(*, quick: bool = False, say: Any = None) -> Scaling:
             order = list(zip(plans, clients, rates, strict=True))
             if number % 2:  # every other round the other way round: no point always goes first
                 order.reverse()
-            for plan, ddb, measured in order:
-                measured.append(_send(ddb, sent, plan.transactions))
+            for plan, (ddb, table), measured in order:
+                measured.append(_send(ddb, sent, plan.transactions, table))
             sent += max(plan.transactions for plan in plans)
     return Scaling(quick, tuple(
         Point(plan.items, plan.stock_moto, plan.transactions, tuple(measured), fill)

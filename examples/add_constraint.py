@@ -1,8 +1,9 @@
 """Adding a unique constraint to a table that already holds records: makemigrations + migrate.
 
-Run it: ``python examples/add_constraint.py`` (the embedded local server; ``--endpoint URL`` for
-another DynamoDB). It writes a small app in a scratch folder, fills the table before the email is
-unique (one email twice), then runs the commands a deployment runs:
+Run it: ``python examples/add_constraint.py`` (the embedded local server; ``--endpoint URL``, or
+``DYNAUNIQUE_ENDPOINT=URL``, for another DynamoDB). It writes a small app in a scratch folder,
+fills the table before the email is unique (one email twice), then runs the commands a deployment
+runs:
 
 1. ``dynaunique makemigrations shop.models`` writes ``shop/dynamigrations/0001_initial.py``;
 2. ``dynaunique migrate shop.models`` backfills the locks and stops on the duplicate, with a

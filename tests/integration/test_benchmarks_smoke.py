@@ -47,8 +47,10 @@ HEADINGS = (
 
 #: Smaller than ``--quick`` where a count only makes a timing steadier (the test asserts what was
 #: measured and written, never a time): every part still runs, on every transport and server.
+#: (``--quick`` also runs the server-scaling part's patched points on the session's server,
+#: a table each: only the stock-moto point starts a server.)
 SMOKE = attrs.evolve(bench.QUICK, stub_rounds=30, null_rounds=10, warmup=5, profile_rounds=15,
-                     stage_rounds=15)
+                     stage_rounds=15, case_rounds=5)
 SMOKE_SCALE = (scale.Plan(0, False, 5), scale.Plan(200, False, 5), scale.Plan(200, True, 2))
 
 
@@ -124,3 +126,13 @@ def test_quick_suite_writes_the_report_with_every_table(dynaunique_db: str, tmp_
     for run in suite.bulk.runs:
         if run.kind == "backfill":
             assert run.written >= 2 * run.records  # k = 2 locks per record at least
+
+    # 5. The embedded server at scale: every point measured; the patched points' tables were on
+    # the session's server, and are gone from it.
+    assert suite.server is not None
+    assert [(p.items, p.stock_moto) for p in suite.server.points] == [
+        (plan.items, plan.stock_moto) for plan in SMOKE_SCALE]
+    assert all(p.rates and min(p.rates) > 0 for p in suite.server.points)
+    assert f"\n{scale.HEADING}\n" in page
+    tables = scale._client(dynaunique_db).list_tables()["TableNames"]
+    assert not [name for name in tables if name.startswith(scale.TABLE)], tables

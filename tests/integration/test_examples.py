@@ -1,10 +1,13 @@
-"""examples/: each script runs as a user runs it (a process of its own, its own embedded server)
-and prints what it claims.
+"""examples/: each script runs as a user runs it (a process of its own) and prints what it claims.
 
-``signup_service.py`` runs as a real ``python examples/signup_service.py``; the others are the
-same command forked from a Python that imported dynaunique once (``support.cli_process``), so
-they cost their own work, not Python's start-up again (their embedded servers and, in
-``add_constraint.py``, the ``dynaunique`` commands it runs are real processes either way)."""
+``signup_service.py`` runs as a real ``python examples/signup_service.py`` with its own embedded
+server, as a user first runs it; the others are the same command forked from a Python that
+imported dynaunique once (``support.cli_process``), so they cost their own work, not Python's
+start-up again, and they are pointed at the worker's running local server (``dynaunique_db``)
+through ``DYNAUNIQUE_ENDPOINT``, as a user points them at a DynamoDB of their own: no server
+start each (in ``add_constraint.py``, the ``dynaunique`` commands it runs are real processes
+either way). Only the embedded server's first line (``embedded local DynamoDB: URL``) is then
+not printed."""
 
 from __future__ import annotations
 
@@ -15,12 +18,18 @@ from pathlib import Path
 
 from support import cli_process
 
+from dynaunique.testing import FAKE_AWS_ENV
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def run(script: str, *, real: bool = False) -> str:
+def run(script: str, *, real: bool = False, endpoint: str | None = None) -> str:
+    """Run ``script``: with ``endpoint``, against that server (``DYNAUNIQUE_ENDPOINT`` and fake
+    credentials, as a user would point it at a DynamoDB of their own), else its embedded one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.pop("DYNAUNIQUE_ENDPOINT", None)
+    if endpoint is not None:
+        env.update(FAKE_AWS_ENV, DYNAUNIQUE_ENDPOINT=endpoint)
     argv = [sys.executable, str(EXAMPLES / script)]
     if real:
         result = subprocess.run(argv, env=env, cwd=EXAMPLES.parent, capture_output=True,
@@ -47,8 +56,9 @@ def test_signup_service() -> None:
     ]
 
 
-def test_add_constraint_reports_the_duplicate_then_applies() -> None:
-    out = run("add_constraint.py")
+def test_add_constraint_reports_the_duplicate_then_applies(dynaunique_db: str) -> None:
+    out = run("add_constraint.py", endpoint=dynaunique_db)
+    assert "embedded local DynamoDB" not in out  # it used the server it was given
     assert "6 customers, two of them with customer3@shop.io" in out
     assert "Wrote " in out and "0001_initial.py" in out
     assert "Duplicates found by 0001_initial" in out
@@ -59,9 +69,9 @@ def test_add_constraint_reports_the_duplicate_then_applies() -> None:
     assert " [X] 0001_initial" in out
 
 
-def test_async_app() -> None:
-    out = run("async_app.py").splitlines()
-    assert out[1:] == [
+def test_async_app(dynaunique_db: str) -> None:
+    out = run("async_app.py", endpoint=dynaunique_db).splitlines()
+    assert out == [
         "signups: 50, winners: 10, refused: 40",
         "member3@club.io is held by one of its five racers: True",
         "swapped in one transaction: True",
