@@ -45,11 +45,14 @@ class LazyCommands(Commands):
         return sorted({*self.commands, *LAZY})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """The command, its module imported (with the commands it defines) on first use."""
-        if cmd_name not in self.commands and cmd_name in LAZY:
-            module = importlib.import_module(f"dynaunique.cli.{LAZY[cmd_name][0]}")
-            for command in module.COMMANDS:
-                self.add_command(command)
+        """The command, its module imported (with the commands it defines) on first use; an
+        unknown name imports them all, for click's "Did you mean" to choose among."""
+        if cmd_name not in self.commands:
+            wanted = [LAZY[cmd_name][0]] if cmd_name in LAZY else sorted(
+                {module for module, _ in LAZY.values()})
+            for name in wanted:
+                for command in importlib.import_module(f"dynaunique.cli.{name}").COMMANDS:
+                    self.add_command(command)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

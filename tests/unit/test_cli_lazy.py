@@ -77,3 +77,10 @@ def test_a_command_imports_its_own_module_only() -> None:
     assert "dynaunique.cli._locks" in imported
     assert {"dynaunique.cli._migrations", "dynaunique.cli._watch", "dynaunique.cli._ui",
             "dynaunique.cli._demo", "dynaunique.migrations"} & imported == set()
+
+
+def test_a_misspelt_command_is_still_offered_the_close_ones() -> None:
+    done = subprocess.run([sys.executable, "-m", "dynaunique.cli", "chek"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == "Error: No such command 'chek'. Did you mean 'check'?"
