@@ -1,16 +1,17 @@
 """dynaunique: declarative unique constraints for Amazon DynamoDB, enforced by lock items.
 
-The public API, re-exported; nothing else lives here.
+The public API, re-exported; nothing else lives here. The errors are imported at once (they are
+cheap); every other name on first use (PEP 562's module ``__getattr__``), so that a process that
+needs only a part (``dynaunique --help``, ``python -m dynaunique.testing``) does not pay for
+PynamoDB's connection and botocore's client (about 0.5 CPU-s).
 """
 
 from __future__ import annotations
 
+import importlib
 from importlib import metadata as _metadata
+from typing import TYPE_CHECKING
 
-from dynaunique import normalizers
-from dynaunique._atomic import Atomic, atomic
-from dynaunique._render import to_json
-from dynaunique.constraints import UniqueConstraint
 from dynaunique.errors import (
     AuditError,
     ConcurrentModificationError,
@@ -28,7 +29,40 @@ from dynaunique.errors import (
     UnsupportedOperationError,
     WriteConflict,
 )
-from dynaunique.model import Model
+
+if TYPE_CHECKING:
+    from dynaunique import normalizers
+    from dynaunique._atomic import Atomic, atomic
+    from dynaunique._render import to_json
+    from dynaunique.constraints import UniqueConstraint
+    from dynaunique.model import Model
+
+#: The names imported on first use, and where each lives (``normalizers`` is the module itself).
+_LAZY = {
+    "Atomic": "dynaunique._atomic",
+    "atomic": "dynaunique._atomic",
+    "to_json": "dynaunique._render",
+    "UniqueConstraint": "dynaunique.constraints",
+    "Model": "dynaunique.model",
+    "normalizers": "dynaunique.normalizers",
+}
+
+if not TYPE_CHECKING:  # mypy reads the imports above; a typo stays an error for it
+
+    def __getattr__(name: str) -> object:
+        """Import a public name on first use, then keep it as a module global."""
+        where = _LAZY.get(name)
+        if where is None:
+            raise AttributeError(f"module 'dynaunique' has no attribute {name!r}")
+        module = importlib.import_module(where)
+        value = module if name == "normalizers" else getattr(module, name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        """The module's names, the ones not imported yet included."""
+        return sorted({*globals(), *_LAZY})
+
 
 try:
     __version__ = _metadata.version("dynaunique")

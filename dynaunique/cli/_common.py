@@ -13,15 +13,17 @@ import importlib
 import inspect
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import botocore.exceptions
 import click
 from pynamodb.exceptions import PynamoDBException
 
-from dynaunique._endpoint import point_models
 from dynaunique.errors import ConfigurationError, DynauniqueError, UnreachableError
-from dynaunique.migrations.project import Settings, load_settings
-from dynaunique.model import Model
+
+if TYPE_CHECKING:  # imported where used: ``--help`` needs no model, no botocore client
+    from dynaunique.migrations.project import Settings
+    from dynaunique.model import Model
 
 
 class CannotRun(click.ClickException):
@@ -49,6 +51,8 @@ def load_models(module_path: str) -> list[type[Model]]:
 
     The current directory is put on ``sys.path`` first, as ``python -m`` would.
     """
+    from dynaunique.model import Model
+
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
@@ -72,6 +76,8 @@ def load_models(module_path: str) -> list[type[Model]]:
 def settings_for(module: str) -> Settings:
     """``[tool.dynaunique]`` of the ``pyproject.toml`` in the current directory, for ``module``
     (``""``: the top-level settings only), as every command reads them."""
+    from dynaunique.migrations.project import load_settings
+
     return load_settings(module)
 
 
@@ -83,6 +89,8 @@ def open_models(module: str, endpoint: str | None) -> tuple[list[type[Model]], S
     :raises ConfigurationError: bad settings, a module that cannot be imported, a malformed URL,
         no region or credentials for an endpoint that is not on this machine.
     """
+    from dynaunique._endpoint import point_models
+
     settings = settings_for(module)
     models = load_models(module)
     # The one decision of region and credentials (fake ones only for a server on this machine).
