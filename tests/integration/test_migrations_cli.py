@@ -185,7 +185,7 @@ def test_duplicates_stop_the_migration_and_a_rerun_after_the_fix_finishes(ws: Wo
     assert "duplicates 0" in result.stderr
     assert ws.locks() == ws.expected_locks()
     assert len(ws.locks()) == 20
-    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+    assert ws.ledger() == ws.applied_only()
     status = run("showmigrations", ws.module, "--endpoint", ws.endpoint)
     assert status.stdout.splitlines()[1:] == [" [X] 0001_initial"]
 
@@ -360,7 +360,7 @@ def test_a_crashed_backfill_resumes_from_the_ledger(ws: Workspace) -> None:
     assert ws.locks() == ws.expected_locks()
     # The rerun started at the checkpoint, not at the beginning of the table.
     assert reporter.records == 40 - checkpointed
-    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+    assert ws.ledger() == ws.applied_only()
     final = run("showmigrations", ws.module, "--endpoint", ws.endpoint)
     assert final.stdout.splitlines()[1:] == [" [X] 0001_initial"]
 

@@ -119,7 +119,7 @@ def test_the_state_machine_completes_the_migration_with_bounded_and_retried_invo
     assert sum(a.count("more") for a in per_segment.values()) >= SEGMENTS  # really bounded
     assert machine.transitions.count("Status") >= 2  # the map ran, then the status said done
     assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+    assert ws.ledger() == ws.applied_only()
     assert_clean([models.Account], ws.endpoint)
     assert handler({"action": "status"}, Context(60)) == {"done": True,
                                                           "segments": list(range(SEGMENTS))}

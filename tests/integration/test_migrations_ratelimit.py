@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from reliability.proxy import WRITE_OPERATIONS, Fault, FaultProxy, Recorded
-from support.migrations_workspace import Workspace, email_lock_puts, open_workspace
+from support.migrations_workspace import Workspace, email_lock_puts, proxied_fixtures
 
 from dynaunique.migrations import RunState
 from dynaunique.migrations.ratelimit import AIMD
@@ -21,20 +18,7 @@ from dynaunique.migrations.ratelimit import AIMD
 TABLE = "mig_ratelimit_accounts"
 
 
-@pytest.fixture
-def proxy(dynaunique_db: str) -> Iterator[FaultProxy]:
-    with FaultProxy(dynaunique_db) as running:
-        yield running
-
-
-@pytest.fixture
-def ws(proxy: FaultProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    """A workspace whose every request goes through the proxy."""
-    yield open_workspace(tmp_path, proxy.url, TABLE, monkeypatch)
-
-
-def _applied_only(ws: Workspace) -> set[str]:
-    return {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+proxy, ws = proxied_fixtures(TABLE)
 
 
 # --- the adaptive rate ---------------------------------------------------------------------------
@@ -156,7 +140,7 @@ def test_max_wcu_is_shared_by_two_workers_through_the_ledger(ws: Workspace,
     lock_owners = {key for r in writes for key in email_lock_puts(r.operation, r.body)}
     assert len(lock_owners) == records
     assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == _applied_only(ws)
+    assert ws.ledger() == ws.applied_only()
 
 
 def test_max_rcu_caps_the_scan_reads(ws: Workspace, proxy: FaultProxy) -> None:

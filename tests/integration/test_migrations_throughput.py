@@ -7,14 +7,13 @@ them to another worker: tests/README.md, "Time")."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from reliability.proxy import Fault, FaultProxy
-from support.migrations_workspace import LiveWriters, Workspace, email_lock_puts, open_workspace
+from support.migrations_workspace import LiveWriters, Workspace, email_lock_puts, proxied_fixtures
 
 from dynaunique.cli import cli
 from dynaunique.migrations import DuplicatesFound, RunState
@@ -23,20 +22,7 @@ TABLE = "mig_throughput_accounts"
 DUPLICATES = 6
 
 
-@pytest.fixture
-def proxy(dynaunique_db: str) -> Iterator[FaultProxy]:
-    with FaultProxy(dynaunique_db) as running:
-        yield running
-
-
-@pytest.fixture
-def ws(proxy: FaultProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    """A workspace whose every request goes through the proxy."""
-    yield open_workspace(tmp_path, proxy.url, TABLE, monkeypatch)
-
-
-def _applied_only(ws: Workspace) -> set[str]:
-    return {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
+proxy, ws = proxied_fixtures(TABLE)
 
 
 def _seed_with_duplicates(ws: Workspace, records: int) -> Any:
@@ -119,7 +105,7 @@ def test_concurrency_reports_the_duplicates_one_at_a_time_does_and_ends_with_exa
         assert result.state == RunState.DONE
     items = ws.scan()
     assert ws.locks(items) == ws.expected_locks(items=items)
-    assert ws.ledger() == _applied_only(ws)
+    assert ws.ledger() == ws.applied_only()
 
 
 def test_a_crash_with_writes_in_flight_is_repaired_by_the_rerun(ws: Workspace) -> None:
@@ -136,7 +122,7 @@ def test_a_crash_with_writes_in_flight_is_repaired_by_the_rerun(ws: Workspace) -
             RunState.DONE
     items = ws.scan()
     assert ws.locks(items) == ws.expected_locks(items=items)
-    assert ws.ledger() == _applied_only(ws)
+    assert ws.ledger() == ws.applied_only()
 
 
 def test_the_cli_takes_concurrency_and_the_capacity_caps(ws: Workspace) -> None:
@@ -147,4 +133,4 @@ def test_the_cli_takes_concurrency_and_the_capacity_caps(ws: Workspace) -> None:
                                       "--total-segments", "2"])
     assert result.exit_code == 0, result.output
     assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == _applied_only(ws)  # the shared budget items are gone too
+    assert ws.ledger() == ws.applied_only()  # the shared budget items are gone too

@@ -48,10 +48,6 @@ def workers(dynaunique_endpoint: str) -> Iterator[Forker]:
     forker.close()
 
 
-def _applied_only(ws: Workspace) -> set[str]:
-    return {f"UNIQ#~MIGRATION#{ws.module}#0001_initial"}
-
-
 def _migrate(ws: Workspace, *args: str) -> list[str]:
     return [*DYNAUNIQUE, "migrate", ws.module, "--endpoint", ws.endpoint, *args]
 
@@ -95,7 +91,7 @@ def test_workers_started_one_after_the_other_finish(ws: Workspace, workers: Fork
     assert first.returncode == 0, first.stderr
     assert "Applied 0001_initial" in first.stdout
     assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == _applied_only(ws)
+    assert ws.ledger() == ws.applied_only()
     second = _cli(ws, workers, "--segment", "1", "--total-segments", "2", timeout=60)
     assert second.returncode == 0, second.stderr
     assert f"No migrations to apply for {ws.module}." in second.stdout
@@ -121,7 +117,7 @@ def test_workers_side_by_side_split_the_backfill(ws: Workspace) -> None:
     assert not errors
     assert ws.locks() == ws.expected_locks()
     assert sum(r.records for r in reporters) == 40  # each record processed once
-    assert ws.ledger() == _applied_only(ws)
+    assert ws.ledger() == ws.applied_only()
 
 
 def test_a_worker_uses_the_recorded_split(ws: Workspace) -> None:
@@ -172,7 +168,7 @@ def test_a_worker_with_nothing_left_exits_at_once_or_waits_up_to_its_bound(
     assert plain.exit_code == 0, plain.output
     assert "Applied 0001_initial" in plain.stdout
     assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == _applied_only(ws)
+    assert ws.ledger() == ws.applied_only()
 
 
 def test_a_waiting_worker_takes_the_segment_a_worker_gives_back(ws: Workspace) -> None:
@@ -229,7 +225,7 @@ def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
                                        poll_seconds=0.1, page_size=50).migrate()
     assert (result.state, result.applied) == (RunState.DONE, ["0001_initial"])
     assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == _applied_only(ws)  # the dead worker's lease item is cleared too
+    assert ws.ledger() == ws.applied_only()  # the dead worker's lease item is cleared too
 
 
 def test_a_checkpoint_of_a_worker_whose_segment_was_taken_over_is_refused(
@@ -270,7 +266,7 @@ def test_max_seconds_stops_at_a_checkpoint_and_reruns_finish_under_live_writers(
             assert any(p.last_key is not None for p in progress)  # checkpointed mid-scan
     assert states[0] == RunState.MORE and states[-1] == RunState.DONE
     assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == _applied_only(ws)
+    assert ws.ledger() == ws.applied_only()
 
 
 def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace) -> None:
@@ -286,7 +282,7 @@ def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace) -> None
     assert finished.exit_code == 0, finished.output
     assert json.loads(finished.stdout)["state"] == "done"
     assert ws.locks() == ws.expected_locks()
-    assert ws.ledger() == _applied_only(ws)
+    assert ws.ledger() == ws.applied_only()
 
 
 def test_a_worker_joining_as_the_last_one_leaves_gets_in(ws: Workspace) -> None:

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -195,6 +196,10 @@ class Workspace:
         """The hash keys of every ledger item."""
         return {i["PK"]["S"] for i in self.scan() if i["PK"]["S"].startswith("UNIQ#~")}
 
+    def applied_only(self) -> set[str]:
+        """The ledger once ``0001_initial`` is applied and nothing of a run is left."""
+        return {f"UNIQ#~MIGRATION#{self.module}#0001_initial"}
+
     def records(self, items: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
         """Every record (non-dynaunique item): PK → plain attribute values."""
         out = {}
@@ -223,6 +228,26 @@ def _raw_item(pk: str, attributes: dict[str, Any]) -> dict[str, Any]:
     for name, value in attributes.items():
         item[name] = {"N": str(value)} if isinstance(value, int) else {"S": value}
     return item
+
+
+def proxied_fixtures(table: str) -> tuple[Any, Any]:
+    """The ``proxy`` and ``ws`` fixtures of a file whose workspace (on ``table``) sends every
+    request through a :class:`reliability.proxy.FaultProxy`: ``proxy, ws = proxied_fixtures(T)``."""
+    import pytest
+    from reliability.proxy import FaultProxy
+
+    @pytest.fixture
+    def proxy(dynaunique_db: str) -> Iterator[FaultProxy]:
+        with FaultProxy(dynaunique_db) as running:
+            yield running
+
+    @pytest.fixture
+    def ws(proxy: FaultProxy, tmp_path: Path,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+        """A workspace whose every request goes through the proxy."""
+        yield open_workspace(tmp_path, proxy.url, table, monkeypatch)
+
+    return proxy, ws
 
 
 def open_workspace(root: Path, endpoint: str, table: str,
