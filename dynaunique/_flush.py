@@ -203,10 +203,11 @@ def flush_one(op: Op, *, dry_run: bool = False) -> Flushed:
     the call (its errors are also PynamoDB's PutError/DeleteError/UpdateError)."""
     unit = Unit()
     unit.add(op)
-    # observe.traced's check, made here: an untraced write makes no call into observe.
-    provider = observe.tracer_provider
-    untraced = provider is None or isinstance(provider(), observe.UNSET_PROVIDER)
-    with observe.UNTRACED if untraced else observe.span(type(op.obj).__name__, op.kind.value):
+    # observe.traced's check on its own names, made here: an untraced write makes no call
+    # into observe (issue #26's straight path).
+    provider = observe._tracer_provider
+    untraced = provider is None or isinstance(provider(), observe._UNSET_PROVIDER)
+    with observe._UNTRACED if untraced else observe._span(type(op.obj).__name__, op.kind.value):
         try:
             # One object, one endpoint: its connection is known before the steps start, asked
             # in the same excursion into _connection that runs them.

@@ -2,7 +2,8 @@
 
 Everything that writes or reads items (the model's write path, the audit, the migrations) asks
 this module: what a model looks like (:class:`ModelInfo`), a record's primary key
-(:func:`record_key`, :func:`key_of`), a lock's owner (:func:`owner_key`), the locks a record
+(:func:`~dynaunique._locks.record_key`, :func:`key_of`), a lock's owner
+(:func:`owner_key`), the locks a record
 requires (:func:`locks_of`, :func:`lock_of`) and which model an item is a record of
 (:func:`claim`). No I/O.
 """
@@ -25,7 +26,6 @@ from dynaunique._locks import (  # re-exported: a record's key and locks are bui
     TypedKey,
     lock_prefix,
     lock_refs,
-    record_key,
     stored_lock_refs,
     stored_value,
     untyped,
@@ -34,8 +34,9 @@ from dynaunique.constraints import UniqueConstraint, _evaluate_condition
 from dynaunique.errors import ConfigurationError
 from dynaunique.normalizers import Normalizer, on_str
 
-#: The names re-exported (every name defined here is the package's too).
-__all__ = ["LockRef", "Typed", "TypedKey", "record_key"]
+#: The names other modules import from here though ``_locks`` defines them (a star import
+#: gives only these).
+__all__ = ["LockRef", "Typed", "TypedKey"]
 
 SECRET_ENV = "DYNAUNIQUE_LOCK_SECRET"
 

@@ -331,6 +331,8 @@ class LockDelete:
     lock: LockRef
     key: TypedKey
     guard: HeldBy
+
+
 def now() -> str:
     """The time stamped on a new lock or ledger entry: UTC, ISO 8601, to the microsecond."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")

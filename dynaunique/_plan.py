@@ -25,7 +25,7 @@ from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
 from dynaunique import _writes
 from dynaunique._items import ModelInfo
-from dynaunique._locks import (  # re-exported: a create is planned without leaving _locks
+from dynaunique._locks import (  # LockChange and ChangeKind re-exported (their old home)
     ChangeKind,
     LockChange,
     LockRef,

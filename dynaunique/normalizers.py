@@ -54,7 +54,7 @@ def strip(value: Any) -> Any:
 #: The built-in normalizers that are one ``str`` method on a string (and leave anything else as
 #: it is): what a record's lock derivation calls on a string value instead (C code, no call
 #: into this module per lock). ``tests/unit/test_normalizers.py`` checks each against its
-#: function.
+#: function on every string it tries.
 _ON_STR: dict[Any, Callable[[str], Any]] = {casefold: str.casefold, strip: str.strip}
 
 

@@ -121,15 +121,16 @@ def _attributes(model: str, operation: str, st: WriteStats,
 
 
 #: The shared no-op context of an untraced write.
-UNTRACED: AbstractContextManager[None] = nullcontext()
+_UNTRACED: AbstractContextManager[None] = nullcontext()
 
 #: OpenTelemetry's getter of the global tracer provider (None: OpenTelemetry is not installed)
 #: and the API's default provider, a proxy whose spans record nothing until a provider is set.
 #: Tracing is on when the first is not None and what it returns is not the second: the check
-#: of :func:`traced`, which ``dynaunique._flush`` makes itself for a single write, so that an
-#: untraced write makes no call into this module.
-tracer_provider: Any = None if _trace is None else _trace.get_tracer_provider
-UNSET_PROVIDER: Any = None if _trace is None else _trace.ProxyTracerProvider
+#: of :func:`traced`, which ``dynaunique._flush`` repeats for a single write (two comparisons
+#: on these same names), so that an untraced write makes no call into this module. Private:
+#: not part of the module's API.
+_tracer_provider: Any = None if _trace is None else _trace.get_tracer_provider
+_UNSET_PROVIDER: Any = None if _trace is None else _trace.ProxyTracerProvider
 
 
 def traced(model: str, operation: str) -> AbstractContextManager[None]:
@@ -137,13 +138,13 @@ def traced(model: str, operation: str) -> AbstractContextManager[None]:
     async: the span lives in this context's ``contextvars``). A shared no-op context when
     tracing is off: no OpenTelemetry, or no tracer provider set yet (the API's default proxy,
     whose spans record nothing) — then a write pays these two checks only."""
-    if tracer_provider is None or isinstance(tracer_provider(), UNSET_PROVIDER):
-        return UNTRACED
-    return span(model, operation)
+    if _tracer_provider is None or isinstance(_tracer_provider(), _UNSET_PROVIDER):
+        return _UNTRACED
+    return _span(model, operation)
 
 
 @contextmanager
-def span(model: str, operation: str) -> Iterator[None]:
+def _span(model: str, operation: str) -> Iterator[None]:
     """The span of :func:`traced`, opened whatever the provider (the caller checked)."""
     tracer = _trace.get_tracer("dynaunique")
     st = WriteStats()
