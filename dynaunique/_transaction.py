@@ -255,8 +255,12 @@ def settle_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
             # loaded (its own guard fails too): stale, with no request only to learn it.
             return False
         judged[ident] = dict(exc.current) if exc.current is not None else None
-        if op.kind is OpKind.UPDATE and ident in fresh:
-            stored[ident] = judged[ident]   # the update is predicted from what is there now
+        if ident in fresh:
+            # Found by this flush: planned from what is there now (an update predicted from
+            # it, a save's locks diffed against it). Planned from the item first met, a save
+            # over a record another model wrote with the same values kept "unchanged" and
+            # put no lock.
+            stored[ident] = judged[ident]
         return True
     if _already_gone(op, exc):
         done.add(ident)

@@ -98,3 +98,47 @@ def test_a_delete_of_a_model_without_constraints_after_its_guard_failed(
         Account(pk="K", email="taken@x.io", name="acct").save()
 
     _refused(wire, lambda: Note(pk="K").delete(), account_over_note)
+
+
+def test_an_adopting_save_whose_item_became_another_models_record_keeps_its_lock(
+        wire: FaultProxy) -> None:
+    """A never-loaded Account save meets its own record (request 1, the create, fails) and
+    adopts it; before request 2 the record is deleted as an Account (its email lock freed) and
+    K is written again as a Note with the same email. Request 2 fails its guard; the save then
+    adopts the Note (no lock of another model) and must plan from THAT item, not the first one:
+    planned from the first, "email unchanged" passed and K became an Account without the lock
+    of its email (another Account could then take it)."""
+    Account(pk="K", email="x@x.io", name="old").save()
+
+    def note_over_account() -> None:
+        Account.get("K", "PROFILE", consistent_read=True).delete()
+        Note(pk="K", email="x@x.io", text="t").save()
+
+    with wire.intercept(note_over_account, before=2) as call:
+        Account(pk="K", email="x@x.io", name="new").save()
+    assert call.fired, f"the call sent only {call.operations()}"
+    assert not unguarded_followups(call.requests, [KEY], ("PK", "SK")), call.operations()
+    assert raw_item(wire.url, TABLE, KEY)["name"] == {"S": "new"}
+    lock = raw_item(wire.url, TABLE, {"PK": {"S": "UNIQ#EMAIL#x@x.io"}, "SK": {"S": "LOCK"}})
+    assert lock is not None and lock["owner"]["M"]["PK"] == {"S": "K"}
+    assert_clean(MODELS, wire.url)
+
+
+@pytest.mark.anyio
+async def test_an_adopting_asave_whose_item_became_another_models_record_keeps_its_lock(
+        wire: FaultProxy) -> None:
+    """The same through the async driver (``asave``: the same flush and settle steps)."""
+    Account(pk="K", email="x@x.io", name="old").save()
+
+    def note_over_account() -> None:
+        Account.get("K", "PROFILE", consistent_read=True).delete()
+        Note(pk="K", email="x@x.io", text="t").save()
+
+    with wire.intercept(note_over_account, before=2) as call:
+        await Account(pk="K", email="x@x.io", name="new").asave()
+    assert call.fired, f"the call sent only {call.operations()}"
+    assert not unguarded_followups(call.requests, [KEY], ("PK", "SK")), call.operations()
+    assert raw_item(wire.url, TABLE, KEY)["name"] == {"S": "new"}
+    lock = raw_item(wire.url, TABLE, {"PK": {"S": "UNIQ#EMAIL#x@x.io"}, "SK": {"S": "LOCK"}})
+    assert lock is not None and lock["owner"]["M"]["PK"] == {"S": "K"}
+    assert_clean(MODELS, wire.url)
