@@ -98,8 +98,9 @@ class Function:
         return answer
 
 
-def _machine(function: Any) -> Machine:
+def _machine(function: Any, max_concurrency: int = 0) -> Machine:
     definition = json.loads(ASL.read_text())
+    definition["States"]["Segments"]["MaxConcurrency"] = max_concurrency
     # A function that dies is the error Step Functions reports for a Lambda timeout.
     return Machine(definition, function, scale=0.04, error_of=lambda exc: (
         "Sandbox.Timedout" if isinstance(exc, InjectedCrash) else type(exc).__name__))
@@ -128,7 +129,12 @@ def test_the_state_machine_completes_the_migration_with_bounded_and_retried_invo
 def test_a_migration_of_two_phases_runs_phase_after_phase(
         ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     """An alteration is a sweep, then a fill: the map runs the segments of each in turn.
-    (The default lease: with a 30-second one the map ran once in a fresh clone's CI run.)"""
+
+    The items run one at a time (``MaxConcurrency`` 1) and each has the time to settle its
+    segment: the sweep's last item goes on to its segment of the fill, and the map ends with two
+    fill segments open, so a second map runs them. (With concurrent items that all finish the
+    sweep together, each goes on to its fill segment and one map does both phases — correct, and
+    seen in a fresh clone's CI run, so this test does not count on timing.)"""
     for i in range(20):
         ws.put_raw(f"ACCT#{i:03d}", email=f"User{i}@x.io")
     ws.deploy(email=", unique=True")
@@ -136,11 +142,13 @@ def test_a_migration_of_two_phases_runs_phase_after_phase(
     ws.project().executor().migrate()
     models = ws.deploy(email=UNIQUE_EMAIL)
     assert ws.project().make_migrations().name == "0002_alter_account_email"
-    function = Function(monkeypatch)
+    function = Function(monkeypatch, seconds=10.0)
     function.died = True  # no invocation dies here
-    machine = _machine(function)
+    machine = _machine(function, max_concurrency=1)
     machine.run({})
-    assert machine.transitions.count("Segments") >= 2  # a map for the sweep, one for the fill
+    assert function.answers == [(0, "phase done"), (1, "phase done"), (2, "phase done"),
+                                (0, "phase done"), (1, "done"), (2, "done")]
+    assert machine.transitions.count("Segments") == 2  # a map for the sweep, one for the fill
     assert ws.locks() == ws.expected_locks()
     assert_clean([models.Account], ws.endpoint)
 

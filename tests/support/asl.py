@@ -1,7 +1,8 @@
 """A small interpreter of the Amazon States Language, for the subset the migration's state
 machine (deploy/stepfunctions/migrate.asl.json) uses: Task (``lambda:invoke``, with
 ``Parameters``, ``ResultSelector``, ``ResultPath`` and ``Retry``), Choice (``StringEquals``,
-``BooleanEquals``), Wait, Map (``ItemsPath``, ``ItemSelector``, its items run concurrently) and
+``BooleanEquals``), Wait, Map (``ItemsPath``, ``ItemSelector``, ``MaxConcurrency``: its items run
+concurrently, all at once when it is 0 or absent) and
 Succeed. It lets a test drive the Lambda handler exactly as the definition says Step Functions
 would, with the waits scaled down.
 """
@@ -112,7 +113,8 @@ class Machine:
                 if "ItemSelector" in state else value
             return self.run(selected, processor, context)
 
-        with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        limit = int(state.get("MaxConcurrency", 0)) or len(items)
+        with ThreadPoolExecutor(max_workers=max(1, min(limit, len(items)))) as pool:
             results = [f.result() for f in [pool.submit(item, i, v) for i, v in enumerate(items)]]
         return self._result(state, data, results)
 
