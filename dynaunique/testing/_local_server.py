@@ -186,7 +186,10 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
 
     if not stock_moto:
         _moto_patch.apply()
-    about = {"moto": importlib.metadata.version("moto"), "moto_patched": _moto_patch.is_applied()}
+    # The front's pieces fit this Python and werkzeug, or are left out (not pinned: no refusal).
+    front = _moto_patch.fitting_front() if _moto_patch.is_applied() else frozenset()
+    about = {"moto": importlib.metadata.version("moto"), "moto_patched": _moto_patch.is_applied(),
+             "front": sorted(front)}
 
     # One log line per request would only fill the stderr file; errors are still logged.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -195,8 +198,9 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     # moto 5.2.5's handler keeps S3's underscored header names; DynamoDB has none, and older
     # releases (5.2.0 to 5.2.4, which the patch also fits) serve with werkzeug's own handler.
     handler = getattr(werkzeug_app, "MotoRequestHandler", WSGIRequestHandler)
-    if _moto_patch.is_applied():  # the lean front is part of the patch (stock: werkzeug's own)
+    if "keep_alive" in front:  # the lean front is part of the patch (stock: werkzeug's own)
         handler = keep_alive_handler(handler)
+    if "header_parser" in front:
         install_header_parser()
     return make_server(
         LOCAL_HOST,

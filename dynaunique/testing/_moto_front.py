@@ -15,8 +15,9 @@ chunked as werkzeug chunks it, and an application that raises is answered with w
 ``InternalServerError`` and the connection closed). Any other request, and every request when the
 client asks for ``Connection: close`` or speaks HTTP/1.0, is werkzeug's ``run_wsgi`` unchanged.
 
-:data:`SOURCES` holds, for :mod:`dynaunique.testing._moto_patch`'s check, the source hash of each
-werkzeug and :mod:`http.server` function this relies on, as verified.
+:data:`PIECES` holds the source hash of each werkzeug, standard library and moto function each
+piece of the front relies on, as verified; a piece whose functions differ (another Python, another
+werkzeug) is left out, not refused: the front is a saving, never a condition of correctness.
 """
 
 from __future__ import annotations
@@ -29,35 +30,52 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from werkzeug.serving import WSGIRequestHandler
 
-__all__ = ["SIGNATURES", "SOURCES", "install_header_parser", "keep_alive_handler", "parse_headers",
-           "random_string"]
+__all__ = ["PIECES", "SIGNATURES", "SOURCES", "VERIFIED_PYTHON", "install_header_parser",
+           "keep_alive_handler", "parse_headers", "random_string"]
 
 _WERKZEUG_LOG = logging.getLogger("werkzeug")
 
-# What the lean path relies on, with the parameters each takes and its verified source hash:
-# werkzeug's handler (whose run_wsgi it answers for), and http.server's keep-alive loop.
-_VERIFIED: dict[str, tuple[tuple[str, ...], str]] = {
-    "werkzeug.serving.WSGIRequestHandler.run_wsgi": (("self",), "774df60c75af"),
-    "werkzeug.serving.WSGIRequestHandler.make_environ": (("self",), "5aa026f5fa8c"),
-    "http.server.BaseHTTPRequestHandler.handle": (("self",), "2f6ec5042f51"),
-    "http.server.BaseHTTPRequestHandler.handle_one_request": (("self",), "0c8c287cb20f"),
-    "http.server.BaseHTTPRequestHandler.parse_request": (("self",), "5088937a2b7c"),
-    "http.server.BaseHTTPRequestHandler.send_header": (("self", "keyword", "value"),
-                                                       "d421dee36efd"),
-    "http.server.BaseHTTPRequestHandler.end_headers": (("self",), "97d4c80d810f"),
-    "http.server.BaseHTTPRequestHandler.flush_headers": (("self",), "cba7dbbf73c2"),
-    "werkzeug.serving.WSGIRequestHandler.log_request": (("self", "code", "size"), "65cbfae9ae9a"),
-    "http.client.parse_headers": (("fp", "_class"), "38aa1ecf42ac"),
-    "http.client._read_headers": (("fp",), "6c136b63737f"),
+#: The front's three pieces, each with what it relies on: the parameters each function takes and
+#: its verified source hash (:func:`dynaunique.testing._moto_patch.source_hash`; several
+#: separated by spaces). ``keep_alive`` answers for werkzeug's handler on http.server's
+#: keep-alive loop, ``header_parser`` replaces http.client's header parse, ``request_id`` draws
+#: moto's request ids. Python's standard library and werkzeug are not pinned (other Pythons than
+#: the one verified have other sources): a piece whose functions are not as verified is left out
+#: and the server answers as werkzeug and moto do (:func:`dynaunique.testing._moto_patch.front`).
+#: The Python the standard library's hashes below were verified on (the front's tests passed).
+VERIFIED_PYTHON = (3, 11, 7)
+
+PIECES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
+    "keep_alive": {
+        "werkzeug.serving.WSGIRequestHandler.run_wsgi": (("self",), "774df60c75af"),
+        "werkzeug.serving.WSGIRequestHandler.make_environ": (("self",), "5aa026f5fa8c"),
+        "werkzeug.serving.WSGIRequestHandler.log_request": (("self", "code", "size"),
+                                                            "65cbfae9ae9a"),
+        "http.server.BaseHTTPRequestHandler.handle": (("self",), "2f6ec5042f51"),
+        "http.server.BaseHTTPRequestHandler.handle_one_request": (("self",), "0c8c287cb20f"),
+        "http.server.BaseHTTPRequestHandler.parse_request": (("self",), "5088937a2b7c"),
+        "http.server.BaseHTTPRequestHandler.send_header": (("self", "keyword", "value"),
+                                                           "d421dee36efd"),
+        "http.server.BaseHTTPRequestHandler.end_headers": (("self",), "97d4c80d810f"),
+        "http.server.BaseHTTPRequestHandler.flush_headers": (("self",), "cba7dbbf73c2"),
+    },
+    "header_parser": {
+        "http.client.parse_headers": (("fp", "_class"), "38aa1ecf42ac"),
+        "http.client._read_headers": (("fp",), "6c136b63737f"),
+    },
     # The request id's characters, drawn as moto draws them.
-    "moto.moto_api._internal.moto_random.MotoRandom.get_random_string": (
-        ("self", "length", "include_digits", "lower_case"), "942eb93ebea1"),
-    "random.Random.choice": (("self", "seq"), "cf51676d79ea"),
-    "random.Random._randbelow_with_getrandbits": (("self", "n"), "ddae4cce28f2"),
+    "request_id": {
+        "moto.moto_api._internal.moto_random.MotoRandom.get_random_string": (
+            ("self", "length", "include_digits", "lower_case"), "942eb93ebea1"),
+        "random.Random.choice": (("self", "seq"), "cf51676d79ea"),
+        "random.Random._randbelow_with_getrandbits": (("self", "n"), "ddae4cce28f2"),
+    },
 }
-SIGNATURES: dict[str, tuple[str, ...]] = {name: params for name, (params, _) in _VERIFIED.items()}
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    name: params for functions in PIECES.values() for name, (params, _) in functions.items()}
 SOURCES: dict[str, frozenset[str]] = {
-    name: frozenset(digests.split()) for name, (_, digests) in _VERIFIED.items()
+    name: frozenset(digests.split())
+    for functions in PIECES.values() for name, (_, digests) in functions.items()
 }
 
 

@@ -26,7 +26,10 @@ object inspects its class's methods (``method_names_from_class``). Here both are
 And moto parses a condition expression three times per request (and per item of a transaction):
 here each distinct one is parsed once (:mod:`dynaunique.testing._moto_cond` says why that is safe).
 moto's request id is drawn without a call per character, and the server's HTTP front (set up by
-the server itself, :mod:`dynaunique.testing._moto_front`) keeps connections open.
+the server itself, :mod:`dynaunique.testing._moto_front`) keeps connections open: these rely on
+Python's standard library and werkzeug, which are not pinned, so :func:`front` checks them apart
+and a piece that does not fit this Python is left out (the server answers as stock moto does),
+never refused.
 
 Everything else is moto's own code: the replacements call the original functions with a narrower
 view of the table, and the transaction is moto's algorithm with the backup swapped for the log.
@@ -68,6 +71,8 @@ __all__ = [
     "MotoPatchError",
     "apply",
     "check",
+    "fitting_front",
+    "front",
     "installed_hashes",
     "is_applied",
     "source_hash",
@@ -155,8 +160,6 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     "moto.core.utils._get_value_for_key": ("obj", "key", "default"),
     # The condition expression parse, remembered: the parser and the tree's classes.
     **_moto_cond.SIGNATURES,
-    # The HTTP front that keeps connections open: werkzeug's handler and http.server's loop.
-    **_moto_front.SIGNATURES,
 }
 
 #: :func:`source_hash` of each function above, as in the :data:`VERIFIED_MOTO` releases (a set per
@@ -203,7 +206,6 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
     "moto.core.utils.get_value": frozenset({"9b06b87ce416"}),
     "moto.core.utils._get_value_for_key": frozenset({"563aa7bc75bd"}),
     **_moto_cond.SOURCES,
-    **_moto_front.SOURCES,
 }
 #: In :data:`EXPECTED_SOURCES`: the function may also be missing (a verified release lacks it).
 ABSENT = "absent"
@@ -248,10 +250,11 @@ def source_hash(function: Callable[..., Any]) -> str:
 
 
 def installed_hashes() -> dict[str, str]:
-    """:func:`source_hash` of each function of :data:`EXPECTED_SIGNATURES` in the installed moto."""
+    """:func:`source_hash` of each function of :data:`EXPECTED_SIGNATURES` in the installed moto,
+    and of each function the server's HTTP front relies on (``_moto_front.PIECES``)."""
     return {
         dotted: source_hash(function)
-        for dotted in EXPECTED_SIGNATURES
+        for dotted in (*EXPECTED_SIGNATURES, *_moto_front.SIGNATURES)
         if (function := _find(dotted)) is not None and not isinstance(function, Exception)
     }
 
@@ -260,6 +263,27 @@ def check() -> list[str]:
     """Every way the installed moto differs from what this patch expects; ``[]`` if none."""
     hard, sources = _problems()
     return hard + sources
+
+
+def front() -> dict[str, list[str]]:
+    """Each piece of the server's HTTP front (``_moto_front.PIECES``), with how the installed
+    functions it relies on differ from the verified ones; ``[]`` for a piece that fits.
+
+    Unlike moto's DynamoDB (pinned, and refused when it moved), these are Python's standard
+    library, werkzeug's handler and moto's request ids: a piece that does not fit is left out,
+    and the server answers as werkzeug and moto do (slower, the same answers).
+    """
+    return {
+        piece: [found[1] for dotted in functions
+                if (found := _difference(dotted, _moto_front.SIGNATURES[dotted],
+                                         _moto_front.SOURCES[dotted])) is not None]
+        for piece, functions in _moto_front.PIECES.items()
+    }
+
+
+def fitting_front() -> frozenset[str]:
+    """The pieces of the HTTP front whose functions are as verified (see :func:`front`)."""
+    return frozenset(piece for piece, problems in front().items() if not problems)
 
 
 def _find(dotted: str) -> Any:
@@ -286,22 +310,10 @@ def _problems() -> tuple[list[str], list[str]]:
     problems: list[str] = []
     sources: list[str] = []
     for dotted, expected in EXPECTED_SIGNATURES.items():
-        function = _find(dotted)
-        if isinstance(function, Exception):
-            if ABSENT not in EXPECTED_SOURCES[dotted]:
-                problems.append(f"{dotted} is gone ({function})")
-            continue
-        actual = tuple(inspect.signature(function).parameters)
-        if actual != expected:
-            problems.append(f"{dotted} takes {actual}, this patch expects {expected}")
-            continue
-        digest = source_hash(function)
-        if digest not in EXPECTED_SOURCES[dotted]:
-            sources.append(
-                f"{dotted} has changed (source sha256 {digest}, verified: "
-                + ", ".join(sorted(EXPECTED_SOURCES[dotted]))
-                + ")"
-            )
+        found = _difference(dotted, expected, EXPECTED_SOURCES[dotted])
+        if found is not None:
+            changed, problem = found
+            (sources if changed else problems).append(problem)
     for module_name, names in EXPECTED_NAMES.items():
         try:
             module = importlib.import_module(module_name)
@@ -312,6 +324,24 @@ def _problems() -> tuple[list[str], list[str]]:
             f"{module_name}.{name} is gone" for name in names if not hasattr(module, name)
         )
     return problems, sources
+
+
+def _difference(dotted: str, expected: tuple[str, ...],
+                verified: frozenset[str]) -> tuple[bool, str] | None:
+    """How the installed function ``dotted`` differs from what is relied on, None if it fits:
+    ``(True, message)`` when only its source changed, ``(False, message)`` when it is gone or
+    takes other parameters."""
+    function = _find(dotted)
+    if isinstance(function, Exception):
+        return None if ABSENT in verified else (False, f"{dotted} is gone ({function})")
+    actual = tuple(inspect.signature(function).parameters)
+    if actual != expected:
+        return False, f"{dotted} takes {actual}, this patch expects {expected}"
+    digest = source_hash(function)
+    if digest in verified:
+        return None
+    return True, (f"{dotted} has changed (source sha256 {digest}, verified: "
+                  + ", ".join(sorted(verified)) + ")")
 
 
 def is_applied() -> bool:
@@ -359,8 +389,9 @@ def apply() -> None:
         (LimitedSizeDict, "__setitem__", lambda _: unchecked_setitem),
         (JSONSerializer, "_serialize_result", serialize_result),
         (ConditionExpressionParser, "parse", _moto_cond.cached_parse),
-        (MotoRandom, "get_random_string", _moto_front.random_string),
     ]
+    if "request_id" in fitting_front():
+        replacements.append((MotoRandom, "get_random_string", _moto_front.random_string))
     for owner, name, make in replacements:
         original = getattr(owner, name)
         setattr(owner, name, _marked(make(original), original))

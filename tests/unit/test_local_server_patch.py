@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dynaunique.testing import _moto_patch
+from dynaunique.testing import _moto_front, _moto_patch
 
 #: The real :func:`_moto_patch.source_hash`; ``_hash_each_source_once`` stands in for it.
 _SOURCE_HASH = _moto_patch.source_hash
@@ -108,10 +108,51 @@ def _restore_after(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_verified_sources_are_the_installed_ones() -> None:
     installed = _moto_patch.installed_hashes()
-    assert set(installed) == set(_moto_patch.EXPECTED_SOURCES)  # (the installed moto has all)
+    # (the installed moto has all, and the front's functions are there too)
+    assert set(installed) == set(_moto_patch.EXPECTED_SOURCES) | set(_moto_front.SOURCES)
     for dotted, hashes in _moto_patch.EXPECTED_SOURCES.items():
         assert installed[dotted] in hashes, dotted
     assert set(_moto_patch.EXPECTED_SOURCES) == set(_moto_patch.EXPECTED_SIGNATURES)
+    assert set(_moto_front.SOURCES) == set(_moto_front.SIGNATURES)
+    assert not set(_moto_front.SOURCES) & set(_moto_patch.EXPECTED_SOURCES)
+
+
+@pytest.mark.skipif(sys.version_info[:3] != _moto_front.VERIFIED_PYTHON,
+                    reason="the front is verified on CPython "
+                           + ".".join(map(str, _moto_front.VERIFIED_PYTHON)))
+def test_on_the_verified_python_every_piece_of_the_front_fits() -> None:
+    assert _moto_patch.front() == {"keep_alive": [], "header_parser": [], "request_id": []}
+    assert _moto_patch.fitting_front() == {"keep_alive", "header_parser", "request_id"}
+
+
+def test_a_piece_of_the_front_whose_source_differs_is_left_out_not_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another Python (3.10.13 and 3.11.2 have another ``parse_request``) or werkzeug: the
+    piece is reported and left out, moto's patch still fits (it used to refuse to start)."""
+    import http.server
+
+    def parse_request(self: Any) -> bool:  # the same parameters, another source
+        return bool(stock(self))
+
+    stock = http.server.BaseHTTPRequestHandler.parse_request
+    monkeypatch.setattr(http.server.BaseHTTPRequestHandler, "parse_request", parse_request)
+    front = _moto_patch.front()
+    (problem,) = front["keep_alive"]
+    assert problem.startswith("http.server.BaseHTTPRequestHandler.parse_request has changed "
+                              "(source sha256 ")
+    assert front["header_parser"] == front["request_id"] == []
+    assert _moto_patch.fitting_front() == {"header_parser", "request_id"}
+    assert _moto_patch.check() == []
+
+
+def test_a_piece_of_the_front_whose_function_is_gone_is_left_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    monkeypatch.delattr(random.Random, "_randbelow_with_getrandbits")
+    (problem,) = _moto_patch.front()["request_id"]
+    assert problem.startswith("random.Random._randbelow_with_getrandbits is gone (")
+    assert "request_id" not in _moto_patch.fitting_front()
 
 
 def test_a_function_recorded_as_possibly_absent_may_be_missing(monkeypatch: pytest.MonkeyPatch
