@@ -44,13 +44,12 @@ refused unless ``DYNAUNIQUE_MOTO_PATCH_FORCE=1`` (:data:`FORCE_ENV`) says to pat
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import os
 from collections.abc import Callable
 from typing import Any
 
 from dynaunique.testing import _moto_cond, _moto_front
+from dynaunique.testing._moto_check import ABSENT, difference, find, source_hash
 from dynaunique.testing._moto_fast import (
     bisected_scan,
     indexed_delete_item,
@@ -207,8 +206,6 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
     "moto.core.utils._get_value_for_key": frozenset({"563aa7bc75bd"}),
     **_moto_cond.SOURCES,
 }
-#: In :data:`EXPECTED_SOURCES`: the function may also be missing (a verified release lacks it).
-ABSENT = "absent"
 # moto 5.2.0 and 5.2.1 have no string method of their own (a string is written as it is).
 EXPECTED_SOURCES["moto.core.serialize.BaseJSONSerializer._serialize_type_string"] |= {ABSENT}
 
@@ -240,22 +237,13 @@ class MotoPatchError(RuntimeError):
     """moto's internals are not what this patch was written against; the message says what moved."""
 
 
-def source_hash(function: Callable[..., Any]) -> str:
-    """The first 12 hex digits of the SHA-256 of ``inspect.getsource(function)`` (UTF-8).
-
-    ``python -c "from dynaunique.testing._moto_patch import installed_hashes as h; print(h())"``
-    prints them for the installed moto, to record a newly verified release.
-    """
-    return hashlib.sha256(inspect.getsource(function).encode("utf-8")).hexdigest()[:12]
-
-
 def installed_hashes() -> dict[str, str]:
     """:func:`source_hash` of each function of :data:`EXPECTED_SIGNATURES` in the installed moto,
     and of each function the server's HTTP front relies on (``_moto_front.PIECES``)."""
     return {
         dotted: source_hash(function)
         for dotted in (*EXPECTED_SIGNATURES, *_moto_front.SIGNATURES)
-        if (function := _find(dotted)) is not None and not isinstance(function, Exception)
+        if (function := find(dotted)) is not None and not isinstance(function, Exception)
     }
 
 
@@ -275,7 +263,7 @@ def front() -> dict[str, list[str]]:
     """
     return {
         piece: [found[1] for dotted in functions
-                if (found := _difference(dotted, _moto_front.SIGNATURES[dotted],
+                if (found := difference(dotted, _moto_front.SIGNATURES[dotted],
                                          _moto_front.SOURCES[dotted])) is not None]
         for piece, functions in _moto_front.PIECES.items()
     }
@@ -286,23 +274,6 @@ def fitting_front() -> frozenset[str]:
     return frozenset(piece for piece, problems in front().items() if not problems)
 
 
-def _find(dotted: str) -> Any:
-    """The moto function ``dotted`` names, unwrapped; the exception if it cannot be found."""
-    import importlib
-
-    module_name, _, rest = dotted.rpartition(".")
-    module_name, _, class_name = module_name.rpartition(".")
-    try:
-        try:  # a module-level function: ``package.module.function``
-            owner = importlib.import_module(f"{module_name}.{class_name}")
-        except ImportError:  # a method: ``package.module.Class.method``
-            owner = getattr(importlib.import_module(module_name), class_name)
-        function = getattr(owner, rest)
-    except (ImportError, AttributeError) as exc:
-        return exc
-    return getattr(function, "__wrapped__", function)
-
-
 def _problems() -> tuple[list[str], list[str]]:
     """What no force can get past (gone, moved), and the functions whose source differs."""
     import importlib
@@ -310,7 +281,7 @@ def _problems() -> tuple[list[str], list[str]]:
     problems: list[str] = []
     sources: list[str] = []
     for dotted, expected in EXPECTED_SIGNATURES.items():
-        found = _difference(dotted, expected, EXPECTED_SOURCES[dotted])
+        found = difference(dotted, expected, EXPECTED_SOURCES[dotted])
         if found is not None:
             changed, problem = found
             (sources if changed else problems).append(problem)
@@ -324,24 +295,6 @@ def _problems() -> tuple[list[str], list[str]]:
             f"{module_name}.{name} is gone" for name in names if not hasattr(module, name)
         )
     return problems, sources
-
-
-def _difference(dotted: str, expected: tuple[str, ...],
-                verified: frozenset[str]) -> tuple[bool, str] | None:
-    """How the installed function ``dotted`` differs from what is relied on, None if it fits:
-    ``(True, message)`` when only its source changed, ``(False, message)`` when it is gone or
-    takes other parameters."""
-    function = _find(dotted)
-    if isinstance(function, Exception):
-        return None if ABSENT in verified else (False, f"{dotted} is gone ({function})")
-    actual = tuple(inspect.signature(function).parameters)
-    if actual != expected:
-        return False, f"{dotted} takes {actual}, this patch expects {expected}"
-    digest = source_hash(function)
-    if digest in verified:
-        return None
-    return True, (f"{dotted} has changed (source sha256 {digest}, verified: "
-                  + ", ".join(sorted(verified)) + ")")
 
 
 def is_applied() -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dynaunique.testing import _moto_front, _moto_patch
+from dynaunique.testing import _moto_check, _moto_front, _moto_patch
 
 #: The real :func:`_moto_patch.source_hash`; ``_hash_each_source_once`` stands in for it.
 _SOURCE_HASH = _moto_patch.source_hash
@@ -33,7 +33,7 @@ def _remembered_hash(function: Any) -> str:
 @pytest.fixture(autouse=True)
 def _hash_each_source_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """``check()`` and ``apply()`` hash each moto function once for the whole module."""
-    monkeypatch.setattr(_moto_patch, "source_hash", _remembered_hash)
+    monkeypatch.setattr(_moto_check, "source_hash", _remembered_hash)
 
 
 def test_patch_fits_the_installed_moto() -> None:
