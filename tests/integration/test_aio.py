@@ -19,6 +19,7 @@ from pynamodb.connection import Connection
 from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 from support.declare import declare, pk_attr, sk_attr
 from support.recorders import listening, operation_of
+from support.tables import point
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -31,7 +32,7 @@ from dynaunique import (
     _connection as connection,
 )
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
-from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
+from dynaunique.testing import create_tables, reset_local_dynamodb
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +45,7 @@ Person = declare("Person", "aio_people", meta={"extra_headers": {"X-Dynaunique-T
 
 @pytest.fixture
 def people(dynaunique_aio_db: str) -> str:
-    use_endpoint(dynaunique_aio_db, Person)
+    point(dynaunique_aio_db, Person)
     create_tables(Person)
     return dynaunique_aio_db
 

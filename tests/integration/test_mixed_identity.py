@@ -23,7 +23,7 @@ import pytest
 from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, check, raw_item
 from support.mixed_models import polymorphic_family
-from support.tables import raw_tables
+from support.tables import point, raw_tables
 
 from dynaunique import ConcurrentModificationError, Model
 from dynaunique.attributes import (
@@ -31,7 +31,6 @@ from dynaunique.attributes import (
     UnicodeAttribute,
     VersionAttribute,
 )
-from dynaunique.testing import use_endpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -80,7 +79,7 @@ MODELS = [Account, Invite, VAccount, VInvite, Pet, Dog, Cat, Being, Robot, Human
 
 @pytest.fixture
 def db(dynaunique_aio_db: str) -> str:
-    use_endpoint(dynaunique_aio_db, *MODELS)
+    point(dynaunique_aio_db, *MODELS)
     raw_tables(dynaunique_aio_db, Account, VAccount, Pet, Being)
     return dynaunique_aio_db
 

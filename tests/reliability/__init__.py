@@ -10,21 +10,12 @@ import contextlib
 import copy
 from typing import TYPE_CHECKING, Any
 
-from dynaunique.testing import use_endpoint
+from support.tables import point
 
 if TYPE_CHECKING:
     from dynaunique import Model
 
-
-def point(endpoint: str, *models: type[Model]) -> None:
-    """``use_endpoint`` for the models not yet pointed at ``endpoint``.
-
-    Re-pointing drops a model's connection, and building a new one (botocore parses its service
-    model) costs more than a whole test's requests; the session's server URL never changes.
-    """
-    stale = [m for m in models if getattr(m.Meta, "host", None) != endpoint]
-    if stale:
-        use_endpoint(endpoint, *stale)
+__all__ = ["fresh_tables", "point"]  # point: support.tables', kept here for the suite's imports
 
 
 #: model → the table requests ``create_tables`` sent for it (CreateTable, and UpdateTimeToLive

@@ -12,11 +12,26 @@ if TYPE_CHECKING:
     from pynamodb.models import Model
 
 
+def point(endpoint: str, *models: type[Model]) -> None:
+    """``use_endpoint`` for the models not yet pointed at ``endpoint``.
+
+    Re-pointing drops a model's PynamoDB connection, and building a new one (a botocore client:
+    ~25 ms of CPU with the shared loader) costs more than a short test's requests; the session's
+    server URL never changes, so a model pointed at it once stays pointed. (dynaunique's own
+    requests use a connection kept per settings and read ``Meta`` each time; a test that changes
+    a model's ``Meta`` for PynamoDB's own connection calls ``use_endpoint`` itself.)
+    """
+    stale = [m for m in models if getattr(m.Meta, "host", None) != endpoint]
+    if stale:
+        use_endpoint(endpoint, *stale)
+
+
 def raw_tables(endpoint: str, *models: type[Model]) -> Any:
-    """Point ``models`` at ``endpoint``, create their tables and return a plain boto3 client
-    (``support.invariants.raw_client``'s, one per endpoint: a client costs more to make than a
-    test's requests; it is shared, so do not register event handlers on it)."""
-    use_endpoint(endpoint, *models)
+    """Point ``models`` at ``endpoint`` (``point``: only those pointed elsewhere), create their
+    tables and return a plain boto3 client (``support.invariants.raw_client``'s, one per
+    endpoint: a client costs more to make than a test's requests; it is shared, so do not
+    register event handlers on it)."""
+    point(endpoint, *models)
     create_tables(*models)
     return raw_client(endpoint)
 
