@@ -9,7 +9,8 @@ applied) and, when a queued :class:`Rule` matches its operation, one fault is in
 * ``DROP_AFTER`` — forward it, let the server apply it, then close without replying: the write
   happened, the client cannot know;
 * ``DELAY_BEFORE`` / ``DELAY_AFTER`` — sleep before forwarding / before replying (longer than
-  the client's read timeout, this is a timeout before or after the server applied the write);
+  the client's read timeout, this is a timeout before or after the server applied the write; a
+  reply held back stops waiting once the client has closed its connection);
 * ``THROTTLE`` — answer ``400 ProvisionedThroughputExceededException`` without forwarding, as
   DynamoDB does when a request exceeds the table's capacity: nothing was applied.
 
@@ -38,6 +39,8 @@ import enum
 import http.client
 import json
 import random
+import select
+import socket
 import threading
 import time
 import urllib.parse
@@ -431,10 +434,29 @@ class _Handler(BaseHTTPRequestHandler):
                 self._drop()
                 return
             if fault is Fault.DELAY_AFTER and rule is not None:
-                time.sleep(rule.delay)
+                self._hold_reply(rule.delay)
             self._reply(status, response_headers, response_body)
         finally:
             proxy._end()
+
+    def _hold_reply(self, seconds: float) -> None:
+        """Sleep ``seconds`` before the reply, or until the client has closed its connection
+        (it timed out, or its task was cancelled): the reply can no longer reach it, and what
+        the server applied is recorded already, so holding on would only make ``wait_idle``
+        (and the test) wait out the rest of the delay for nothing."""
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], remaining)
+            if not readable:
+                return
+            try:
+                if not self.connection.recv(1, socket.MSG_PEEK):
+                    return  # end of stream: the client is gone
+            except OSError:
+                return
+            # Bytes from a client that sends again before its answer (not HTTP/1.1 as boto3
+            # and httpx speak it): keep the answer held for the whole delay.
+            time.sleep(remaining)
 
     def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         with contextlib.suppress(OSError):  # the client may have timed out and gone

@@ -41,9 +41,13 @@ from .proxy import Fault, FaultProxy, Recorded
 #: Generous, so a busy CI machine never turns a slow answer into an unplanned resend; the
 #: timeout tests lower it (Meta is read each time dynaunique picks its client).
 READ_TIMEOUT = 10.0
-#: The timeout tests' read timeout, and how long they hold a request (longer than it).
-SHORT_TIMEOUT = 0.75
-HOLD = 1.0
+#: The timeout tests' read timeout, and how long they hold a request: longer than it by 0.25 s,
+#: the time the client's thread has to wake up to its timeout before the answer comes (and, for
+#: a held request, the resend has to land before it). The timeout itself is only far above a
+#: request's time (a few ms; a few tens on a loaded machine): a request it cuts short by chance
+#: is resent, which the tests allow.
+SHORT_TIMEOUT = 0.5
+HOLD = 0.75
 
 
 def _account_fields() -> dict[str, Any]:
@@ -55,7 +59,12 @@ def _account_fields() -> dict[str, Any]:
             "visits": NumberAttribute(default=0)}
 
 
-TIMEOUTS = {"read_timeout_seconds": READ_TIMEOUT, "connect_timeout_seconds": READ_TIMEOUT}
+#: A base backoff of 1 ms (PynamoDB's ``base_backoff_ms``, 25 by default): the resends are the
+#: point, not how long the library waits between them (the full jitter of 25 ms doubled per
+#: attempt was ~0.18 s of sleep in every test that exhausts the resends; the policy itself is
+#: tests/unit/test_connection.py's).
+TIMEOUTS = {"read_timeout_seconds": READ_TIMEOUT, "connect_timeout_seconds": READ_TIMEOUT,
+            "base_backoff_ms": 1}
 
 
 # A model with a VersionAttribute: a second application would bump the version twice.
