@@ -35,16 +35,16 @@ __all__ = ["PIECES", "SIGNATURES", "SOURCES", "VERIFIED_PYTHON", "install_header
 
 _WERKZEUG_LOG = logging.getLogger("werkzeug")
 
+#: The Python the standard library's hashes below were verified on (the front's tests passed).
+VERIFIED_PYTHON = (3, 11, 7)
+
 #: The front's three pieces, each with what it relies on: the parameters each function takes and
-#: its verified source hash (:func:`dynaunique.testing._moto_patch.source_hash`; several
+#: its verified source hash (:func:`dynaunique.testing._moto_check.source_hash`; several
 #: separated by spaces). ``keep_alive`` answers for werkzeug's handler on http.server's
 #: keep-alive loop, ``header_parser`` replaces http.client's header parse, ``request_id`` draws
 #: moto's request ids. Python's standard library and werkzeug are not pinned (other Pythons than
 #: the one verified have other sources): a piece whose functions are not as verified is left out
 #: and the server answers as werkzeug and moto do (:func:`dynaunique.testing._moto_patch.front`).
-#: The Python the standard library's hashes below were verified on (the front's tests passed).
-VERIFIED_PYTHON = (3, 11, 7)
-
 PIECES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "keep_alive": {
         "werkzeug.serving.WSGIRequestHandler.run_wsgi": (("self",), "774df60c75af"),
