@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,26 +15,8 @@ import pytest
 
 from dynaunique.testing import _moto_check, _moto_front, _moto_patch
 
-#: The real :func:`_moto_patch.source_hash`; ``_hash_each_source_once`` stands in for it.
+#: The real :func:`_moto_patch.source_hash`.
 _SOURCE_HASH = _moto_patch.source_hash
-#: function → its source hash, for the whole module: ``inspect.getsource`` of a class parses its
-#: whole module, so the ~70 hashes of one ``check()`` took about 1.5 CPU-seconds, and the tests
-#: call ``check()`` or ``apply()`` eleven times. A function's source does not change while the
-#: tests run; a replacement a test installs is another object, hashed the first time it is seen.
-_HASHES: dict[object, str] = {}
-
-
-def _remembered_hash(function: Any) -> str:
-    digest = _HASHES.get(function)
-    if digest is None:
-        digest = _HASHES[function] = _SOURCE_HASH(function)
-    return digest
-
-
-@pytest.fixture(autouse=True)
-def _hash_each_source_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``check()`` and ``apply()`` hash each moto function once for the whole module."""
-    monkeypatch.setattr(_moto_check, "source_hash", _remembered_hash)
 
 
 def test_patch_fits_the_installed_moto() -> None:
@@ -180,6 +163,36 @@ def test_the_source_hash_is_the_sha256_of_the_functions_text(tmp_path: Path,
     module = importlib.import_module("hashed_module")
     assert _SOURCE_HASH(module.answer) == hashlib.sha256(
         b"def answer(x):\n    return x + 1\n").hexdigest()[:12]
+
+
+def test_every_checked_source_is_inspects() -> None:
+    """The hash's text is ``inspect.getsource``'s, for each function and class the patch and
+    the front check (classes are found in one parse of their module: ``_moto_check._source``)."""
+    names = [*_moto_patch.EXPECTED_SIGNATURES, *_moto_front.SIGNATURES]
+    found = [f for f in map(_moto_check.find, names) if not isinstance(f, Exception)]
+    assert sum(isinstance(f, type) for f in found) >= 20
+    assert [f for f in found if _moto_check._source(f) != inspect.getsource(f)] == []
+
+
+def test_a_class_source_is_inspects_when_decorated_nested_or_defined_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (
+        "import functools\n\n"
+        "class Twice:\n    first = 1\n\n"
+        "class Twice:  # the second: inspect (and the hash) take the first\n    second = 2\n\n"
+        "@functools.total_ordering\n# between\nclass Decorated:\n"
+        "    def __lt__(self, other):\n        return False\n\n"
+        "    class Inner:\n        x = 1\n\n"
+        "def make():\n    class Local:\n        y = 2\n    return Local\n"
+    )
+    (tmp_path / "classes_module.py").write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "classes_module", raising=False)
+    module = importlib.import_module("classes_module")
+    for cls in (module.Twice, module.Decorated, module.Decorated.Inner, module.make()):
+        assert _moto_check._source(cls) == inspect.getsource(cls), cls
+    assert _moto_check._source(module.Decorated).startswith("@functools.total_ordering\n")
+    assert _moto_check._source(module.Twice) == "class Twice:\n    first = 1\n"
 
 
 def test_a_changed_source_with_the_same_signature_is_refused(monkeypatch: pytest.MonkeyPatch
