@@ -9,7 +9,7 @@ checker (``tests/support/invariants.py``) must find the locks equal to the live 
 no value held by two records, no lock without its holder, none missing — and a fresh record can
 take no held value. Each case runs 150 operations by default (half the soak's count, at least
 150: every case of 12 runs at 150 saw 8 or more stale copies and 29 or more taken values, and
-the test asserts both); ``--soak`` runs 1,250, ``--soak-ops N`` runs N / 2.
+the test asserts both); ``--soak`` runs 1,250, ``--soak-ops N`` runs N / 2 (at least 150).
 """
 
 from __future__ import annotations
