@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 import pytest
-from support import botocore_loader, examples
+from support import botocore_loader, examples, file_order
 
 # Every botocore session of a test process shares one data loader (support/botocore_loader.py):
 # about 160 ms of CPU saved per session, and PynamoDB makes one per model connection.
@@ -32,7 +32,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="number of soak operations")
 
 
-# --- pytest-xdist: how many workers, and the reliability report from them --------------------
+# --- pytest-xdist: how many workers, which file first, and the reliability report -------------
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest files first (``support/file_order.py``)."""
+    file_order.longest_first(items)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

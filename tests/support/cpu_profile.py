@@ -5,6 +5,10 @@ A pytest plugin, and the report of what it wrote::
 
     PYTHONPATH=$PWD:$PWD/tests CPU_PROFILE_OUT=/tmp/cpu python -m pytest -p support.cpu_profile
     python tests/support/cpu_profile.py /tmp/cpu        # one row a file, the costliest first
+    python tests/support/cpu_profile.py /tmp/cpu --durations tests/durations.json
+
+``--durations`` writes each file's wall seconds, the longest first: the order in which
+``tests/conftest.py`` hands files to the xdist workers.
 
 Each test is charged the CPU-seconds its process, its live descendants (read from ``/proc``) and
 its reaped children spent between the start and the end of its run (setup and teardown included,
@@ -109,5 +113,18 @@ def report(folder: Path, top: int = 60) -> str:
     return "\n".join(lines)
 
 
+def durations(folder: Path) -> dict[str, float]:
+    """Each file's wall seconds (setup and teardown included), the longest first."""
+    files: dict[str, float] = collections.defaultdict(float)
+    for path in folder.glob("*.json"):
+        for nodeid, wall, *_ in json.loads(path.read_text(encoding="utf-8")):
+            files[nodeid.split("::")[0]] += wall
+    return {name: round(wall, 1) for name, wall in sorted(files.items(), key=lambda kv: -kv[1])}
+
+
 if __name__ == "__main__":
-    print(report(Path(sys.argv[1]), *(int(a) for a in sys.argv[2:3])))
+    if sys.argv[2:3] == ["--durations"]:
+        Path(sys.argv[3]).write_text(json.dumps(durations(Path(sys.argv[1])), indent=0) + "\n",
+                                     encoding="utf-8")
+    else:
+        print(report(Path(sys.argv[1]), *(int(a) for a in sys.argv[2:3])))
