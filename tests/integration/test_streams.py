@@ -382,6 +382,7 @@ def test_the_lambda_handler_reports_findings_and_only_the_failed_record(
     monkeypatch.setattr(aws_lambda, "_guards", {})
     # The application's logging is configured (here: pytest's), so the handler adds none.
     monkeypatch.setattr(aws_lambda.streams_logger, "handlers", [logging.NullHandler()])
+    monkeypatch.setattr(aws_lambda.streams_logger, "propagate", True)
     with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
         answer = aws_lambda.handler(event, None)
     assert answer == {"batchItemFailures": [{"itemIdentifier": "999"}]}
