@@ -276,6 +276,7 @@ def test_a_folder_with_two_exports_asks_which(raw: Any, tmp_path: Path) -> None:
 # --- the benchmark, run small so it keeps working ------------------------------------------------
 
 
+@pytest.mark.external  # the benchmark harness (tests/README.md, "Two runs")
 def test_the_benchmark_measures_each_strategy_on_a_small_export(tmp_path: Path) -> None:
     from benchmarks import export_audit
 

@@ -20,6 +20,9 @@ from benchmarks import overhead  # noqa: E402
 from benchmarks import run as bench  # noqa: E402
 from benchmarks import server as scale  # noqa: E402
 
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
+
 # operation → (requests sent in order, items written, items read); see docs/performance.md.
 MINIMUM = {
     "create": (("TransactWriteItems",), 3, 0),

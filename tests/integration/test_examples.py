@@ -16,9 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import cli_process
 
 from dynaunique.testing import FAKE_AWS_ENV
+
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -18,6 +18,9 @@ import pytest
 
 from dynaunique.testing import LocalDynamoDB, _moto_front
 
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
+
 AUTH = ("AWS4-HMAC-SHA256 Credential=testing/20261202/us-east-1/dynamodb/aws4_request, "
         "SignedHeaders=host, Signature=0")
 # Differ from one response to the next, or by design (the stock server closes every connection).

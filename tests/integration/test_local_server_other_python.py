@@ -15,6 +15,9 @@ from support.local_server import client, create_table, server_state
 
 from dynaunique.testing import LocalDynamoDB
 
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
+
 # In the server's process, before it patches anything: http.server's parse_request with the same
 # parameters and another source, as another Python has.
 _OTHER_STDLIB = '''

@@ -20,6 +20,9 @@ from support.local_server import client, create_table, server_state
 
 from dynaunique.testing import LocalDynamoDB, LocalServerError
 
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
+
 
 def test_the_server_runs_the_patched_moto(dynaunique_db: str) -> None:
     state = server_state(dynaunique_db)

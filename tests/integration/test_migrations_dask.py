@@ -26,8 +26,10 @@ from dynaunique.migrations import DuplicatesFound, RunState, run_on_dask
 
 # Found, not imported: every xdist worker collects this file and only one runs it, and importing
 # distributed costs about 0.9 CPU-seconds (tests/README.md, "Time"); the fixture imports it.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
-                                reason="distributed (Dask) is not installed")
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = [pytest.mark.external,
+              pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                 reason="distributed (Dask) is not installed")]
 
 TABLE = "mig_dask_accounts"
 

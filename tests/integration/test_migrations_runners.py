@@ -29,6 +29,9 @@ from support.deploy_policies import DEPLOY
 from support.invariants import assert_clean
 from support.migrations_workspace import DYNAUNIQUE, Workspace, open_workspace
 
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
+
 TABLE = "mig_runner_accounts"
 JOB = "0001_initial#0#F#0"
 MANIFEST = yaml.safe_load((DEPLOY / "kubernetes" / "migrate-indexed-job.yaml").read_text())

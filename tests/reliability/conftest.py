@@ -20,7 +20,7 @@ import pytest
 
 from .proxy import FaultProxy
 
-SHORT_OPS = 300
+SHORT_OPS = 150
 LONG_OPS = 2500
 
 

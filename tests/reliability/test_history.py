@@ -1,7 +1,7 @@
 """The history checker (``history.py``): its checks on hand-made histories, a demonstration that
 it catches a broken writer, and the live runs against the library.
 
-Quick by default (300 operations per model); ``--soak`` runs 10,000 per model (20,000 in all),
+Quick by default (150 operations per model); ``--soak`` runs 10,000 per model (20,000 in all),
 ``--soak-ops N`` any number per model. Issue 11's done-when — 5 seeds × 4,000 operations, plain
 and with a VersionAttribute, zero anomalies — is ``test_history_done_when`` (marked ``slow``:
 ``pytest tests/reliability/test_history.py -m slow``).
@@ -39,7 +39,7 @@ from .history import (
 if TYPE_CHECKING:
     from .conftest import Summary
 
-QUICK_OPS = 300
+QUICK_OPS = 150
 SOAK_OPS = 10_000
 
 

@@ -67,11 +67,15 @@ def _same(scenario: str, clients: int, ops: int, *, lost: int = 0, faults: int =
     return states
 
 
+# Exhaustive: every schedule replayed from the start, the reference the search is checked
+# against (tests/README.md, "Two runs"); CI's second pytest step runs these two.
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("scenario", DEFAULT_SCENARIOS)
 def test_the_search_meets_the_states_a_replaying_search_meets(scenario: str) -> None:
     assert _same(scenario, 2, 2) > 5
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("scenario", ["basic", "swap", "stale", pytest.param(
     "repair", marks=pytest.mark.slow)])   # the replaying reference: 250 CPU-s on the repair
 def test_so_it_does_with_faults_and_lost_answers(scenario: str) -> None:

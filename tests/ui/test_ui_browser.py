@@ -24,6 +24,9 @@ from ui_server import SHOTS, UIServer
 
 from dynaunique import audit
 
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",

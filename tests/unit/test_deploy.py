@@ -8,7 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.deploy_policies import DEPLOY, TABLE_ARN, load_policy, policy_actions
+
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
 
 # --- the templates --------------------------------------------------------------------------------
 

@@ -127,6 +127,9 @@ def test_not_fixed_lists_the_values_a_normalizer_does_not_settle_on() -> None:
 
 # --- every normalizer is a fixed point over all of Unicode ---------------------------------------
 #
+# Marked exhaustive (about 17 CPU-seconds over all of Unicode): CI's second pytest step runs them,
+# the default run does not (tests/README.md, "Two runs"); the random strings below run in both.
+#
 # Not a sample: every code point, surrogates included (a str may hold one; the value check that
 # refuses it runs after the normalizer). A normalizer that acts code point by code point (its
 # result on a string is the concatenation of its results on the characters) is a fixed point on
@@ -200,6 +203,7 @@ def _settles(function: normalizers.Normalizer, values: Sequence[str],
             if o != v and function(o) != o]
 
 
+@pytest.mark.exhaustive
 def test_casefold_and_strip_are_fixed_points_on_every_code_point_and_every_string() -> None:
     assert _settles(casefold, _all()) == []
     assert _settles(strip, _all()) == []
@@ -209,6 +213,7 @@ def test_casefold_and_strip_are_fixed_points_on_every_code_point_and_every_strin
     assert all(not strip(c + "x" + c)[0].isspace() for c in _all())
 
 
+@pytest.mark.exhaustive
 def test_nfkc_casefold_is_a_fixed_point_on_every_string() -> None:
     """y = nfkc_casefold(x) = NFKC(casefold(z)) with z = NFKC(x). A second pass gives
     NFKC(casefold(NFKC(y))) = NFKC(casefold(y)), which is y when every character of y is
@@ -239,6 +244,7 @@ def test_nfkc_casefold_is_a_fixed_point_on_every_string() -> None:
             if not unstable.intersection(_nfd(c)) and c in unstable] == []
 
 
+@pytest.mark.exhaustive
 def test_nfkc_casefold_is_a_fixed_point_on_every_letter_and_mark_pair_that_composes() -> None:
     """Every character that composition can join with a following mark (it, its folding or its
     compatibility decomposition contains the first half of a composition), followed by every
@@ -263,6 +269,7 @@ def test_nfkc_casefold_is_a_fixed_point_on_every_letter_and_mark_pair_that_compo
         pytest.fail(f"not fixed on {_settles(nfkc_casefold, pairs)[:20]}")
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("composed", [
     compose(strip, nfkc_casefold),   # docs/declaring-constraints.md
     compose(strip, casefold),        # compose()'s docstring

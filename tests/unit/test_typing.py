@@ -21,6 +21,9 @@ import dynaunique
 from dynaunique import normalizers
 from dynaunique.attributes import UniqueOptions
 
+# Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
+pytestmark = pytest.mark.external
+
 # Valid declarations, every unique option together with PynamoDB's own parameters. assert_type
 # pins what the declarations give back: the attribute on the class, the value on an instance.
 VALID = """

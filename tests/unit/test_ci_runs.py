@@ -1,0 +1,66 @@
+"""What the default run leaves out, CI runs (tests/README.md, "Two runs").
+
+pyproject.toml's addopts deselect three markers; ``slow`` is on demand, every other one must be
+selected by a ``python -m pytest`` line of ``.ci/run``, so that no test is silently never run.
+The expressions are pytest's own (``_pytest.mark.expression``), evaluated as ``-m`` does.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from _pytest.mark.expression import Expression
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the dev extra installs tomli on Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+ON_DEMAND = {"slow"}
+
+
+def _default_expression() -> str:
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    addopts = shlex.split(options["tool"]["pytest"]["ini_options"]["addopts"])
+    return addopts[addopts.index("-m") + 1]
+
+
+def _markers() -> list[str]:
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return [line.split(":", 1)[0] for line in options["tool"]["pytest"]["ini_options"]["markers"]]
+
+
+def _ci_expressions() -> list[str]:
+    """The ``-m`` of each ``python -m pytest`` command of .ci/run (none: the default's)."""
+    found = []
+    for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines():
+        if re.match(r"\s*python -m pytest\b", line):
+            words = shlex.split(line)
+            found.append(words[words.index("-m", 3) + 1] if "-m" in words[3:]
+                         else _default_expression())
+    return found
+
+
+def _selects(expression: str, marker: str) -> bool:
+    """Whether ``-m expression`` runs a test that carries ``marker`` alone."""
+    return Expression.compile(expression).evaluate(lambda name, **_: name == marker)
+
+
+def test_the_default_run_leaves_out_exactly_the_slow_external_and_exhaustive_tests() -> None:
+    left_out = [m for m in _markers() if not _selects(_default_expression(), m)]
+    assert left_out == ["slow", "external", "exhaustive"]
+    assert _selects(_default_expression(), "an-unmarked-test")
+
+
+def test_ci_runs_every_test_the_default_run_leaves_out_except_the_slow_ones() -> None:
+    expressions = _ci_expressions()
+    assert expressions[0] == _default_expression()  # the README's command comes first
+    never_run = [m for m in _markers()
+                 if m not in ON_DEMAND and not any(_selects(e, m) for e in expressions)]
+    assert never_run == []
+    # Nothing runs twice: the second step selects no test the first one ran.
+    assert not _selects(expressions[1], "an-unmarked-test")
