@@ -50,11 +50,15 @@ def test_two_clients_two_calls_with_a_fault_break_nothing() -> None:
     assert _clean(2, 2, faults=1) == 2619
 
 
-# The configurations measured in docs/guarantees.md ("Deterministic simulation").
+# The configurations measured in docs/guarantees.md ("Deterministic simulation"). The state
+# counts moved twice without these slow pins being rerun (found by the first whole `-m slow`
+# run, 2026-12-03, every configuration still without a violation): the mixed-table identity
+# guard (43d3b15: 2 × 3 × 3 1,058 → 1,078) and the replanning of a never-loaded save that
+# adopted an item (8751c79: → 1,043).
 @pytest.mark.slow
 @pytest.mark.parametrize(("clients", "ops", "lost", "faults", "states"), [
-    (2, 3, 0, 0, 1058), (2, 3, 0, 1, 8981), (2, 3, 0, 2, 50939), (2, 3, 1, 0, 6041),
-    (3, 2, 0, 0, 22567), (3, 2, 0, 1, 356699), (3, 3, 0, 0, 163802)])
+    (2, 3, 0, 0, 1043), (2, 3, 0, 1, 8780), (2, 3, 0, 2, 49397), (2, 3, 1, 0, 5932),
+    (3, 2, 0, 0, 22567), (3, 2, 0, 1, 356699), (3, 3, 0, 0, 153754)])
 def test_larger_configurations_break_nothing(clients: int, ops: int, lost: int, faults: int,
                                              states: int) -> None:
     assert _clean(clients, ops, lost=lost, faults=faults) == states
@@ -76,7 +80,7 @@ def test_a_backfill_refuses_no_save_spuriously() -> None:
     with simulation():
         states, found = explore_all(2, 3, 3, scenarios=["backfill"])
     assert [f.trace() for f in found] == []
-    assert states == 401
+    assert states == 393  # 401 before 8751c79 (see the larger configurations above)
 
 
 # --- each mutant is caught, with a shortest trace ------------------------------------------------
