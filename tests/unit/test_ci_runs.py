@@ -12,7 +12,9 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
 from _pytest.mark.expression import Expression
+from support import selection
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,3 +71,30 @@ def test_ci_runs_every_test_the_default_run_leaves_out_except_the_slow_ones() ->
     assert _selects(expressions[1], "exhaustive")
     assert not _selects(expressions[1], "exhaustive", "slow")
     assert not _selects(expressions[1], "external", "slow")
+
+
+# --- a file named on the command line runs (support/selection.py) ------------------------------
+
+
+def test_the_selection_s_default_is_pyproject_s() -> None:
+    assert _default_expression() == selection.DEFAULT
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["tests/unit/test_normalizers.py"], "not slow"),
+    (["tests/unit/test_normalizers.py::test_nfkc_casefold_is_a_fixed_point_on_every_string"],
+     "not slow"),
+    (["README.md", "tests/ui/test_ui_browser.py", "-x"], "not slow"),
+    (["tests/unit"], selection.DEFAULT),                          # a folder: the default run
+    (["tests/unit", "tests/unit/test_deploy.py"], selection.DEFAULT),
+    (["tests/unit/no_such_file.py"], selection.DEFAULT),
+    ([], selection.DEFAULT),
+])
+def test_naming_files_deselects_only_the_slow_tests(args: list[str], expected: str) -> None:
+    assert selection.markexpr(selection.DEFAULT, args, ROOT, True) == expected
+
+
+def test_testpaths_and_an_own_m_keep_their_expression() -> None:
+    # No argument given: pytest runs testpaths (README.md is a file, tests/ a folder).
+    assert selection.markexpr(selection.DEFAULT, ["README.md"], ROOT, False) == selection.DEFAULT
+    assert selection.markexpr("external", ["tests/unit/test_deploy.py"], ROOT, True) == "external"
