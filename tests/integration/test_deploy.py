@@ -15,7 +15,6 @@ role's.
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
@@ -28,6 +27,7 @@ import support.audit_models as fm
 from click.testing import CliRunner, Result
 from reliability.proxy import FaultProxy, Recorded
 from support.deploy_policies import TABLE_ARN, load_policy, policy_actions
+from support.log_events import configured_by_the_application
 from support.migrations_workspace import Workspace
 
 from dynaunique import Model, UniqueViolation, atomic, normalizers
@@ -353,14 +353,6 @@ def merged(*policies: Mapping[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
-def _quiet(logger: logging.Logger, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The handler configures its logger when nothing else has (a handler, no propagation):
-    give it one for this test only, so that the process's later tests (test_streams.py's
-    caplog, in the same xdist worker) still see its records propagate."""
-    monkeypatch.setattr(logger, "handlers", [logging.NullHandler()])
-    monkeypatch.setattr(logger, "propagate", True)
-
-
 def test_stream_guard_repair_policy_adds_exactly_what_repair_sends(
         proxy: FaultProxy, dynaunique_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The handler with DYNAUNIQUE_REPAIR=1 deletes an orphan, writes a missing lock and hands
@@ -375,7 +367,7 @@ def test_stream_guard_repair_policy_adds_exactly_what_repair_sends(
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
     monkeypatch.setenv("DYNAUNIQUE_REPAIR", "1")
     monkeypatch.setattr(aws_lambda, "_guards", {})
-    _quiet(aws_lambda.streams_logger, monkeypatch)
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     proxy.clear()
     assert aws_lambda.handler(event, None) == {"batchItemFailures": []}
     repairs = [r.body["TransactItems"] for r in proxy.records()
@@ -412,7 +404,7 @@ def test_stream_guard_lambda_policy_is_the_handler_and_lambdas_poller(
     monkeypatch.setenv("DYNAUNIQUE_MODULE", sm.__name__)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
     monkeypatch.setattr(aws_lambda, "_guards", {})
-    _quiet(aws_lambda.streams_logger, monkeypatch)
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     proxy.clear()
     assert aws_lambda.handler(event, None) == {"batchItemFailures": []}
     needed = needed_by_resource(proxy.records(), sm.TABLE)

@@ -15,7 +15,7 @@ import pytest
 import support.stream_models as sm
 from click.testing import CliRunner, Result
 from support.invariants import assert_clean
-from support.log_events import events
+from support.log_events import configured_by_the_application, events
 from support.tables import raw_tables, scan_all
 
 from dynaunique.cli import cli
@@ -381,8 +381,7 @@ def test_the_lambda_handler_reports_findings_and_only_the_failed_record(
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
     monkeypatch.setattr(aws_lambda, "_guards", {})
     # The application's logging is configured (here: pytest's), so the handler adds none.
-    monkeypatch.setattr(aws_lambda.streams_logger, "handlers", [logging.NullHandler()])
-    monkeypatch.setattr(aws_lambda.streams_logger, "propagate", True)
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
         answer = aws_lambda.handler(event, None)
     assert answer == {"batchItemFailures": [{"itemIdentifier": "999"}]}
