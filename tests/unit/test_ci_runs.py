@@ -11,6 +11,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _pytest.mark.expression import Expression
@@ -25,15 +26,19 @@ ROOT = Path(__file__).resolve().parents[2]
 ON_DEMAND = {"slow"}
 
 
-def _default_expression() -> str:
+def _ini() -> dict[str, Any]:
+    """pyproject.toml's ``[tool.pytest.ini_options]``."""
     options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    addopts = shlex.split(options["tool"]["pytest"]["ini_options"]["addopts"])
+    return dict(options["tool"]["pytest"]["ini_options"])
+
+
+def _default_expression() -> str:
+    addopts = shlex.split(_ini()["addopts"])
     return addopts[addopts.index("-m") + 1]
 
 
 def _markers() -> list[str]:
-    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    return [line.split(":", 1)[0] for line in options["tool"]["pytest"]["ini_options"]["markers"]]
+    return [line.split(":", 1)[0] for line in _ini()["markers"]]
 
 
 def _ci_expressions() -> list[str]:
