@@ -95,8 +95,8 @@ else:
         (folder / f"{worker}.json").write_text(json.dumps(_ROWS), encoding="utf-8")
 
 
-def report(folder: Path, top: int = 60) -> str:
-    """One row a test file: tests, wall and CPU-seconds (pytest, server, other processes)."""
+def _files(folder: Path) -> dict[str, list[float]]:
+    """Per test file: [tests, wall, pytest, server, other], summed over the workers' rows."""
     files: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0])
     for path in folder.glob("*.json"):
         for nodeid, *numbers in json.loads(path.read_text(encoding="utf-8")):
@@ -104,9 +104,14 @@ def report(folder: Path, top: int = 60) -> str:
             row[0] += 1
             for index, number in enumerate(numbers, 1):
                 row[index] += number
+    return files
+
+
+def report(folder: Path, top: int = 60) -> str:
+    """One row a test file: tests, wall and CPU-seconds (pytest, server, other processes)."""
     lines = [f"{'file':58} {'tests':>5} {'wall':>7} {'pytest':>7} {'server':>7} {'other':>7} "
              f"{'cpu':>7}"]
-    ranked = sorted(files.items(), key=lambda kv: -sum(kv[1][2:]))
+    ranked = sorted(_files(folder).items(), key=lambda kv: -sum(kv[1][2:]))
     for name, (count, wall, own, server, other) in ranked[:top]:
         lines.append(f"{name[-58:]:58} {int(count):5d} {wall:7.1f} {own:7.1f} {server:7.1f} "
                      f"{other:7.1f} {own + server + other:7.1f}")
@@ -115,11 +120,8 @@ def report(folder: Path, top: int = 60) -> str:
 
 def durations(folder: Path) -> dict[str, float]:
     """Each file's wall seconds (setup and teardown included), the longest first."""
-    files: dict[str, float] = collections.defaultdict(float)
-    for path in folder.glob("*.json"):
-        for nodeid, wall, *_ in json.loads(path.read_text(encoding="utf-8")):
-            files[nodeid.split("::")[0]] += wall
-    return {name: round(wall, 1) for name, wall in sorted(files.items(), key=lambda kv: -kv[1])}
+    walls = {name: row[1] for name, row in _files(folder).items()}
+    return {name: round(wall, 1) for name, wall in sorted(walls.items(), key=lambda kv: -kv[1])}
 
 
 if __name__ == "__main__":
