@@ -23,13 +23,16 @@ examples.register()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--soak`` / ``--soak-ops N``: the long form of tests/reliability's soak, registered here so
-    that ``python -m pytest --soak`` works from the repository root."""
+    """``--soak`` / ``--soak-ops N``: the long form of tests/reliability's soak, and
+    ``--reliability-report``: its numbers printed at the end; registered here so that
+    ``python -m pytest --soak`` works from the repository root."""
     group = parser.getgroup("dynaunique-reliability")
     group.addoption("--soak", action="store_true", default=False,
                     help="run the long soak (see tests/reliability/test_soak.py)")
     group.addoption("--soak-ops", type=int, default=None,
                     help="number of soak operations")
+    group.addoption("--reliability-report", action="store_true", default=False,
+                    help="print what the reliability tests measured (also with -v or --soak)")
 
 
 # --- pytest-xdist: how many workers, which file first, and the reliability report -------------
@@ -65,7 +68,7 @@ _WORKER_SUMMARIES: list[Any] = []
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
                             config: pytest.Config) -> None:
-    """The controller of an xdist run prints the workers' reliability numbers (without xdist,
-    tests/reliability/conftest.py prints its own)."""
+    """The controller of an xdist run prints the workers' reliability numbers when asked
+    (without xdist, tests/reliability/conftest.py prints its own)."""
     if _WORKER_SUMMARIES and config.pluginmanager.hasplugin("dsession"):
         _WORKER_SUMMARIES[0].pytest_terminal_summary(terminalreporter)
