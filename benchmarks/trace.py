@@ -70,22 +70,16 @@ def trace(call: Callable[[], Any], package: str) -> Trace:
     return Trace(package, len(functions), tuple(modules), switches, tuple(functions))
 
 
-def measure() -> tuple[Trace, Trace]:
-    """(dynaunique's create ``save()``, PynamoDB's own ``save()``), both on the stub transport."""
+def plain_model(table: str, endpoint: str | None = None) -> Any:
+    """A plain PynamoDB model of the benchmark's item (no constraint): the comparison."""
     from pynamodb.attributes import UnicodeAttribute
     from pynamodb.models import Model as PynamoModel
 
-    from benchmarks.models import BenchAccount, fake_credentials, point_at
-    from benchmarks.transport import stub
-
-    fake_credentials()
-    stub(point_at("http://127.0.0.1:9"))
-
     class Plain(PynamoModel):
         class Meta:
-            table_name = "bench_plain"
+            table_name = table
             region = "us-east-1"
-            host = "http://127.0.0.1:9"
+            host = endpoint
 
         pk = UnicodeAttribute(hash_key=True, attr_name="PK")
         sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
@@ -93,6 +87,17 @@ def measure() -> tuple[Trace, Trace]:
         username = UnicodeAttribute()
         name = UnicodeAttribute(null=True)
 
+    return Plain
+
+
+def measure() -> tuple[Trace, Trace]:
+    """(dynaunique's create ``save()``, PynamoDB's own ``save()``), both on the stub transport."""
+    from benchmarks.models import BenchAccount, fake_credentials, point_at
+    from benchmarks.transport import stub
+
+    fake_credentials()
+    stub(point_at("http://127.0.0.1:9"))
+    Plain = plain_model("bench_plain", "http://127.0.0.1:9")
     stub(Plain._get_connection().connection.client)
     # Warm both paths (first calls load botocore's models and fill caches), then trace one each.
     for i in range(3):
@@ -112,26 +117,12 @@ def measure_saves(endpoint: str, *, warmup: int = 2) -> dict[str, Trace]:
     """Each of :data:`CASES` traced once on ``endpoint`` (a local server, reset first), after
     ``warmup`` untraced rounds of the same four; then PynamoDB's own create ``save()`` of a
     plain model, as ``"PynamoDB save() (plain model)"``."""
-    from pynamodb.attributes import UnicodeAttribute
-    from pynamodb.models import Model as PynamoModel
-
     from benchmarks.models import BenchAccount, fake_credentials, fresh_table
     from dynaunique.testing import create_tables, use_endpoint
 
     fake_credentials()
     fresh_table(endpoint)
-
-    class Plain(PynamoModel):
-        class Meta:
-            table_name = "bench_trace_plain"
-            region = "us-east-1"
-
-        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-        email = UnicodeAttribute()
-        username = UnicodeAttribute()
-        name = UnicodeAttribute(null=True)
-
+    Plain = plain_model("bench_trace_plain")
     use_endpoint(endpoint, Plain)
     create_tables(Plain)
 
