@@ -32,7 +32,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--soak-ops", type=int, default=None,
                     help="number of soak operations")
     group.addoption("--reliability-report", action="store_true", default=False,
-                    help="print what the reliability tests measured (also with -v or --soak)")
+                    help="print what the reliability tests measured (also with -v, --soak or "
+                         "--soak-ops)")
 
 
 # --- pytest-xdist: how many workers, which file first, and the reliability report -------------

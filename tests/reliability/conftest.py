@@ -1,6 +1,6 @@
 """Options and fixtures of the reliability suite: ``--soak``/``--soak-ops``, the fault proxy, and
 the end-of-run report of what the suite measured (printed only when asked: ``--reliability-report``,
-``-v`` or ``--soak``; a quiet ``pytest -q`` ends with pytest's own summary).
+``-v``, or a soak of its own length; a quiet ``pytest -q`` ends with pytest's own summary).
 
 The short soak runs by default (CI). The long form runs with ``--soak`` (or the environment
 variable ``DYNAUNIQUE_SOAK=1``), ``--soak-ops N`` (or ``DYNAUNIQUE_SOAK_OPS=N``) sets the number
@@ -76,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                                 f"{LONG_OPS} with --soak)"}),
         ("--reliability-report", {"action": "store_true", "default": False,
                                   "help": "print what the reliability tests measured "
-                                          "(also with -v or --soak)"}),
+                                          "(also with -v, --soak or --soak-ops)"}),
     ):
         with contextlib.suppress(ValueError):  # already registered
             group.addoption(name, **kwargs)
@@ -140,10 +140,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def report_wanted(config: pytest.Config) -> bool:
-    """Whether the run asked for the report: ``--reliability-report``, ``-v`` or ``--soak``
-    (a quiet ``pytest -q`` prints none of it)."""
-    return bool(_option(config, "--reliability-report") or _option(config, "--soak")
-                or config.get_verbosity() > 0)
+    """Whether the run asked for the report: ``--reliability-report``, ``-v``, or a soak of its
+    own length (``--soak``, ``--soak-ops``, or their variables), whose numbers are the point; a
+    quiet ``pytest -q`` prints none of it."""
+    asked = (_option(config, "--reliability-report") or _option(config, "--soak")
+             or _option(config, "--soak-ops") or os.environ.get("DYNAUNIQUE_SOAK") == "1"
+             or os.environ.get("DYNAUNIQUE_SOAK_OPS"))
+    return bool(asked) or config.get_verbosity() > 0
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -32,15 +32,27 @@ _REPORT = ["*= dynaunique reliability =*", "soak:", "  150 operations, 0 duplica
            "fault proxy: 1 tests injected faults: reset 2"]
 
 
-def test_a_quiet_run_prints_no_report(run: pytest.Pytester) -> None:
+def test_a_quiet_run_prints_no_report(run: pytest.Pytester,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DYNAUNIQUE_SOAK", raising=False)
+    monkeypatch.delenv("DYNAUNIQUE_SOAK_OPS", raising=False)
     result = run.runpytest_inprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "dynaunique reliability" not in result.stdout.str()
     assert "150 operations" not in result.stdout.str()
 
 
-@pytest.mark.parametrize("asked", [["-q", "--reliability-report"], ["-v"], ["-q", "--soak"]])
+@pytest.mark.parametrize("asked", [["-q", "--reliability-report"], ["-v"], ["-q", "--soak"],
+                                   ["-q", "--soak-ops", "20"]])
 def test_the_report_is_printed_when_asked(run: pytest.Pytester, asked: list[str]) -> None:
     result = run.runpytest_inprocess(*asked, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(_REPORT)
+
+
+@pytest.mark.parametrize("variable", [("DYNAUNIQUE_SOAK", "1"), ("DYNAUNIQUE_SOAK_OPS", "20")])
+def test_a_soak_asked_for_in_the_environment_prints_it_too(
+        run: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: tuple[str, str]) -> None:
+    monkeypatch.setenv(*variable)
+    result = run.runpytest_inprocess("-q", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(_REPORT)
