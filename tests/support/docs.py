@@ -467,11 +467,26 @@ def evaluate_shell(example: Example) -> None:
             text = " ".join(step)
             if any(text.startswith(prefix) for prefix in NOT_RERUN):
                 continue
+            if step[0] == "export" and not run.legacy:
+                _check_export(run, step[1:])
+                continue
             if not (step[0] == "dynaunique" or text.startswith(SERVERS)):
                 raise Mismatch(f"the docs test does not know how to run {text!r}: "
                                      "run it (tests/support/docs.py) or list it in NOT_RERUN")
             last = index == len(steps) - 1
             _run_command(run, step, shown if last else "", status if last else 0)
+
+
+def _check_export(run: PageRun, assignments: list[str]) -> None:
+    """An ``export`` a page shows sets the recipe the page runs with (:func:`recipe`), nothing
+    else: the URL of a local server stands for the one the test runs."""
+    expected = recipe(run.ready())
+    for assignment in assignments:
+        name, _, value = assignment.partition("=")
+        if name not in expected:
+            raise Mismatch(f"export {name}: not part of the local recipe {sorted(expected)}")
+        if _LOCAL_URL.sub(expected[name], value) != expected[name]:
+            raise Mismatch(f"export {assignment}: the docs run with {name}={expected[name]}")
 
 
 _REDIRECT = re.compile(r"^\d?>(&\d|/dev/null|[\w./-]+)$")
@@ -543,11 +558,16 @@ def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None
     endpoint = run.ready()
     documented = next((m.group(0) for w in step for m in [_LOCAL_URL.search(w)] if m), None)
     server = " ".join(step).startswith(SERVERS)
+    shown_url = _LOCAL_URL.search(shown)
+    if step[:2] == ["dynaunique", "serve"] and "--port" not in step:
+        step = [*step, "--port", "0"]  # never the page's fixed port: workers run side by side
     printed, code, errors = _in_terminal(_argv(step, endpoint), _environment(run), run.folder,
                                          until_lines=len(shown.splitlines()) if server else None,
                                          stderr_shown="|" in step)
     if documented:
         printed = printed.replace(endpoint, documented)
+    if step[:2] == ["dynaunique", "serve"] and shown_url:
+        printed = _LOCAL_URL.sub(shown_url.group(0), printed)
     printed = _TIMESTAMP.sub("YYYY-MM-DD HH:MM:SSZ", printed)
     shown = _TIMESTAMP.sub("YYYY-MM-DD HH:MM:SSZ", shown)
     what = f"$ {' '.join(step)}"
