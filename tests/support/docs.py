@@ -90,7 +90,7 @@ SERVERS = ("dynaunique ui", "dynaunique serve", "python -m dynaunique.testing")
 #: reader can run it as copied; every other page fails on an invisible block.
 LEGACY_PAGES: frozenset[str] = frozenset({
     "docs/async.md", "docs/compatibility.md", "docs/declaring-constraints.md", "docs/errors.md",
-    "docs/how-it-works.md", "docs/migrations.md", "docs/observability.md",
+    "docs/migrations.md", "docs/observability.md",
     "docs/operating-locks.md", "docs/testing.md", "docs/units-of-work.md",
 })
 #: The first line of a block a page shows deliberately incomplete: not run (at most
