@@ -89,9 +89,9 @@ SERVERS = ("dynaunique ui", "dynaunique serve", "python -m dynaunique.testing")
 #: server and their tables created behind the reader's back): each is a page to rewrite so a
 #: reader can run it as copied; every other page fails on an invisible block.
 LEGACY_PAGES: frozenset[str] = frozenset({
-    "docs/async.md", "docs/compatibility.md", "docs/declaring-constraints.md", "docs/errors.md",
+    "docs/async.md", "docs/declaring-constraints.md", "docs/errors.md",
     "docs/migrations.md", "docs/observability.md",
-    "docs/operating-locks.md", "docs/testing.md", "docs/units-of-work.md",
+    "docs/operating-locks.md", "docs/units-of-work.md",
 })
 #: The first line of a block a page shows deliberately incomplete: not run (at most
 #: :data:`MAX_FRAGMENTS` in all the pages, ``tests/unit/test_docs_pages.py``).
@@ -465,16 +465,25 @@ def evaluate_shell(example: Example) -> None:
         for index, raw in enumerate(steps):
             step = _program(raw)
             text = " ".join(step)
-            if any(text.startswith(prefix) for prefix in NOT_RERUN):
+            if any(text.startswith(prefix) for prefix in NOT_RERUN) and not _page_tests(run,
+                                                                                        step):
                 continue
             if step[0] == "export" and not run.legacy:
                 _check_export(run, step[1:])
                 continue
-            if not (step[0] == "dynaunique" or text.startswith(SERVERS)):
+            if not (step[0] == "dynaunique" or text.startswith(SERVERS)
+                    or _page_tests(run, step)):
                 raise Mismatch(f"the docs test does not know how to run {text!r}: "
                                      "run it (tests/support/docs.py) or list it in NOT_RERUN")
             last = index == len(steps) - 1
             _run_command(run, step, shown if last else "", status if last else 0)
+
+
+def _page_tests(run: PageRun, step: list[str]) -> bool:
+    """``python -m pytest`` of test files the page wrote (``# test_x.py`` blocks): run for real,
+    as a reader runs them (any other ``python -m pytest`` is the suite, CI's step)."""
+    return (step[:3] == ["python", "-m", "pytest"]
+            and any(word.endswith(".py") and (run.folder / word).is_file() for word in step))
 
 
 def _check_export(run: PageRun, assignments: list[str]) -> None:
@@ -547,6 +556,8 @@ def _environment(run: PageRun) -> dict[str, str]:
 def _forked_argv(argv: list[str]) -> list[str] | None:
     """The command as the forker runs it: the ``dynaunique`` console script (run as the file it
     is) or ``python -m ...``; ``None`` for a pipeline (``bash -c``), which runs for real."""
+    if argv[1:3] == ["-m", "pytest"]:
+        return None  # pytest rewrites assertions as it imports: a fresh Python, not a fork
     if argv[0] == sys.executable:
         return argv
     if Path(argv[0]).name == "dynaunique" and Path(argv[0]).is_file():
