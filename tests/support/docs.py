@@ -89,8 +89,8 @@ SERVERS = ("dynaunique ui", "dynaunique serve", "python -m dynaunique.testing")
 #: server and their tables created behind the reader's back): each is a page to rewrite so a
 #: reader can run it as copied; every other page fails on an invisible block.
 LEGACY_PAGES: frozenset[str] = frozenset({
-    "docs/async.md", "docs/declaring-constraints.md", "docs/errors.md",
-    "docs/migrations.md", "docs/observability.md",
+    "docs/declaring-constraints.md", "docs/errors.md",
+    "docs/migrations.md", 
     "docs/operating-locks.md", "docs/units-of-work.md",
 })
 #: The first line of a block a page shows deliberately incomplete: not run (at most
