@@ -91,7 +91,7 @@ SERVERS = ("dynaunique ui", "dynaunique serve", "python -m dynaunique.testing")
 LEGACY_PAGES: frozenset[str] = frozenset({
     "docs/declaring-constraints.md", "docs/errors.md",
     "docs/migrations.md", 
-    "docs/operating-locks.md", "docs/units-of-work.md",
+    "docs/operating-locks.md", 
 })
 #: The first line of a block a page shows deliberately incomplete: not run (at most
 #: :data:`MAX_FRAGMENTS` in all the pages, ``tests/unit/test_docs_pages.py``).
