@@ -90,7 +90,7 @@ SERVERS = ("dynaunique ui", "dynaunique serve", "python -m dynaunique.testing")
 #: reader can run it as copied; every other page fails on an invisible block.
 LEGACY_PAGES: frozenset[str] = frozenset({
     "docs/declaring-constraints.md", "docs/errors.md",
-    "docs/migrations.md", 
+     
     "docs/operating-locks.md", 
 })
 #: The first line of a block a page shows deliberately incomplete: not run (at most
