@@ -88,7 +88,7 @@ SERVERS = ("dynaunique ui", "dynaunique serve", "python -m dynaunique.testing")
 #: Pages that still run with hidden setup (``invisible-code-block``s, models pointed at the
 #: server and their tables created behind the reader's back): each is a page to rewrite so a
 #: reader can run it as copied; every other page fails on an invisible block.
-LEGACY_PAGES: frozenset[str] = frozenset({"docs/declaring-constraints.md", })
+LEGACY_PAGES: frozenset[str] = frozenset({})
 #: The first line of a block a page shows deliberately incomplete: not run (at most
 #: :data:`MAX_FRAGMENTS` in all the pages, ``tests/unit/test_docs_pages.py``).
 FRAGMENT = "# fragment:"
