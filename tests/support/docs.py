@@ -568,8 +568,10 @@ def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None
     documented = next((m.group(0) for w in step for m in [_LOCAL_URL.search(w)] if m), None)
     server = " ".join(step).startswith(SERVERS)
     shown_url = _LOCAL_URL.search(shown)
-    if step[:2] == ["dynaunique", "serve"] and "--port" not in step:
-        step = [*step, "--port", "0"]  # never the page's fixed port: workers run side by side
+    if step[:2] == ["dynaunique", "serve"]:  # never the page's port: workers run side by side
+        port = step.index("--port") if "--port" in step else None
+        step = [*step, "--port", "0"] if port is None else [*step[:port + 1], "0",
+                                                                *step[port + 2:]]
     printed, code, errors = _in_terminal(_argv(step, endpoint), _environment(run), run.folder,
                                          until_lines=len(shown.splitlines()) if server else None,
                                          stderr_shown="|" in step)
