@@ -2,8 +2,8 @@
 
 Run it: ``python examples/async_app.py`` (the embedded local server; ``--endpoint URL``, or
 ``AWS_ENDPOINT_URL_DYNAMODB=URL``, for another DynamoDB; needs the ``async`` extra, httpx). Fifty
-signups race for ten emails on one event loop; exactly one signup per email wins, and every loser gets a
-``UniqueViolation``.
+signups race for ten emails on one event loop; exactly one signup per email wins, and every loser
+gets a ``UniqueViolation``.
 """
 
 from __future__ import annotations
