@@ -55,6 +55,26 @@ def test_serve_prints_one_ready_line_serves_requests_and_stops_on_ctrl_c() -> No
     assert "Traceback" not in err, err
 
 
+def test_serve_binds_the_host_it_is_given_and_names_it_in_the_ready_line() -> None:
+    process = subprocess.Popen([*_command(), "serve", "--host", "localhost", "--port", "0"],
+                               env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert ready.startswith(f"{READY_PREFIX} http://localhost:"), ready
+        client = boto3.client("dynamodb", endpoint_url=ready.split()[1], region_name="us-east-1",
+                              aws_access_key_id="any", aws_secret_access_key="any")
+        assert client.list_tables()["TableNames"] == []
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+
+
 def test_serve_without_moto_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "moto", None)  # `import moto` raises ImportError
     result = CliRunner().invoke(cli, ["serve", "--port", "0"])
