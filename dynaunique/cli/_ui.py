@@ -27,13 +27,13 @@ def ui_command(module: str, endpoint: str | None, port: int, allow_repair: bool)
     The page answers on 127.0.0.1 only, and only to requests carrying the access token in the
     URL it prints. Without --endpoint (or [tool.dynaunique] endpoint) an embedded local server
     is started, with the models' tables created empty. Needs the ui extra:
-    pip install 'dynaunique[ui]'.
+    pip install -e '/path/to/clone[ui]'.
     """
     try:
         from dynaunique import ui
     except ImportError as exc:
         raise click.ClickException(f"dynaunique ui needs the ui extra ({exc}): "
-                                   "pip install 'dynaunique[ui]'") from exc
+                                   "pip install -e '/path/to/clone[ui]'") from exc
     settings = settings_for(module)
     models = load_models(module)
     ui.serve(models, module=module, endpoint=endpoint or settings.endpoint, port=port,

@@ -30,7 +30,7 @@ def _distributed() -> Any:
         import distributed
     except ImportError:
         raise ConfigurationError("running a migration on Dask needs the `distributed` package: "
-                                 "pip install 'dynaunique[dask]'") from None
+                                 "pip install -e '/path/to/clone[dask]'") from None
     return distributed
 
 
