@@ -391,6 +391,30 @@ def test_the_lambda_handler_reports_findings_and_only_the_failed_record(
     assert failed["sequence"] == "999"
 
 
+def test_a_record_that_is_not_an_object_fails_alone(
+        raw: Any, dynaunique_db: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A record that is not a JSON object ("x", null, 5) is listed in batchItemFailures by its
+    place in the batch; the batch's other records are judged all the same."""
+    from dynaunique.streams import aws_lambda
+
+    raw.put_item(TableName=TABLE, Item={**sm.account_key("ACCT#2"), "email": {"S": "b@x.io"}})
+    arn = raw.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    event = _lambda_event(stream_records(dynaunique_db), arn)
+    event["Records"][:0] = ["x", None, 5]
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", MODULE)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
+    monkeypatch.setattr(aws_lambda, "_guards", {})
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
+        answer = aws_lambda.handler(event, None)
+    assert answer == {"batchItemFailures": [{"itemIdentifier": f"#{i}"} for i in range(3)]}
+    (finding,) = events(caplog, "stream_finding")
+    assert (finding["kind"], finding["lock_key"]) == ("missing", "UNIQ#EMAIL#b@x.io")
+    assert [e["reason"] for e in events(caplog, "stream_record_failed")] == [
+        f"not a DynamoDB stream record: {v!r}" for v in ("x", None, 5)]
+
+
 def test_the_lambda_handler_logs_json_lines_when_nothing_else_is_configured(
         raw: Any, dynaunique_db: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
