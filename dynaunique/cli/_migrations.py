@@ -28,17 +28,11 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from dynaunique.cli._common import (
-    CannotRun,
-    endpoint_option,
-    exit_code_of,
-    load_models,
-    open_models,
-)
+from dynaunique.cli._common import endpoint_option, exit_code_of, load_models, open_models
 from dynaunique.cli._output import Output
 from dynaunique.cli._throughput import throughput_options
 from dynaunique.cli._workers import print_result, worker_options
-from dynaunique.errors import DynauniqueError, MigrationError
+from dynaunique.errors import DynauniqueError
 from dynaunique.migrations import (
     Counters,
     DuplicatesFound,
@@ -319,11 +313,6 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
     if dask is not None and (segment is not None or fake):
         raise click.UsageError("--dask runs the workers itself: no --segment or --fake")
     project = _project(module, migrations_dir, endpoint)
-    if target is not None:
-        try:  # a target that names no migration is a usage mistake: exit 2, before any work
-            project.loader().resolve(target)
-        except MigrationError as exc:
-            raise CannotRun(str(exc)) from exc
     out = _console()
     err = _console(stderr=True)
     if not as_json:
