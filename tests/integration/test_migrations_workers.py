@@ -269,18 +269,30 @@ def test_max_seconds_stops_at_a_checkpoint_and_reruns_finish_under_live_writers(
     assert ws.ledger() == ws.applied_only()
 
 
-def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace) -> None:
+@pytest.mark.parametrize("worker", [["--segment", "0", "--total-segments", "1"], []],
+                         ids=["worker", "single"])
+def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace,
+                                                          worker: list[str]) -> None:
     ws.seed_unique_email(150)  # two pages of 100
-    args = ["migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
-            "--total-segments", "1"]
-    stopped = CliRunner().invoke(cli, [*args, "--max-wcu", "100", "--max-seconds", "0.2"])
+    args = ["migrate", ws.module, "--endpoint", ws.endpoint, *worker]
+    stopped = CliRunner().invoke(cli, [*args, "--max-wcu", "100", "--max-seconds", "0.2",
+                                       "--json"])
     assert stopped.exit_code == 75, stopped.output
     assert "More to do: stopped at a checkpoint after --max-seconds 0.2" in stopped.stderr
     (progress,) = ws.project().recorder().progress(JOB, 1)
     assert progress.last_key is not None and not progress.done
+    # --json reports what the stopped phase has done so far (the locks it wrote), not {}.
+    report = json.loads(stopped.stdout)
+    assert report["state"] == "more"
+    ((label, so_far),) = report["totals"].items()
+    assert label.startswith("0001_initial: ")
+    assert so_far["written"] == ws.lock_count() > 0
+    assert so_far["records"] == so_far["scanned"] == progress.counters.scanned
     finished = CliRunner().invoke(cli, [*args, "--json"])
     assert finished.exit_code == 0, finished.output
-    assert json.loads(finished.stdout)["state"] == "done"
+    done = json.loads(finished.stdout)
+    assert done["state"] == "done"
+    assert done["totals"][label]["written"] == 150
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == ws.applied_only()
 
