@@ -27,6 +27,8 @@ from support.migrations_workspace import (
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError
 from dynaunique.migrations import Counters, RunState
+from dynaunique.migrations._budget import budget_key
+from dynaunique.migrations._dynamo import LEDGER_ATTR
 from dynaunique.migrations._lease import SegmentLost
 from dynaunique.migrations._ledger import Progress
 
@@ -295,6 +297,33 @@ def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace,
     assert done["totals"][label]["written"] == 150
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == ws.applied_only()
+
+
+def test_a_shared_budget_dated_in_the_future_holds_no_worker_past_max_seconds(
+        ws: Workspace) -> None:
+    """A worker whose clock ran an hour ahead left the shared --max-wcu bucket empty and dated
+    an hour on: a later worker used to wait for its own clock to pass it, with no deadline.
+    An ``at`` more than the tolerated skew ahead counts as that much ahead, so the worker
+    waits about a second for the refill and the run ends at its --max-seconds (or done)."""
+    ws.seed_unique_email(150)
+    recorder = ws.project().recorder()
+    ws.client.put_item(TableName=TABLE, Item={
+        **budget_key(recorder.keys, recorder.app, "WCU"), LEDGER_ATTR: {"M": {
+            "kind": {"S": "budget"}, "name": {"S": "WCU"}, "rate": {"N": "100"},
+            "tokens": {"N": "0"}, "at": {"N": repr(time.time() + 3600)},
+            "version": {"N": "7"}}}})
+    ended: list[Any] = []
+    args = ["migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
+            "--total-segments", "1", "--max-wcu", "100", "--max-seconds", "3"]
+    started = time.monotonic()
+    run = threading.Thread(target=lambda: ended.append(CliRunner().invoke(cli, args)),
+                           daemon=True)
+    run.start()
+    run.join(timeout=30)
+    assert ended, "the worker still waits on the budget 30 s later"
+    assert ended[0].exit_code in (0, 75), ended[0].output
+    assert time.monotonic() - started < 15
+    assert ws.lock_count() > 0  # it got units after about a second, not an hour
 
 
 def test_a_worker_joining_as_the_last_one_leaves_gets_in(ws: Workspace) -> None:
