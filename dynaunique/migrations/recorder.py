@@ -197,9 +197,10 @@ class MigrationRecorder:
 
         With ``holder`` (the runner's lease holder id) the write is fenced: it lands only if the
         item is absent, or was last written by ``holder`` or by the holder it had when it was
-        read (``progress.holder``). A runner whose segment another runner took over (after its
-        lease expired) therefore cannot overwrite the newer checkpoint — nor drop the intents
-        it names.
+        read (``progress.holder``); absent only if it was absent when read (``progress.stored``
+        False). A runner whose segment another runner took over (after its lease expired)
+        therefore cannot overwrite the newer checkpoint — nor drop the intents it names — nor
+        write one again once that runner finished the migration and cleared the ledger.
 
         :raises SegmentLost: another runner wrote the item since it was read.
         """
@@ -224,10 +225,15 @@ class MigrationRecorder:
         else:
             ledger["holder"] = {"S": holder}
             allowed = {":me": {"S": holder}}
-            condition = "attribute_not_exists(#h) OR attribute_not_exists(#l.#o) OR #l.#o = :me"
+            condition = "attribute_not_exists(#l.#o) OR #l.#o = :me"
             if progress.holder is not None and progress.holder != holder:
                 allowed[":read"] = {"S": progress.holder}
                 condition += " OR #l.#o = :read"
+            # An item read (or written) before must still be there: gone, another runner
+            # finished the migration and cleared the ledger (a stalled runner's late
+            # checkpoint would be left behind). Only a segment never stored starts absent.
+            condition = (f"attribute_exists(#h) AND ({condition})" if progress.stored
+                         else f"attribute_not_exists(#h) OR {condition}")
             try:
                 self._put(key, ledger, ConditionExpression=condition,
                           ExpressionAttributeNames={"#h": self.keys.hash_attr,

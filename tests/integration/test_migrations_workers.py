@@ -248,6 +248,42 @@ def test_a_checkpoint_of_a_worker_whose_segment_was_taken_over_is_refused(
     assert (stored.holder, stored.last_key) == ("taker", taker.last_key)
 
 
+@pytest.mark.external  # a worker process stopped and woken, a takeover: about 10 s
+def test_a_worker_stopped_past_its_lease_leaves_nothing_after_a_takeover(
+        ws: Workspace, workers: Forker) -> None:
+    """SIGSTOP of a worker mid-segment, past its lease: another worker takes the segment over,
+    finishes and records the migration (clearing its ledger). Woken, the stalled worker's
+    checkpoint must not land on the item that is gone (the fence used to accept an absent
+    item): no ``UNIQ#~PROGRESS#`` debris."""
+    ws.seed_unique_email(240)
+    recorder = ws.project().recorder()
+    stalled = workers.start(_migrate(ws, "--segment", "0", "--total-segments", "1",
+                                     "--lease-seconds", "1", "--max-wcu", "1000"),
+                            cwd=ws.root, env=ws.process_env())
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            (seen,) = recorder.progress(JOB, 1, [0])
+            if seen.last_key is not None:  # a page of segment 0 is checkpointed
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the worker never started its segment")
+        stalled.send_signal(signal.SIGSTOP)
+        result = ws.project().executor(worker=(0, 1), lease_seconds=1, wait_seconds=30,
+                                       poll_seconds=0.1).migrate()
+        assert (result.state, result.applied) == (RunState.DONE, ["0001_initial"])
+        assert ws.ledger() == ws.applied_only()
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    woken = stalled.result(timeout=60)
+    assert ws.ledger() == ws.applied_only(), woken.stdout + woken.stderr
+    assert ws.locks() == ws.expected_locks()
+    # Its checkpoint refused, it gives the segment up and ends as any worker whose migration
+    # another worker completed while it ran: the migration is applied, exit 0.
+    assert (woken.returncode, woken.stdout.splitlines()[-1]) == (0, "Applied 0001_initial")
+
+
 # --- the time bound ------------------------------------------------------------------------------
 
 
