@@ -194,30 +194,33 @@ def test_a_waiting_worker_takes_the_segment_a_worker_gives_back(ws: Workspace) -
 # --- killed, taken over --------------------------------------------------------------------------
 
 
+def _mid_segment(ws: Workspace, workers: Forker, total: int, *options: str) -> tuple[Any, Any]:
+    """A worker process on segment 0 of ``total`` (with ``options``), once a page of its
+    segment is checkpointed: (the ledger's recorder, the process)."""
+    recorder = ws.project().recorder()
+    process = workers.start(_migrate(ws, "--segment", "0", "--total-segments", str(total),
+                                     *options), cwd=ws.root, env=ws.process_env())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        (seen,) = recorder.progress(JOB, total, [0])
+        if seen.last_key is not None:
+            return recorder, process
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    pytest.fail("the worker never started its segment")
+
+
 def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
         ws: Workspace, workers: Forker) -> None:
     """kill -9 of a worker mid-segment: its lease is neither renewed nor given back. Another
     worker runs its own segment, waits, takes the dead one's segment once its lease expired and
     resumes it from the checkpoint; the ledger is clean afterwards."""
     models = ws.seed_unique_email(240)
-    recorder = ws.project().recorder()
     # A slow worker (80 write units a second: 20 records, a guarded lock put costing 4) on
     # segment 0 of 2, with a 2-second lease.
-    victim = workers.start(_migrate(ws, "--segment", "0", "--total-segments", "2",
-                                    "--lease-seconds", "2", "--max-wcu", "80"),
-                           cwd=ws.root, env=ws.process_env())
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            (seen,) = recorder.progress(JOB, 2, [0])
-            if seen.last_key is not None:  # a page of segment 0 is checkpointed
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the worker never started its segment")
-    finally:
-        os.kill(victim.pid, signal.SIGKILL)
-        assert victim.wait() == -signal.SIGKILL
+    recorder, victim = _mid_segment(ws, workers, 2, "--lease-seconds", "2", "--max-wcu", "80")
+    os.kill(victim.pid, signal.SIGKILL)
+    assert victim.wait() == -signal.SIGKILL
     (dead,) = recorder.progress(JOB, 2, [0])
     assert not dead.done and dead.counters.records > 0  # killed mid-segment, past a checkpoint
     assert f"UNIQ#~LEASE#{ws.module}#{JOB}#2#0" in ws.ledger()  # its lease was left behind
@@ -256,19 +259,8 @@ def test_a_worker_stopped_past_its_lease_leaves_nothing_after_a_takeover(
     checkpoint must not land on the item that is gone (the fence used to accept an absent
     item): no ``UNIQ#~PROGRESS#`` debris."""
     ws.seed_unique_email(240)
-    recorder = ws.project().recorder()
-    stalled = workers.start(_migrate(ws, "--segment", "0", "--total-segments", "1",
-                                     "--lease-seconds", "1", "--max-wcu", "1000"),
-                            cwd=ws.root, env=ws.process_env())
+    _, stalled = _mid_segment(ws, workers, 1, "--lease-seconds", "1", "--max-wcu", "1000")
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            (seen,) = recorder.progress(JOB, 1, [0])
-            if seen.last_key is not None:  # a page of segment 0 is checkpointed
-                break
-            time.sleep(0.02)
-        else:
-            pytest.fail("the worker never started its segment")
         stalled.send_signal(signal.SIGSTOP)
         result = ws.project().executor(worker=(0, 1), lease_seconds=1, wait_seconds=30,
                                        poll_seconds=0.1).migrate()
