@@ -75,9 +75,7 @@ def _field(name: str, value: Any, kind: type[int] | type[float], minimum: float)
     return number
 
 
-def _optional(event: Mapping[str, Any], name: str, kind: type[int] | type[float],
-              minimum: float) -> Any:
-    value = _setting(event, name)
+def _optional(name: str, value: Any, kind: type[int] | type[float], minimum: float) -> Any:
     return None if value is None or value == "" else _field(name, value, kind, minimum)
 
 
@@ -93,10 +91,11 @@ def _unit(event: Mapping[str, Any], max_seconds: float | None) -> Unit:
     return Unit(module, _field("total_segments", _setting(event, "total_segments", 8), int, 1),
                 target=target or None, migrations_dir=directory or None,
                 endpoint=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None,
-                lease_seconds=_optional(event, "lease_seconds", float, 0),
-                max_wcu=_optional(event, "max_wcu", float, 0),
-                max_rcu=_optional(event, "max_rcu", float, 0),
-                concurrency=_optional(event, "concurrency", int, 1),
+                lease_seconds=_optional("lease_seconds", _setting(event, "lease_seconds"),
+                                        float, 0),
+                max_wcu=_optional("max_wcu", _setting(event, "max_wcu"), float, 0),
+                max_rcu=_optional("max_rcu", _setting(event, "max_rcu"), float, 0),
+                concurrency=_optional("concurrency", _setting(event, "concurrency"), int, 1),
                 max_seconds=max_seconds, only=True,
                 page_size=_field("page_size", _setting(event, "page_size", 100), int, 1))
 
