@@ -82,6 +82,8 @@ class MigrationRecorder:
         self.client = client
         self.keys = keys
         self.app = app
+        #: job → total of the jobs this recorder started or joined (:meth:`start_job`).
+        self._started: dict[str, int] = {}
 
     @property
     def table(self) -> str:
@@ -156,11 +158,12 @@ class MigrationRecorder:
                             "created": {"S": now()}},
                       ConditionExpression="attribute_not_exists(#h)",
                       ExpressionAttributeNames={"#h": self.keys.hash_attr})
-            return total
         except ConditionFailed:
             existing = self.job_total(job)
             assert existing is not None
-            return existing
+            total = existing
+        self._started[job] = total
+        return total
 
     def progress(self, job: str, total: int,
                  segments: Iterable[int] | None = None) -> list[Progress]:
@@ -247,16 +250,17 @@ class MigrationRecorder:
 
     def clear_jobs(self, jobs: Iterable[str]) -> None:
         """Delete the headers, progress items and segment leases of ``jobs`` (after a
-        migration completed; a lease a crashed worker left behind goes too)."""
+        migration completed; a lease a crashed worker left behind goes too) — of the split in
+        each header, and of the split this recorder started or joined a job with: a worker that
+        finds the migration completed by another (who deleted the header) clears its own late
+        checkpoint too."""
         jobs = list(jobs)
-        totals = self.jobs_started(jobs)
-        keys = []
-        for job in jobs:
-            keys.append(self._key(JOB_PREFIX, job))
-            total = totals.get(job)
-            if total is not None:
-                keys.extend(self._key(PROGRESS_PREFIX, job, total, i) for i in range(total))
-                keys.extend(self._key(LEASE_PREFIX, job, total, i) for i in range(total))
+        splits = set(self.jobs_started(jobs).items())
+        splits.update((job, self._started.pop(job)) for job in jobs if job in self._started)
+        keys = [self._key(JOB_PREFIX, job) for job in jobs]
+        for job, total in sorted(splits):
+            keys.extend(self._key(PROGRESS_PREFIX, job, total, i) for i in range(total))
+            keys.extend(self._key(LEASE_PREFIX, job, total, i) for i in range(total))
         batch_delete(self.client, self.table, keys)
 
     # leases

@@ -29,8 +29,9 @@ from dynaunique.errors import MigrationError
 from dynaunique.migrations import Counters, RunState
 from dynaunique.migrations._budget import budget_key
 from dynaunique.migrations._dynamo import LEDGER_ATTR
-from dynaunique.migrations._lease import SegmentLost
+from dynaunique.migrations._lease import Lease, SegmentLost
 from dynaunique.migrations._ledger import Progress
+from dynaunique.migrations.recorder import MigrationRecorder
 
 TABLE = "mig_workers_accounts"
 JOB = "0001_initial#0#F#0"
@@ -274,6 +275,39 @@ def test_a_worker_stopped_past_its_lease_leaves_nothing_after_a_takeover(
     # Its checkpoint refused, it gives the segment up and ends as any worker whose migration
     # another worker completed while it ran: the migration is applied, exit 0.
     assert (woken.returncode, woken.stdout.splitlines()[-1]) == (0, "Applied 0001_initial")
+
+
+def test_a_worker_stalled_before_its_first_checkpoint_leaves_nothing_after_a_takeover(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, but the worker stalls before its segment's first checkpoint (the item never
+    stored, so the fence lets it start absent): the takeover finishes and clears the ledger
+    meanwhile, the late checkpoint lands, and the worker — once it finds the migration
+    recorded — clears what it wrote by the split it knows (the job's header is gone)."""
+    ws.seed_unique_email(30)
+    save, renew = MigrationRecorder.save_progress, Lease.renew
+    stalled: set[str] = set()
+
+    def stalling_renew(lease: Lease) -> None:
+        if lease.holder not in stalled:
+            renew(lease)
+
+    def stalling_save(recorder: Any, progress: Progress, **kwargs: Any) -> None:
+        holder = kwargs.get("holder")
+        if not stalled and not progress.stored and holder is not None:
+            stalled.add(holder)  # stalled here: its leases lapse, another worker takes over
+            time.sleep(0.6)
+            taker = ws.project().executor(worker=(0, 1), lease_seconds=0.3, wait_seconds=10,
+                                          poll_seconds=0.05).migrate()
+            assert (taker.state, ws.ledger()) == (RunState.DONE, ws.applied_only())
+            stalled.discard(holder)  # woken: its renewals find its leases gone
+        save(recorder, progress, **kwargs)
+
+    monkeypatch.setattr(MigrationRecorder, "save_progress", stalling_save)
+    monkeypatch.setattr(Lease, "renew", stalling_renew)
+    woken = ws.project().executor(worker=(0, 1), lease_seconds=0.3, page_size=10).migrate()
+    assert woken.state == RunState.DONE
+    assert ws.ledger() == ws.applied_only()
+    assert ws.locks() == ws.expected_locks()
 
 
 # --- the time bound ------------------------------------------------------------------------------
