@@ -367,7 +367,7 @@ def test_a_shared_budget_dated_in_the_future_holds_no_worker_past_max_seconds(
     an hour on: a later worker used to wait for its own clock to pass it, with no deadline.
     An ``at`` more than the tolerated skew ahead counts as that much ahead, so the worker
     waits about a second for the refill and the run ends at its --max-seconds (or done)."""
-    ws.seed_unique_email(150)
+    ws.seed_unique_email(30)
     recorder = ws.project().recorder()
     ws.client.put_item(TableName=TABLE, Item={
         **budget_key(recorder.keys, recorder.app, "WCU"), LEDGER_ATTR: {"M": {
@@ -376,7 +376,7 @@ def test_a_shared_budget_dated_in_the_future_holds_no_worker_past_max_seconds(
             "version": {"N": "7"}}}})
     ended: list[Any] = []
     args = ["migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
-            "--total-segments", "1", "--max-wcu", "100", "--max-seconds", "3"]
+            "--total-segments", "1", "--max-wcu", "100", "--max-seconds", "1"]
     started = time.monotonic()
     run = threading.Thread(target=lambda: ended.append(CliRunner().invoke(cli, args)),
                            daemon=True)
