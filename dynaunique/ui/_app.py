@@ -34,7 +34,7 @@ from dynaunique.errors import ConfigurationError, DynauniqueError
 from dynaunique.model import Model
 from dynaunique.ui import _templates as templates
 from dynaunique.ui import _views as views
-from dynaunique.ui._guard import _ALLOWED_HOSTS, UIConfig, _Guard, _Refused, _same
+from dynaunique.ui._guard import UIConfig, _Guard, _Refused, _same, local_origin
 
 #: The only address the server binds.
 HOST = "127.0.0.1"
@@ -132,10 +132,8 @@ class _Pages:
     async def form(self, request: Request) -> dict[str, list[str]]:
         """The urlencoded body of a POST, after checking its CSRF token and Origin."""
         origin = request.headers.get("origin")
-        if origin is not None and origin != "null":
-            name = origin.split("://", 1)[-1].rsplit(":", 1)[0]
-            if name not in _ALLOWED_HOSTS:
-                raise _Refused(403, "a page of another site may not send this form")
+        if origin is not None and not local_origin(origin):
+            raise _Refused(403, "a page of another site may not send this form")
         body = parse_qs((await request.body()).decode("utf-8", "replace"),
                         keep_blank_values=True)
         if not _same(_first(body, "csrf"), self.config.csrf):
