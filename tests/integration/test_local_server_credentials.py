@@ -44,10 +44,10 @@ def run_without_aws(code: str, home: Path, *, real: bool) -> subprocess.Complete
     [
         pytest.param(
             lambda: python_blocks("getting-started.md", "## Declare a model")[0]
-            + python_blocks("getting-started.md", "## Try it without AWS")[0],
+            + python_blocks("getting-started.md", "## A server inside your program")[0],
             "ACCT#a1f9c3\n",
             True,
-            id="getting-started: Try it without AWS",
+            id="getting-started: A server inside your program",
         ),
         pytest.param(
             lambda: python_blocks("testing.md", "## Without pytest")[0],
