@@ -1,0 +1,132 @@
+"""Requests DynamoDB refuses, sent to the local server over HTTP: each gets DynamoDB's recorded
+answer (tests/support/recorded_answers.py, from the public conformance suite), and what DynamoDB
+accepts at its real limits is accepted — the audit's 100-item TransactGetItems included.
+
+The client sends each request as it is (botocore's own parameter validation is off, as the
+JavaScript SDK's is), so the server's rules are what refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from support.declare import declare, pk_attr
+from support.recorded_answers import CASES, COMPOSITE, HASH, Case
+
+from dynaunique.attributes import UnicodeAttribute
+from dynaunique.audit._reads import _MAX_RECORDS_PER_READ, _read_key
+from dynaunique.audit._tables import _Meter, _tables
+from dynaunique.testing import create_tables, use_endpoint
+
+#: DynamoDB's limit of items in a TransactGetItems (the audit reads a lock and 99 records).
+LOOKUP_BATCH = 100
+
+
+@pytest.fixture
+def raw(dynaunique_db: str) -> Any:
+    """A client that sends what it is given, against a server holding HASH and COMPOSITE."""
+    ddb = boto3.client("dynamodb", endpoint_url=dynaunique_db, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing",
+                       config=Config(parameter_validation=False,
+                                     retries={"total_max_attempts": 1}))
+    ddb.create_table(TableName=HASH, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    ddb.create_table(
+        TableName=COMPOSITE, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                   {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"}
+                              for n in ("pk", "sk", "l")],
+        LocalSecondaryIndexes=[{"IndexName": "by_l", "Projection": {"ProjectionType": "ALL"},
+                                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"},
+                                              {"AttributeName": "l", "KeyType": "RANGE"}]}])
+    return ddb
+
+
+def send(ddb: Any, operation: str, request: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = ddb._make_api_call(operation, request)
+    return result
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_the_server_answers_as_dynamodb(raw: Any, case: Case) -> None:
+    with pytest.raises(ClientError) as raised:
+        send(raw, case.operation, case.request)
+    response = raised.value.response
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert (response["Error"]["Code"], response["Error"]["Message"]) == (case.code, case.message)
+    # nothing was written
+    assert raw.scan(TableName=HASH)["Items"] == []
+
+
+Wide = declare("Wide", "wide_audit", pk=pk_attr(), email=UnicodeAttribute(unique=True))
+
+
+def test_the_audit_reads_a_lock_and_99_records_in_one_transact_get(raw: Any,
+                                                                     dynaunique_db: str) -> None:
+    use_endpoint(dynaunique_db, Wide)
+    create_tables(Wide)
+    for n in range(_MAX_RECORDS_PER_READ):
+        Wide(pk=f"u{n:02}", email=f"u{n:02}@x.io").save()
+    table = _tables([Wide])[0]
+    records = [{"PK": {"S": f"u{n:02}"}} for n in range(_MAX_RECORDS_PER_READ)]
+    meter = _Meter()
+    raw_items = raw.scan(TableName="wide_audit")["Items"]
+    lock = next(i["PK"]["S"] for i in raw_items if i["PK"]["S"].endswith("#u00@x.io"))
+    lock_item, read = _read_key(table, lock, records, meter)
+    assert meter.cost().requests == (("TransactGetItems", 1),)
+    assert lock_item is not None and lock_item["PK"]["S"] == lock
+    assert len(read) == _MAX_RECORDS_PER_READ == LOOKUP_BATCH - 1
+    assert all(record is not None for record in read)
+
+
+def test_a_batch_get_of_100_keys_and_a_batch_write_of_25_are_answered(raw: Any) -> None:
+    raw.batch_write_item(RequestItems={HASH: [{"PutRequest": {"Item": {"pk": {"S": f"w{n}"}}}}
+                                              for n in range(25)]})
+    answer = raw.batch_get_item(RequestItems={HASH: {"Keys": [{"pk": {"S": f"w{n}"}}
+                                                              for n in range(100)]}})
+    assert sorted(item["pk"]["S"] for item in answer["Responses"][HASH]) == sorted(
+        f"w{n}" for n in range(25))
+
+
+def test_return_item_collection_metrics_size_on_a_table_with_a_local_index(raw: Any) -> None:
+    item = {"pk": {"S": "p"}, "sk": {"S": "s"}, "l": {"S": "v"}}
+    put = raw.put_item(TableName=COMPOSITE, Item=item, ReturnItemCollectionMetrics="SIZE")
+    assert put["ItemCollectionMetrics"] == {"ItemCollectionKey": {"pk": {"S": "p"}},
+                                            "SizeEstimateRangeGB": [0.0, 1.0]}
+    deleted = raw.delete_item(TableName=COMPOSITE, Key={"pk": {"S": "p"}, "sk": {"S": "s"}},
+                              ReturnItemCollectionMetrics="SIZE")
+    assert deleted["ItemCollectionMetrics"]["ItemCollectionKey"] == {"pk": {"S": "p"}}
+    plain = raw.put_item(TableName=HASH, Item={"pk": {"S": "p"}},
+                         ReturnItemCollectionMetrics="SIZE")
+    assert "ItemCollectionMetrics" not in plain
+
+
+@pytest.mark.parametrize(("operation", "request_", "message"), [
+    ("GetItem", {"TableName": COMPOSITE, "Key": {"pk": {"S": "p"}}},
+     "The provided key element does not match the schema"),
+    ("UpdateItem", {"TableName": HASH, "Key": {"pk": {"S": "k"}}, "UpdateExpression": "SET a = :v",
+                    "ExpressionAttributeNames": {"#unused": "x"},
+                    "ExpressionAttributeValues": {":v": {"S": "1"}}},
+     "Value provided in ExpressionAttributeNames unused in expressions: keys: {#unused}"),
+])
+def test_moto_s_messages_are_worded_as_dynamodb_s(raw: Any, operation: str,
+                                                   request_: dict[str, Any], message: str) -> None:
+    with pytest.raises(ClientError) as raised:
+        send(raw, operation, request_)
+    assert raised.value.response["Error"]["Message"] == message
+
+
+def test_numbers_at_the_edges_of_the_range_are_stored(raw: Any) -> None:
+    big = "9.9999999999999999999999999999999999999E+125"
+    raw.put_item(TableName=HASH, Item={"pk": {"S": "n"}, "big": {"N": big},
+                                       "small": {"N": "1E-130"}, "digits": {"N": "1" * 38}})
+    item = raw.get_item(TableName=HASH, Key={"pk": {"S": "n"}})["Item"]
+    assert json.loads(json.dumps([item["digits"]["N"]])) == ["1" * 38]
+    assert float(item["big"]["N"]) == float(big)
