@@ -46,6 +46,7 @@ import attrs
 if __package__ in (None, ""):  # run as a script: python conformance/emulator.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from conformance.run import RunnerError, parse_allowed
 from dynaunique.testing import LocalDynamoDB
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -73,10 +74,6 @@ WORDING = ("tier3/error-messages/", "tier3/validation-ordering/")
 TIERS = ("tier1", "tier2", "tier3")
 #: The score table's rows, in order.
 ROWS = ("total", *TIERS, "library's operations", "their behaviour tests")
-
-
-class RunnerError(Exception):
-    """The runner could not run the suite (exit status 2)."""
 
 
 @attrs.frozen
@@ -163,24 +160,6 @@ def score_table(scores: Mapping[str, tuple[int, int]]) -> str:
         passed, tests = scores[row]
         lines.append(f"{row:<24}{passed:>8}{tests:>6}{percent(passed, tests):>9}")
     return "\n".join(lines)
-
-
-def parse_allowed(text: str) -> dict[str, str]:
-    """The allowed list: ``<test id> -- <reason>`` per line; ``#`` starts a comment line.
-
-    :raises ValueError: a line has no reason (every known failure must say why).
-    """
-    allowed: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        tid, sep, reason = line.rpartition(" -- ")
-        if not sep or not tid.strip() or not reason.strip():
-            raise ValueError(f"allowed list line {number}: expected '<test id> -- <reason>', "
-                             f"got {raw!r}")
-        allowed[tid.strip()] = reason.strip()
-    return allowed
 
 
 def compare(outcomes: Mapping[str, Outcome], allowed: Mapping[str, str]) -> Comparison:
