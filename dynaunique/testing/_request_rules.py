@@ -7,7 +7,8 @@ its own differential test (request → DynamoDB's answer) in ``tests/unit/test_l
 and, over HTTP, ``tests/integration/test_local_server_requests.py``. In DynamoDB's order:
 
 1. the parameters' constraints, all reported in one message (``2 validation errors detected:
-   ...; ...``): table name length and pattern, enum values, ``Limit`` at least 1;
+   ...; ...``): table name length and pattern, enum values (an attribute definition's type
+   too), ``Limit`` at least 1;
 2. the operation's own rules: empty ``RequestItems`` or ``TransactItems``, more than 25 writes or
    100 keys per table of a batch, more than 100 actions of a transaction, duplicate keys in a
    batch write or a ``TransactGetItems``, ``Segment`` not below ``TotalSegments``, an empty
@@ -102,6 +103,12 @@ def constraint_violations(operation: str, request: dict[str, Any]) -> list[str]:
         if isinstance(value, str) and value not in allowed:
             found.append(_violation(value, field,
                                     f"satisfy enum value set: [{', '.join(allowed)}]"))
+    if operation == "CreateTable" and isinstance(request.get("AttributeDefinitions"), list):
+        for number, definition in enumerate(request["AttributeDefinitions"], start=1):
+            kind = definition.get("AttributeType") if isinstance(definition, dict) else None
+            if isinstance(kind, str) and kind not in ("B", "N", "S"):
+                found.append(_violation(kind, f"attributeDefinitions.{number}.member."
+                                        "attributeType", "satisfy enum value set: [B, N, S]"))
     limit = request.get("Limit")
     if operation in ("Query", "Scan") and isinstance(limit, int) and limit < 1:
         # As recorded: Query names the parameter without its value, Scan with it.

@@ -193,6 +193,13 @@ CASES = [
           "BillingMode": "PAY_PER_REQUEST"}, VALIDATION,
          "Invalid KeySchema: Some index key attribute have no definition",
          EM + "createTable.test.ts"),
+    Case("CreateTable: an attribute type outside B, N, S", "CreateTable",
+         {"TableName": "bad_type", "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+          "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "INVALID"}],
+          "BillingMode": "PAY_PER_REQUEST"}, VALIDATION,
+         "1 validation error detected: Value 'INVALID' at 'attributeDefinitions.1.member."
+         "attributeType' failed to satisfy constraint: Member must satisfy enum value set: "
+         "[B, N, S]", EM + "createTable.test.ts"),
     Case("CreateTable: a local index on a table without a range key", "CreateTable",
          {"TableName": "lsi_hash_only",
           "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
