@@ -74,6 +74,11 @@ _ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
 _JSON = "application/x-amz-json-1.0"
 # Fields of a TransactWriteItems request that may differ between a call and its resend: they
 # change what the answer reports, not what is written.
+# Operations that never create, delete or replace a table: the key names known stay true.
+_TABLES_UNCHANGED = frozenset({
+    "GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
+    "BatchWriteItem", "TransactGetItems", "TransactWriteItems", "DescribeTable", "ListTables",
+})
 _NOT_COMPARED = frozenset(
     {"ClientRequestToken", "ReturnConsumedCapacity", "ReturnItemCollectionMetrics"}
 )
@@ -197,6 +202,8 @@ class DynamoRules:
         self.token_window = self._default_window
         # token -> (digest of the compared request fields, when it succeeded, the answer)
         self._tokens: dict[str, tuple[str, float, _Answer]] = {}
+        # (credentials, table) -> its key attribute names; forgotten when a table may change.
+        self._keys: dict[tuple[str, str], tuple[str, ...] | None] = {}
         self.conflict_fraction = 0.0
         self.conflict_seed: int | None = None
         self._random = random.Random(0)
@@ -231,6 +238,8 @@ class DynamoRules:
         if not target.startswith(_TARGET_PREFIX):
             return self._app(environ, start_response)
         operation = target[len(_TARGET_PREFIX):]
+        if operation not in _TABLES_UNCHANGED:
+            self._keys.clear()
         body = _read_body(environ)
         try:
             _check_utf8(body)
@@ -245,7 +254,7 @@ class DynamoRules:
         if not isinstance(request, dict):
             return self._app(environ, start_response)
         try:
-            check_request(operation, request, lambda table: _key_names(self._app, environ, table))
+            check_request(operation, request, lambda table: self._key_names(environ, table))
             check = _CHECKS.get(operation)
             if check is not None:
                 check(request)
@@ -265,6 +274,17 @@ class DynamoRules:
                                              if k.lower() != "content-length"]
                              + [("Content-Length", str(len(amended)))], amended)
         return answer.send(start_response)
+
+    def _key_names(self, environ: WSGIEnvironment, table: str) -> tuple[str, ...] | None:
+        """The key attribute names of ``table`` (``None``: no such table), asked of moto once
+        per table and account (a DescribeTable costs moto more than a small batch)."""
+        scope = environ.get("HTTP_AUTHORIZATION", "").split("/", 3)  # key id, date, region
+        cached = (scope[0] + "/" + scope[2] if len(scope) > 2 else scope[0], table)
+        if cached not in self._keys:
+            described = _describe(self._app, environ, table)
+            self._keys[cached] = None if described is None else tuple(
+                element["AttributeName"] for element in described["KeySchema"])
+        return self._keys[cached]
 
     def _transact(self, request: dict[str, Any], environ: WSGIEnvironment) -> _Answer:
         token = request.get("ClientRequestToken")
@@ -359,15 +379,6 @@ def _describe(app: WSGIApplication, environ: WSGIEnvironment,
         return None
     described: dict[str, Any] = json.loads(answer.body)["Table"]
     return described
-
-
-def _key_names(app: WSGIApplication, environ: WSGIEnvironment,
-               table: str) -> tuple[str, ...] | None:
-    """The key attribute names of ``table``; ``None`` when there is no such table."""
-    described = _describe(app, environ, table)
-    if described is None:
-        return None
-    return tuple(element["AttributeName"] for element in described["KeySchema"])
 
 
 def _read_body(environ: WSGIEnvironment) -> bytes:

@@ -130,3 +130,18 @@ def test_numbers_at_the_edges_of_the_range_are_stored(raw: Any) -> None:
     item = raw.get_item(TableName=HASH, Key={"pk": {"S": "n"}})["Item"]
     assert json.loads(json.dumps([item["digits"]["N"]])) == ["1" * 38]
     assert float(item["big"]["N"]) == float(big)
+
+
+def test_a_batch_is_judged_by_the_key_of_the_table_as_it_is_now(raw: Any) -> None:
+    # The server remembers a table's key names; deleting and re-creating it must not keep them.
+    writes = [{"PutRequest": {"Item": {"pk": {"S": "a"}, "sk": {"S": str(n)}}}} for n in (1, 2)]
+    with pytest.raises(ClientError, match="Provided list of item keys contains duplicates"):
+        raw.batch_write_item(RequestItems={HASH: writes})
+    raw.delete_table(TableName=HASH)
+    raw.create_table(TableName=HASH, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                {"AttributeName": "sk", "KeyType": "RANGE"}],
+                     AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"}
+                                           for n in ("pk", "sk")])
+    raw.batch_write_item(RequestItems={HASH: writes})
+    assert len(raw.scan(TableName=HASH)["Items"]) == 2
