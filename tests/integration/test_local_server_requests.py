@@ -145,3 +145,43 @@ def test_a_batch_is_judged_by_the_key_of_the_table_as_it_is_now(raw: Any) -> Non
                                            for n in ("pk", "sk")])
     raw.batch_write_item(RequestItems={HASH: writes})
     assert len(raw.scan(TableName=HASH)["Items"]) == 2
+
+
+# --- moto's expression functions, answered as DynamoDB answers (testing/_moto_exprs.py) ----------
+# The suite's tier1/scan/filterOperators.test.ts, tier1/query/expressions.test.ts and
+# tier1/getItem/projection.test.ts recorded these answers.
+
+
+def _put_items(raw: Any, *items: dict[str, Any]) -> None:
+    for item in items:
+        raw.put_item(TableName=COMPOSITE, Item={"pk": {"S": "p"}, **item})
+
+
+def test_begins_with_on_binary_values_compares_their_bytes(raw: Any) -> None:
+    _put_items(raw, {"sk": {"S": "1"}, "bin": {"B": b"\x01\x02\x03"}},
+               {"sk": {"S": "2"}, "bin": {"B": b"\x02\x01"}}, {"sk": {"S": "3"}})
+    found = raw.scan(TableName=COMPOSITE, FilterExpression="begins_with(bin, :p)",
+                     ExpressionAttributeValues={":p": {"B": b"\x01\x02"}})["Items"]
+    assert [item["sk"]["S"] for item in found] == ["1"]
+
+
+def test_size_of_an_attribute_an_item_lacks_makes_the_comparison_false(raw: Any) -> None:
+    _put_items(raw, {"sk": {"S": "1"}, "bin": {"B": b"\x01\x02\x03\x04\x05"}},
+               {"sk": {"S": "2"}, "bin": {"B": b"\x01"}}, {"sk": {"S": "3"}})
+    found = raw.query(TableName=COMPOSITE, KeyConditionExpression="pk = :p",
+                      FilterExpression="size(#b) > :n", ExpressionAttributeNames={"#b": "bin"},
+                      ExpressionAttributeValues={":p": {"S": "p"}, ":n": {"N": "3"}})["Items"]
+    assert [item["sk"]["S"] for item in found] == ["1"]
+
+
+def test_a_projection_reaches_a_list_element_through_an_expression_name(raw: Any) -> None:
+    _put_items(raw, {"sk": {"S": "1"}, "mylist": {"L": [{"S": "zero"}, {"S": "one"}]},
+                     "m": {"M": {"n": {"S": "deep"}, "o": {"S": "other"}}}})
+    got = raw.get_item(TableName=COMPOSITE, Key={"pk": {"S": "p"}, "sk": {"S": "1"}},
+                       ProjectionExpression="#l[0]", ExpressionAttributeNames={"#l": "mylist"})
+    assert got["Item"] == {"mylist": {"L": [{"S": "zero"}]}}
+    queried = raw.query(TableName=COMPOSITE, KeyConditionExpression="pk = :p",
+                        ProjectionExpression="#m.#n, #l[1]",
+                        ExpressionAttributeNames={"#m": "m", "#n": "n", "#l": "mylist"},
+                        ExpressionAttributeValues={":p": {"S": "p"}})
+    assert queried["Items"] == [{"m": {"M": {"n": {"S": "deep"}}}, "mylist": {"L": [{"S": "one"}]}}]
