@@ -226,15 +226,38 @@ def _check_transact_get(request: dict[str, Any], key_names: KeyNames) -> None:
             raise Refusal("TransactionCanceledException", message, CancellationReasons=reasons,
                           Message=message)
         check_numbers(get.get("Key"))
+        _check_projection(get)
         key = json.dumps([get.get("TableName"), get.get("Key")], sort_keys=True)
         if key in seen:
             raise validation(_MULTIPLE_OPERATIONS)
         seen.add(key)
 
 
+# Tokens of an expression as DynamoDB's parser reads them: a word (a name, "#name", a number)
+# or any other single character. A projection holds paths only: words, ".", "[", "]" and ",".
+_TOKEN = re.compile(r"[A-Za-z0-9_#]+|\S")
+_PROJECTION_PUNCTUATION = frozenset(".[],")
+
+
+def _check_projection(request: dict[str, Any]) -> None:
+    """Refuse a ``ProjectionExpression`` holding a character no path can hold, in the words of
+    DynamoDB's parser: the token, and the text from it to the end of the next token."""
+    text = request.get("ProjectionExpression")
+    if not isinstance(text, str):
+        return
+    tokens = list(_TOKEN.finditer(text))
+    for number, token in enumerate(tokens):
+        if len(token.group()) == 1 and not token.group().isalnum() and token.group() not in (
+                _PROJECTION_PUNCTUATION | {"_", "#"}):
+            end = tokens[number + 1].end() if number + 1 < len(tokens) else token.end()
+            raise validation(f'Invalid ProjectionExpression: Syntax error; token: '
+                             f'"{token.group()}", near: "{text[token.start():end]}"')
+
+
 def _check_expressions(request: dict[str, Any]) -> None:
     """Expression and non-expression parameters mixed; an empty expression; a ``#name`` used
     and not defined; expression values with no expression to use them."""
+    _check_projection(request)
     expressions = [name for name in _EXPRESSIONS if name in request]
     legacy = [name for name in _NON_EXPRESSIONS if name in request]
     if expressions and legacy:

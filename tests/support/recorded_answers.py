@@ -157,6 +157,16 @@ CASES = [
           "ExpressionAttributeValues": {":pk": {"S": "k"}, ":fv": {"S": "x"}}}, VALIDATION,
          "Invalid FilterExpression: An expression attribute name used in the document path is "
          "not defined; attribute name: #missing", EM + "query.test.ts"),
+    Case("a projection with a character no path holds", "GetItem",
+         {"TableName": HASH, "Key": {"pk": {"S": "k"}},
+          "ProjectionExpression": "!!! INVALID !!!"}, VALIDATION,
+         'Invalid ProjectionExpression: Syntax error; token: "!", near: "!!"',
+         EM + "getItem.test.ts"),
+    Case("TransactGetItems: a projection with a character no path holds", "TransactGetItems",
+         {"TransactItems": [{"Get": {"TableName": HASH, "Key": {"pk": {"S": "k"}},
+                                     "ProjectionExpression": "!!!"}}]}, VALIDATION,
+         'Invalid ProjectionExpression: Syntax error; token: "!", near: "!!"',
+         EM + "transactGetItems.test.ts"),
     Case("Segment not below TotalSegments", "Scan",
          {"TableName": HASH, "Segment": 5, "TotalSegments": 5}, VALIDATION,
          "The Segment parameter is zero-based and must be less than parameter TotalSegments: "

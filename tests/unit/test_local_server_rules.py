@@ -103,6 +103,9 @@ def _writes(count: int, table: str = HASH) -> list[dict[str, Any]]:
                "ExpressionAttributeNames": {"#p": "pk"},
                "ExpressionAttributeValues": {":v": {"S": "k"}}}),
     ("Scan", {"TableName": "a.b-c_1", "Segment": 3, "TotalSegments": 4}),
+    ("GetItem", {"TableName": HASH, "Key": {"pk": {"S": "k"}},
+                 "ProjectionExpression": " #m.#n, #l[1][2],a_b.c0 ",
+                 "ExpressionAttributeNames": {"#m": "m", "#n": "n", "#l": "l"}}),
     ("PutItem", {"TableName": "arn:aws:dynamodb:us-east-1:123456789012:table/t",
                  "Item": {"pk": {"S": "k"}, "null": {"NULL": True}, "s": {"SS": ["a", "A"]}}}),
 ])
