@@ -12,7 +12,8 @@ and, over HTTP, ``tests/integration/test_local_server_requests.py``. In DynamoDB
 2. the operation's own rules: empty ``RequestItems`` or ``TransactItems``, more than 25 writes or
    100 keys per table of a batch, more than 100 actions of a transaction, duplicate keys in a
    batch write or a ``TransactGetItems``, ``Segment`` not below ``TotalSegments``, an empty
-   expression, an expression name not defined, expression and non-expression parameters mixed,
+   expression, an expression name not defined, a character no projection path holds,
+   expression and non-expression parameters mixed,
    ``CreateTable``'s key schema and local indexes;
 3. the attribute values (:mod:`dynaunique.testing._value_rules`).
 
