@@ -1,6 +1,7 @@
 """Requests DynamoDB refuses, sent to the local server over HTTP: each gets DynamoDB's recorded
 answer (tests/support/recorded_answers.py, from the public conformance suite), and what DynamoDB
-accepts at its real limits is accepted — the audit's 100-item TransactGetItems included.
+accepts at its real limits is accepted — the audit's 100-item TransactGetItems and the
+migrations' batches of 100 keys and 25 writes included.
 
 The client sends each request as it is (botocore's own parameter validation is off, as the
 JavaScript SDK's is), so the server's rules are what refuses it.
@@ -17,10 +18,13 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from support.declare import declare, pk_attr
 from support.recorded_answers import CASES, COMPOSITE, HASH, Case
+from support.recorders import requests_sent
 
+from dynaunique._connection import connection_for
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.audit._reads import _MAX_RECORDS_PER_READ, _read_key
 from dynaunique.audit._tables import _Meter, _tables
+from dynaunique.migrations._dynamo import batch_delete, batch_get
 from dynaunique.testing import create_tables, use_endpoint
 
 #: DynamoDB's limit of items in a TransactGetItems (the audit reads a lock and 99 records).
@@ -190,3 +194,24 @@ def test_a_projection_reaches_a_list_element_through_an_expression_name(raw: Any
                         ExpressionAttributeNames={"#m": "m", "#n": "n", "#l": "mylist"},
                         ExpressionAttributeValues={":p": {"S": "p"}})
     assert queried["Items"] == [{"m": {"M": {"n": {"S": "deep"}}}, "mylist": {"L": [{"S": "one"}]}}]
+
+
+def test_the_migrations_batches_are_sent_at_dynamodb_s_limits(raw: Any,
+                                                               dynaunique_db: str) -> None:
+    # migrations/_dynamo.py: BatchGetItem in chunks of 100 keys, BatchWriteItem of 25 deletes.
+    use_endpoint(dynaunique_db, Wide)
+    create_tables(Wide)
+    keys = [{"PK": {"S": f"k{n:03}"}} for n in range(200)]
+    for start in range(0, 200, 25):
+        raw.batch_write_item(RequestItems={"wide_audit": [
+            {"PutRequest": {"Item": key}} for key in keys[start:start + 25]]})
+    connection = connection_for(Wide.Meta)
+    with requests_sent(connection.client) as sent:
+        found = batch_get(connection, "wide_audit", keys)
+        batch_delete(connection, "wide_audit", keys[:50])
+    assert sorted(item["PK"]["S"] for item in found) == [f"k{n:03}" for n in range(200)]
+    assert [(operation, len(body["RequestItems"]["wide_audit"]["Keys"]
+                            if operation == "BatchGetItem" else body["RequestItems"]["wide_audit"]))
+            for operation, body in sent] == [("BatchGetItem", 100), ("BatchGetItem", 100),
+                                             ("BatchWriteItem", 25), ("BatchWriteItem", 25)]
+    assert len(raw.scan(TableName="wide_audit")["Items"]) == 150
