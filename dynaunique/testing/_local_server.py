@@ -189,6 +189,7 @@ def _make_server(
 
     if not stock_moto:
         _moto_patch.apply()
+    _lift_transact_get_limit()
     # The front's pieces fit this Python and werkzeug, or are left out (not pinned: no refusal).
     front = _moto_patch.fitting_front() if _moto_patch.is_applied() else frozenset()
     about = {"moto": importlib.metadata.version("moto"), "moto_patched": _moto_patch.is_applied(),
@@ -212,6 +213,17 @@ def _make_server(
         threaded=True,
         request_handler=handler,
     )
+
+
+def _lift_transact_get_limit() -> None:
+    """Let moto answer a TransactGetItems of up to 100 items, as DynamoDB does (moto refuses
+    above 25); above 100 the server's rules refuse it first, with DynamoDB's message."""
+    from moto.dynamodb import responses
+
+    from dynaunique.testing._request_rules import MAX_TRANSACTION_ACTIONS
+
+    if getattr(responses, "TRANSACTION_MAX_ITEMS", None) is not None:
+        responses.TRANSACTION_MAX_ITEMS = MAX_TRANSACTION_ACTIONS
 
 
 def _warm_up(dispatcher: _DispatcherLike) -> None:

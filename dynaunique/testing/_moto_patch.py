@@ -25,6 +25,8 @@ folder to recognise a service name (``moto.backends.list_of_moto_modules``), and
 object inspects its class's methods (``method_names_from_class``). Here both are computed once.
 And moto parses a condition expression three times per request (and per item of a transaction):
 here each distinct one is parsed once (:mod:`dynaunique.testing._moto_cond` says why that is safe).
+Three of moto's expression functions answer as DynamoDB does (:mod:`dynaunique.testing._moto_exprs`:
+``begins_with`` on binary values, ``size()`` of a missing attribute, a ``#name[0]`` projection).
 moto's request id is drawn without a call per character, and the server's HTTP front (set up by
 the server itself, :mod:`dynaunique.testing._moto_front`) keeps connections open: these rely on
 Python's standard library and werkzeug, which are not pinned, so :func:`front` checks them apart
@@ -48,7 +50,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from dynaunique.testing import _moto_cond, _moto_front
+from dynaunique.testing import _moto_cond, _moto_exprs, _moto_front
 from dynaunique.testing._moto_check import ABSENT, difference, find, source_hash
 from dynaunique.testing._moto_fast import (
     bisected_scan,
@@ -159,6 +161,8 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
     "moto.core.utils._get_value_for_key": ("obj", "key", "default"),
     # The condition expression parse, remembered: the parser and the tree's classes.
     **_moto_cond.SIGNATURES,
+    # Expression functions answered as DynamoDB answers them.
+    **_moto_exprs.SIGNATURES,
 }
 
 #: :func:`source_hash` of each function above, as in the :data:`VERIFIED_MOTO` releases (a set per
@@ -205,6 +209,7 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
     "moto.core.utils.get_value": frozenset({"9b06b87ce416"}),
     "moto.core.utils._get_value_for_key": frozenset({"563aa7bc75bd"}),
     **_moto_cond.SOURCES,
+    **_moto_exprs.SOURCES,
 }
 # moto 5.2.0 and 5.2.1 have no string method of their own (a string is written as it is).
 EXPECTED_SOURCES["moto.core.serialize.BaseJSONSerializer._serialize_type_string"] |= {ABSENT}
@@ -326,10 +331,11 @@ def apply() -> None:
     if is_applied():
         return
     from moto.core.serialize import JSONSerializer
-    from moto.dynamodb.comparisons import ConditionExpressionParser
+    from moto.dynamodb.comparisons import ConditionExpressionParser, FuncBeginsWith, FuncSize
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.dynamo_type import LimitedSizeDict
     from moto.dynamodb.models.table import Table
+    from moto.dynamodb.responses import ProjectionExpressionParser
     from moto.moto_api._internal.moto_random import MotoRandom
 
     replacements: list[tuple[type, str, Callable[..., Any]]] = [
@@ -342,6 +348,9 @@ def apply() -> None:
         (LimitedSizeDict, "__setitem__", lambda _: unchecked_setitem),
         (JSONSerializer, "_serialize_result", serialize_result),
         (ConditionExpressionParser, "parse", _moto_cond.cached_parse),
+        (FuncBeginsWith, "expr", _moto_exprs.begins_with),
+        (FuncSize, "expr", _moto_exprs.size),
+        (ProjectionExpressionParser, "parse", _moto_exprs.projection_parse),
     ]
     if "request_id" in fitting_front():
         replacements.append((MotoRandom, "get_random_string", _moto_front.random_string))

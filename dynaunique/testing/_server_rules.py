@@ -1,13 +1,14 @@
 """DynamoDB's rules that moto does not enforce, checked in front of it by the local server.
 
 :class:`DynamoRules` is a WSGI middleware the local server (:mod:`dynaunique.testing`) puts between
-its request lock and moto. For the operations that need it, it reads the JSON request and:
+its request lock and moto. It reads each JSON request and:
 
-- refuses what DynamoDB refuses: more than 100 actions or 4 MB of items in a
-  ``TransactWriteItems``, more than 25 requests in a ``BatchWriteItem``, an item over 400 KB
-  (sizes counted as DynamoDB counts them, by :mod:`dynaunique._sizes`), and in any request a
-  string that is not valid UTF-8 (a lone surrogate, which botocore sends as a ``\\udXXX``
-  escape), each with a ``ValidationException``;
+- refuses what DynamoDB refuses, with DynamoDB's error type and message: the parameters' and
+  values' rules of :mod:`dynaunique.testing._request_rules` (limits: 100 actions per transaction,
+  25 writes per batch, 100 keys per batch get), then 4 MB of items in a ``TransactWriteItems``,
+  an item over 400 KB (counted as DynamoDB counts them, by :mod:`dynaunique._sizes`), and a string
+  that is not valid UTF-8 (a lone surrogate, which botocore sends as a ``\\udXXX`` escape);
+- mends moto's answer where DynamoDB's differs (:mod:`dynaunique.testing._answer_rules`);
 - honours ``ClientRequestToken`` on ``TransactWriteItems``: a token that succeeded is remembered
   for a window (10 minutes, as DynamoDB); the same token with the same ``TransactItems`` gets the
   first answer again without applying anything, with other ``TransactItems`` an
@@ -21,9 +22,8 @@ its request lock and moto. For the operations that need it, it reads the JSON re
 Control endpoint (JSON in, JSON state out): ``POST /dynaunique-api/conflicts``
 ``{"fraction": 0.3, "seed": 7}``, ``POST /dynaunique-api/token-window`` ``{"seconds": 600}``,
 ``GET /dynaunique-api/state``. ``POST /moto-api/reset`` also resets all of it. Imports only the
-standard library and :mod:`dynaunique._sizes` (pure, nothing of the library's write path); it
-runs inside the server process, behind the server's one request lock, so its state needs no
-lock of its own.
+standard library, :mod:`dynaunique._sizes` and the rule modules (pure); it runs inside the
+server process, behind the server's one request lock, so its state needs no lock of its own.
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ from dynaunique._sizes import (
     item_size,
     transaction_size,
 )
+from dynaunique.testing._answer_rules import amend
 from dynaunique.testing._numbers import NUMBER_OPERATIONS, canonical_request, might_hold_numbers
+from dynaunique.testing._request_rules import MAX_BATCH_WRITE_REQUESTS, check_request
+from dynaunique.testing._value_rules import Refusal, validation
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -63,7 +66,6 @@ __all__ = [
     "item_size",
 ]
 
-MAX_BATCH_WRITE_REQUESTS = 25
 TOKEN_WINDOW_SECONDS = 600.0
 CONTROL_PREFIX = "/dynaunique-api/"
 
@@ -72,6 +74,11 @@ _ERROR_PREFIX = "com.amazonaws.dynamodb.v20120810#"
 _JSON = "application/x-amz-json-1.0"
 # Fields of a TransactWriteItems request that may differ between a call and its resend: they
 # change what the answer reports, not what is written.
+# Operations that never create, delete or replace a table: the key names known stay true.
+_TABLES_UNCHANGED = frozenset({
+    "GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
+    "BatchWriteItem", "TransactGetItems", "TransactWriteItems", "DescribeTable", "ListTables",
+})
 _NOT_COMPARED = frozenset(
     {"ClientRequestToken", "ReturnConsumedCapacity", "ReturnItemCollectionMetrics"}
 )
@@ -80,55 +87,25 @@ _NOT_COMPARED = frozenset(
 # --- the checks ----------------------------------------------------------------------------------
 
 
-class _Refusal(Exception):
-    """A request DynamoDB would refuse; becomes an HTTP 400 with this code and message."""
-
-    def __init__(self, code: str, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.extra = extra
-
-
-def _validation(message: str) -> _Refusal:
-    return _Refusal("ValidationException", message)
-
-
 def _check_item(item: dict[str, Any]) -> int:
     size = item_size(item)
     if size > MAX_ITEM_BYTES:
-        raise _validation("Item size has exceeded the maximum allowed size")
+        raise validation("Item size has exceeded the maximum allowed size")
     return size
 
 
 def _check_transaction(request: dict[str, Any]) -> None:
     actions = request.get("TransactItems") or []
-    if len(actions) > MAX_TRANSACTION_ACTIONS:
-        raise _validation(
-            f"1 validation error detected: Value at 'transactItems' failed to satisfy "
-            f"constraint: Member must have length less than or equal to {MAX_TRANSACTION_ACTIONS}"
-        )
     for action in actions:
         put = action.get("Put")
         if put is not None:
             _check_item(put.get("Item") or {})
     if transaction_size(actions) > MAX_TRANSACTION_BYTES:
-        raise _validation("Transaction request cannot be larger than 4 MB")
+        raise validation("Transaction request cannot be larger than 4 MB")
 
 
 def _check_batch_write(request: dict[str, Any]) -> None:
-    tables = request.get("RequestItems") or {}
-    for requests in tables.values():
-        if len(requests) > MAX_BATCH_WRITE_REQUESTS:
-            raise _validation(
-                "1 validation error detected: Value at 'requestItems' failed to satisfy "
-                "constraint: Map value must satisfy constraint: [Member must have length less "
-                f"than or equal to {MAX_BATCH_WRITE_REQUESTS}, Member must have length greater "
-                "than or equal to 1]"
-            )
-    if sum(len(requests) for requests in tables.values()) > MAX_BATCH_WRITE_REQUESTS:
-        raise _validation("Too many items requested for the BatchWriteItem call")
-    for requests in tables.values():
+    for requests in (request.get("RequestItems") or {}).values():
         for write in requests:
             put = write.get("PutRequest")
             if put is not None:
@@ -157,7 +134,7 @@ def _check_utf8(body: bytes) -> None:
     try:
         json.dumps(request, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise _validation("One or more parameter values were invalid: a string is not valid "
+        raise validation("One or more parameter values were invalid: a string is not valid "
                           "UTF-8 (it holds a lone surrogate)") from None
 
 
@@ -186,7 +163,7 @@ class _Answer:
         return cls(status, headers, body)
 
     @classmethod
-    def refusal(cls, refusal: _Refusal) -> _Answer:
+    def refusal(cls, refusal: Refusal) -> _Answer:
         payload = {"__type": _ERROR_PREFIX + refusal.code, "message": refusal.message}
         payload.update(refusal.extra)
         return cls.json("400 Bad Request", payload)
@@ -225,6 +202,8 @@ class DynamoRules:
         self.token_window = self._default_window
         # token -> (digest of the compared request fields, when it succeeded, the answer)
         self._tokens: dict[str, tuple[str, float, _Answer]] = {}
+        # (credentials, table) -> its key attribute names; forgotten when a table may change.
+        self._keys: dict[tuple[str, str], tuple[str, ...] | None] = {}
         self.conflict_fraction = 0.0
         self.conflict_seed: int | None = None
         self._random = random.Random(0)
@@ -259,32 +238,53 @@ class DynamoRules:
         if not target.startswith(_TARGET_PREFIX):
             return self._app(environ, start_response)
         operation = target[len(_TARGET_PREFIX):]
+        if operation not in _TABLES_UNCHANGED:
+            self._keys.clear()
         body = _read_body(environ)
         try:
             _check_utf8(body)
-        except _Refusal as refusal:
+        except Refusal as refusal:
             return _Answer.refusal(refusal).send(start_response)
         if operation in NUMBER_OPERATIONS and might_hold_numbers(body):
             body = _spell_numbers(body, environ)
-        check = _CHECKS.get(operation)
-        if check is None:
-            return self._app(environ, start_response)
         try:
             request = json.loads(body or b"{}")
         except ValueError:  # moto answers malformed JSON its own way
             return self._app(environ, start_response)
+        if not isinstance(request, dict):
+            return self._app(environ, start_response)
         try:
-            check(request)
-        except _Refusal as refusal:
+            check_request(operation, request, lambda table: self._key_names(environ, table))
+            check = _CHECKS.get(operation)
+            if check is not None:
+                check(request)
+        except Refusal as refusal:
             return _Answer.refusal(refusal).send(start_response)
         except (AttributeError, TypeError, ValueError):  # malformed: moto answers it its own way
             return self._app(environ, start_response)
-        if operation != "TransactWriteItems":
-            return self._app(environ, start_response)
         try:
-            return self._transact(request, environ).send(start_response)
-        except _Refusal as refusal:
+            answer = (self._transact(request, environ) if operation == "TransactWriteItems"
+                      else _call(self._app, environ))
+        except Refusal as refusal:
             return _Answer.refusal(refusal).send(start_response)
+        amended = amend(operation, request, answer.status, answer.body,
+                        lambda table: _describe(self._app, environ, table))
+        if amended is not None:
+            answer = _Answer(answer.status, [(k, v) for k, v in answer.headers
+                                             if k.lower() != "content-length"]
+                             + [("Content-Length", str(len(amended)))], amended)
+        return answer.send(start_response)
+
+    def _key_names(self, environ: WSGIEnvironment, table: str) -> tuple[str, ...] | None:
+        """The key attribute names of ``table`` (``None``: no such table), asked of moto once
+        per table and account (a DescribeTable costs moto more than a small batch)."""
+        scope = environ.get("HTTP_AUTHORIZATION", "").split("/", 3)  # key id, date, region
+        cached = (scope[0] + "/" + scope[2] if len(scope) > 2 else scope[0], table)
+        if cached not in self._keys:
+            described = _describe(self._app, environ, table)
+            self._keys[cached] = None if described is None else tuple(
+                element["AttributeName"] for element in described["KeySchema"])
+        return self._keys[cached]
 
     def _transact(self, request: dict[str, Any], environ: WSGIEnvironment) -> _Answer:
         token = request.get("ClientRequestToken")
@@ -297,7 +297,7 @@ class DynamoRules:
         if token is not None and token in self._tokens:
             first_digest, _, first_answer = self._tokens[token]
             if first_digest != digest:
-                raise _Refusal(
+                raise Refusal(
                     "IdempotentParameterMismatchException",
                     "Request parameters do not match the original request for this "
                     "ClientRequestToken",
@@ -311,7 +311,7 @@ class DynamoRules:
             self._tokens[token] = (digest, now, answer)
         return answer
 
-    def _conflict(self, actions: int) -> _Refusal:
+    def _conflict(self, actions: int) -> Refusal:
         """A cancellation as DynamoDB sends it when another transaction holds one of the items."""
         slot = self._random.randrange(actions) if actions else 0
         reasons: list[dict[str, str]] = [{"Code": "None"} for _ in range(actions)]
@@ -326,7 +326,7 @@ class DynamoRules:
             "Transaction cancelled, please refer cancellation reasons for specific reasons "
             f"[{', '.join(codes)}]"
         )
-        return _Refusal(
+        return Refusal(
             "TransactionCanceledException", message, CancellationReasons=reasons, Message=message
         )
 
@@ -365,6 +365,20 @@ def _spell_numbers(body: bytes, environ: WSGIEnvironment) -> bytes:
     environ["wsgi.input"] = io.BytesIO(body)
     environ["CONTENT_LENGTH"] = str(len(body))
     return body
+
+
+def _describe(app: WSGIApplication, environ: WSGIEnvironment,
+              table: str) -> dict[str, Any] | None:
+    """DescribeTable's ``Table`` for ``table``, asked of ``app`` with the request's credentials
+    (so the same account and region); ``None`` when there is no such table."""
+    body = json.dumps({"TableName": table}).encode("utf-8")
+    inner = {**environ, "HTTP_X_AMZ_TARGET": _TARGET_PREFIX + "DescribeTable",
+             "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
+    answer = _call(app, inner)
+    if not answer.status.startswith("200"):
+        return None
+    described: dict[str, Any] = json.loads(answer.body)["Table"]
+    return described
 
 
 def _read_body(environ: WSGIEnvironment) -> bytes:
