@@ -74,6 +74,21 @@ class Plan:
                        if not (isinstance(w, _writes.LockDelete) and w.lock.key in skip))
         return Plan(writes, self.changes, self.pynamodb)
 
+    def taking_over(self, takeovers: Mapping[str, _writes.Takeover]) -> Plan:
+        """This plan with the puts of orphan locks it met (``takeovers``, by lock key) guarded
+        on each lock being exactly as met, and one ConditionCheck per old owner that it still
+        does not hold the value (``dynaunique._heal``), after every other write."""
+        writes: list[_writes.Write] = []
+        checks: dict[tuple[str, object], _writes.ConditionCheck] = {}
+        for write in self.writes:
+            taken = takeovers.get(write.lock.key) if isinstance(write, _writes.LockPut) else None
+            if taken is not None and isinstance(write, _writes.LockPut):
+                writes.append(attrs.evolve(write, guard=taken.guard))
+                checks.setdefault(_item_id(taken.check.table, taken.check.key), taken.check)
+            else:
+                writes.append(write)
+        return Plan((*writes, *checks.values()), self.changes, self.pynamodb)
+
 
 # --- planning ------------------------------------------------------------------------------------
 

@@ -180,6 +180,9 @@ def render_write(write: Write) -> tuple[str, dict[str, Any]]:
         return "Delete", _with_expressions(op, ph, _guarded(write, ph), write.condition)
     if isinstance(write, LockPut):
         op = {"TableName": write.table, "Item": write.item}
+        if isinstance(write.guard, Shaped):   # a takeover: exactly the orphan lock met
+            text = _guard_text(write.guard, _hash_attr(write.key), ph)
+            return "Put", _with_expressions(op, ph, text, None)
         return "Put", _held_by(op, write.guard, _hash_attr(write.key))
     if isinstance(write, LockDelete):
         op = {"TableName": write.table, "Key": write.key}
