@@ -89,7 +89,8 @@ def heal_steps(exc: LocksMet, plan: Plan, takeovers: MutableMapping[str, Takeove
         if lock is None:
             continue   # gone since: the next attempt puts it
         names = list(write.key)   # the lock's key: the table's key attributes, in order
-        owner = owner_key((names[0], names[1] if len(names) > 1 else None), (lock.get(OWNER_ATTR) or {}).get("M"))
+        owner = owner_key((names[0], names[1] if len(names) > 1 else None),
+                          (lock.get(OWNER_ATTR) or {}).get("M"))
         if owner is None or key_id(owner) in touched:
             held.append((write, lock))
             continue

@@ -337,13 +337,14 @@ class LockPut:
 
 @attrs.frozen
 class LockDelete:
-    """Delete a lock item that ``guard.owners`` hold (or that is already gone)."""
+    """Delete a lock item that ``guard.owners`` hold (or that is already gone); a
+    :class:`Shaped` guard: only the lock exactly as written (the backfill's verification)."""
 
     table: str
     model: str
     lock: LockRef
     key: TypedKey
-    guard: HeldBy
+    guard: HeldBy | Shaped
 
 
 def now() -> str:

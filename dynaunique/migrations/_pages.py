@@ -8,8 +8,15 @@ from collections import Counter
 from typing import Any
 
 from dynaunique._items import TypedKey, key_id
-from dynaunique._locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
+from dynaunique._locks import (
+    CONSTRAINT_ATTR,
+    CREATED_ATTR,
+    MODEL_ATTR,
+    OWNER_ATTR,
+    lock_primary_key,
+)
 from dynaunique.errors import MigrationError
+from dynaunique.migrations._dynamo import batch_get
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending
 from dynaunique.migrations._lockwrites import Answer, Entry, batch_size, read
@@ -18,8 +25,9 @@ from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS, Keeper
 
 
 def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
-    """Put the lock every record of the page requires, each guarded by its record being still
-    as scanned; settle the records that moved meanwhile, examine the locks found taken."""
+    """Put the lock every record of the page requires (one write unit each), then verify with
+    one strongly consistent batch read of the records written: settle those that moved
+    meanwhile (their lock is deleted under its owner guard), examine the locks found taken."""
     run = seg.run
     wanted: list[Entry] = []
     for raw in items:
@@ -36,8 +44,8 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
     seg.intend([Pending(ref.key) for _, ref, _ in wanted])
     # Records of the page that require the same lock are put one round after another, in
     # scan order, so the first of them gets it as with one put at a time: the duplicates
-    # report is the same whatever the concurrency. A round goes out in transactions of up to
-    # batch_size records, up to --concurrency of them in flight.
+    # report is the same whatever the concurrency. A round goes out in tasks of up to
+    # batch_size puts, up to --concurrency of them in flight.
     groups: dict[str, list[int]] = {}
     for index, (_, ref, _) in enumerate(wanted):
         groups.setdefault(ref.key, []).append(index)
@@ -54,15 +62,28 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
         for done in seg.each(put_batch, _batches(indexes, batch_size(seg), seg.concurrency)):
             for index, answer in done:
                 outcomes[index] = answer
-    # A lock written is right: its record held the value at that moment, and from then on the
-    # application's own writes keep it so (no read needed to verify it).
-    for (owner, ref, _), (outcome, holder) in zip(wanted, outcomes, strict=True):
+    # Verify: a strongly consistent read of every record whose lock was written, after its
+    # write. One that still requires it keeps it: from then on the application's own writes
+    # keep it right. One that moved meanwhile got an orphan: settled (deleted, under its
+    # owner guard, and the lock it now requires put).
+    keys = [owner for (owner, _, _), (outcome, _) in zip(wanted, outcomes, strict=True)
+            if outcome != PutOutcome.TAKEN]
+    current = {key_id(run.key(item)): item
+               for item in (batch_get(run.client, run.keys.table, keys) if keys else [])}
+    for (owner, ref, _), (outcome, lock) in zip(wanted, outcomes, strict=True):
         if outcome == PutOutcome.TAKEN:
-            conflict = keeper.taken(seg, owner, ref, holder, 0)
-        elif outcome == PutOutcome.MOVED:
-            conflict = keeper.settle(seg, owner, set())
+            conflict = keeper.taken(seg, owner, ref, lock, 0)
         else:
-            continue
+            now = run.required(current.get(key_id(owner)))
+            if now is not None and now.key == ref.key:
+                seg.delta.present += outcome == PutOutcome.PRESENT
+                continue
+            if outcome == PutOutcome.NEW and lock is not None:
+                # Only the lock exactly as put is deleted.
+                conflict = keeper.settle(seg, owner, {ref.key},
+                                         stamps={ref.key: lock[CREATED_ATTR]["S"]})
+            else:   # a lock naming the record was there: not this run's to delete
+                conflict = keeper.settle(seg, owner, set())
         if conflict is not None:
             seg.progress.conflicts.append(conflict)
 
