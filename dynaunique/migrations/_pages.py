@@ -64,12 +64,11 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
                 outcomes[index] = answer
     # Verify: a strongly consistent read of every record whose lock was written, after its
     # write. One that still requires it keeps it: from then on the application's own writes
-    # keep it right. One that moved meanwhile got an orphan: settled (deleted, under its
-    # owner guard, and the lock it now requires put).
-    keys = [owner for (owner, _, _), (outcome, _) in zip(wanted, outcomes, strict=True)
-            if outcome != PutOutcome.TAKEN]
-    current = {key_id(run.key(item)): item
-               for item in (batch_get(run.client, run.keys.table, keys) if keys else [])}
+    # keep it right. One that moved meanwhile got an orphan: settled (deleted, exactly as put,
+    # and the lock it now requires put).
+    current = _read_back(seg, [owner for (owner, _, _), (outcome, _)
+                               in zip(wanted, outcomes, strict=True)
+                               if outcome != PutOutcome.TAKEN])
     for (owner, ref, _), (outcome, lock) in zip(wanted, outcomes, strict=True):
         if outcome == PutOutcome.TAKEN:
             conflict = keeper.taken(seg, owner, ref, lock, 0)
@@ -86,6 +85,45 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
                 conflict = keeper.settle(seg, owner, set())
         if conflict is not None:
             seg.progress.conflicts.append(conflict)
+
+
+#: Pages of the consistent rescan that verifies a page, before the records it did not reach
+#: are read by key.
+RESCAN_PAGES = 2
+
+
+def _read_back(seg: Segment, owners: list[TypedKey]) -> dict[Any, dict[str, Any]]:
+    """The records ``owners`` (of the page just scanned) as they are now, strongly consistent,
+    by :func:`~dynaunique._items.key_id`; one absent is gone.
+
+    The page is scanned again from where it started, consistently: a scan costs read units by
+    the bytes it reads (one per 4 KB), not one per record as a read by key does. Records it
+    does not reach within :data:`RESCAN_PAGES` pages (items written since push the page's end
+    further) are read by key; a rescan that reached the segment's end has seen every record
+    of it that exists.
+    """
+    run = seg.run
+    wanted = {key_id(owner): owner for owner in owners}
+    found: dict[Any, dict[str, Any]] = {}
+    ended = False
+    if wanted and seg.page_params is not None and seg.scan_page is not None:
+        again = {**seg.page_params, "ConsistentRead": True}
+        for _ in range(RESCAN_PAGES):
+            page = seg.scan_page(again)
+            for item in page.get("Items", []):
+                ident = key_id(run.key(item))
+                if ident in wanted:
+                    found[ident] = item
+            last = page.get("LastEvaluatedKey")
+            ended = last is None
+            if ended or len(found) == len(wanted):
+                break
+            again["ExclusiveStartKey"] = last
+    rest = [owner for ident, owner in wanted.items() if ident not in found]
+    if rest and not ended:
+        found.update((key_id(run.key(item)), item)
+                     for item in batch_get(run.client, run.keys.table, rest))
+    return found
 
 
 def _batches(indexes: list[int], size: int, concurrency: int) -> list[list[int]]:

@@ -504,10 +504,12 @@ def test_a_backfill_puts_each_lock_with_one_write_and_verifies_each_page_with_on
     assert sorted(lock_puts) == sorted(ws.expected_locks())  # exactly one put per record
     assert [key for op, key in sent if op in ("DeleteItem", "GetItem")
             and key.startswith("UNIQ#EMAIL#")] == []
-    # The verification: a consistent BatchGetItem of the records written, after.
-    reads = [key for op, key in sent if key.startswith("ACCT#")]
-    assert sorted(reads) == sorted(ws.records())
-    assert [op for op, key in sent if key.startswith("ACCT#")] == ["BatchGetItem"] * 40
+    # The verification: each page holding records scanned again, consistently (a few read
+    # units a page, not one a record); no record read by key.
+    assert [key for op, key in sent if key.startswith("ACCT#")] == []
+    # Two pages of 20 and the empty end; each of the first two again, in one or two pages
+    # (the locks written since lie in the same key range).
+    assert 3 + 2 <= pages <= 3 + 2 * 2
     ledger_writes = [key for op, key in sent if op in ("PutItem", "UpdateItem", "DeleteItem")
                      and key.startswith("UNIQ#~")]
     # lease + job + migration record + lease release, one checkpoint per page, one intent per
