@@ -397,7 +397,7 @@ def execute_steps(plan: Plan, connection: Connection, *,
     if repeats and earlier_attempt_applied(plan, failures, lambda write: write in repeats):
         return {}
     if heal and met_locks(failures):
-        raise LocksMet(failures)
+        raise LocksMet(failures) from answer.cause
     raise failures_error(failures) from answer.cause
 
 

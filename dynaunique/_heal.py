@@ -109,8 +109,8 @@ def heal_steps(exc: LocksMet, plan: Plan, takeovers: MutableMapping[str, Takeove
                               *([(CREATED_ATTR, created)] if created is not None else [])),
                        absent=(CREATED_ATTR,) if created is None else ())
         takeovers[write.lock.key] = Takeover(write.lock.key, guard, check)
-    if held:
-        raise failures_error(held)
+    if held:   # DynamoDB's refusal stays the cause (its cancellation reasons)
+        raise failures_error(held) from exc.__cause__
 
 
 def _orphan_check(write: LockPut, owner: Mapping[str, Any],

@@ -125,7 +125,10 @@ def _stale_record_unguarded() -> Any:
 
 def _takeover_without_owner_check() -> Any:
     """Healing that takes over every lock it meets: the owner neither judged on its read nor
-    checked in the takeover's transaction (no ConditionCheck)."""
+    checked in the takeover's transaction (no ConditionCheck). (Dropping the check alone is
+    not catchable with the library as the only writer: every write of the library that makes
+    an owner hold a value puts its lock again, with a new ``created``, which the takeover's
+    exact-lock guard already refuses; the check is for owners written around the library.)"""
     @contextlib.contextmanager
     def both() -> Iterator[None]:
         def orphan_check(_: Any) -> Any:
