@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from support.declare import declare
+from support.invariants import raw_client
 from support.log_events import events, levels
 from support.migrations_workspace import Workspace, open_workspace
 
@@ -386,6 +387,20 @@ def test_botocore_spans_nest_under_the_dynaunique_span(
     assert children[0].parent.span_id == ours_span.context.span_id
     assert children[0].context is not None
     assert children[0].context.trace_id == ours_span.context.trace_id
+
+
+def test_a_write_that_heals_an_orphan_counts_it_on_its_span(
+        tables: str, spans: InMemorySpanExporter) -> None:
+    """Issue 36: the orphan (its owner deleted around the library) is taken over; the span
+    counts it, and the refused attempt, the owner's read and the takeover are its round trips."""
+    Member(pk="GONE", email="o@x.io").save()
+    raw_client(tables).delete_item(TableName="observe_members", Key={"pk": {"S": "GONE"}})
+    _EXPORTER.clear()
+    Member(pk="NEW", email="o@x.io").save()
+    [span] = ours(spans)
+    got = _attrs(span)
+    assert (got["dynaunique.healed_orphans"], got["dynaunique.round_trips"],
+            got["dynaunique.items"], got["dynaunique.outcome"]) == (1, 3, 3, "ok")
 
 
 @pytest.mark.anyio
