@@ -77,8 +77,10 @@ def heal_steps(exc: LocksMet, plan: Plan, takeovers: MutableMapping[str, Takeove
     """Judge the locks ``plan``'s request met: each orphan's takeover goes into ``takeovers``
     (by lock key) for the next attempt; a lock its owner holds raises its ``UniqueViolation``.
     A takeover whose put or check failed is dropped and its lock judged anew."""
-    # Items the unit already writes or checks: no ConditionCheck may join them.
-    touched = {key_id(w.key) for w in plan.writes if not isinstance(w, (LockPut, LockDelete))}
+    # Items the unit already writes or checks (a takeover's own check aside: one per old
+    # owner, shared by its locks): no ConditionCheck may join them.
+    touched = {key_id(w.key) for w in plan.writes if not isinstance(w, (LockPut, LockDelete))
+               and not (isinstance(w, ConditionCheck) and w.heals is not None)}
     held: Failures = []
     for write, lock in exc.failures:
         if isinstance(write, ConditionCheck):
