@@ -13,17 +13,15 @@ Every write of a model with constraints, or on a table that holds locks, goes th
    record write in it is guarded on the state it was planned from, each lock write on its owner;
 4. when a guard failed (``_transaction.settle_steps``), replan only where a fresh plan is safe
    by construction — an object this flush read itself (or never loaded) adopts the state
-   DynamoDB returned, a lock another record holds is left out — and send again, every write
-   guarded anew; a stale copy the caller loaded is never "repaired" behind its back: that is
-   a ``ConcurrentModificationError``;
+   DynamoDB returned, a lock another record holds is left out, an orphan lock met is taken
+   over (``_heal``) — and send again, every write guarded anew; a stale copy the caller
+   loaded is never "repaired" behind its back: that is a ``ConcurrentModificationError``;
 5. only after success, update each object's snapshot (``dynaunique._state.finish_steps``).
 
 No request after the first relies on what an earlier request saw: each is planned from the
 state it guards on, so another writer acting between two requests makes it fail, not err.
-
-:func:`flush_steps` is all of this without I/O: it yields each read and the write and receives
-their answers. :func:`flush` drives it synchronously; ``dynaunique.aio`` drives the same
-generator under asyncio, so both send the same requests and settle them the same way.
+:func:`flush_steps` is all of this without I/O, yielding each read and write and receiving
+their answers: :func:`flush` drives it synchronously, ``dynaunique.aio`` under asyncio.
 """
 
 from __future__ import annotations
@@ -49,6 +47,7 @@ from dynaunique._connection import (
     run,
     sending_for,
 )
+from dynaunique._heal import LocksMet, heal_steps, healed, met_locks
 from dynaunique._model.mixed import judge, others_guard
 from dynaunique._plan import Plan, merge
 from dynaunique._record import needs_stored
@@ -287,6 +286,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
         judged[ident] = loaded
         stored[ident] = loaded
     foreign: set[str] = set()
+    takeovers: dict[str, _writes.Takeover] = {}   # orphan locks met, by key (_heal)
     for _ in range(MAX_ATTEMPTS):
         records: dict[int, Write | None] = {}
         plans = []
@@ -304,11 +304,12 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
                 write = plan.writes[0]
             records[ident] = write
             plans.append(plan)
-        # One object's plan is already as DynamoDB needs it (one record write first, no lock
-        # item twice: each lock name has keys of its own); a unit of several is merged.
+        # One object's plan is as DynamoDB needs it (no item twice); a unit's is merged.
         plan = plans[0] if len(plans) == 1 and not unit.checks else merge(plans, unit.checks)
         if foreign:
             plan = plan.without_deletes(foreign)
+        if takeovers:
+            plan = plan.taking_over(takeovers)
         st = stats()
         if st is not None:
             st.plan = plan
@@ -324,8 +325,11 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
             request = render(plan)
             sent = outgoing(plan, request)   # rendered once: what is sent, and its token
             try:
-                response = yield from execute_steps(plan, connection, policy=policy,
+                response = yield from execute_steps(plan, connection, policy=policy, heal=True,
                                                     repeats=repeats, request=request, sent=sent)
+            except LocksMet as exc:   # other records' locks: orphans are taken over next
+                yield from heal_steps(exc, plan, takeovers, connection, policy)
+                continue
             except ForeignLockError as exc:
                 # Locks another record holds were never this unit's to delete: leave them.
                 # The next request carries every record guard again.
@@ -348,6 +352,8 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
                 raise
         for ident, op in unit.ops.items():
             yield from finish_steps(op, records[ident], response)
+        if takeovers:
+            healed(plan)
         return Flushed(plan, response, records, request)
     gave_up = ConcurrentModificationError(
         "the records of this write kept changing while it was retried; try again",
@@ -359,9 +365,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
 
 def _resend_is_safe(plan: Plan) -> bool:
     """Whether resending after an ambiguous failure can neither apply twice nor mislead: an
-    update whose result cannot be predicted (``add``, arithmetic, ``if_not_exists``…) may apply
-    twice when unguarded, and when guarded its resend fails without a way to tell this call's
-    own write from someone else's: it is never resent."""
+    update whose result cannot be predicted (``add``, ``if_not_exists``…) is never resent."""
     for write in plan.writes:
         if isinstance(write, RecordUpdate) and write.predicted is None:
             return False
@@ -372,9 +376,11 @@ def execute_steps(plan: Plan, connection: Connection, *,
                   policy: RetryPolicy = DEFAULT_POLICY,
                   repeats: Collection[Write] = (),
                   request: Mapping[str, Any] | None = None,
-                  sent: tuple[str, dict[str, Any]] | None = None) -> Steps[dict[str, Any]]:
+                  sent: tuple[str, dict[str, Any]] | None = None,
+                  heal: bool = False) -> Steps[dict[str, Any]]:
     """:func:`execute` without I/O (``dynaunique._connection.Steps``). ``request``: the plan's
-    :func:`~dynaunique._render.render`, ``sent`` its ``outgoing``, when the caller has them."""
+    :func:`~dynaunique._render.render`, ``sent`` its ``outgoing``, when the caller has them;
+    ``heal``: a refusal by other records' locks only is ``_heal.LocksMet``, for the flush."""
     resend_safe = _resend_is_safe(plan)
     if sent is None:
         sent = outgoing(plan, render(plan) if request is None else request)
@@ -390,6 +396,8 @@ def execute_steps(plan: Plan, connection: Connection, *,
         return {}
     if repeats and earlier_attempt_applied(plan, failures, lambda write: write in repeats):
         return {}
+    if heal and met_locks(failures):
+        raise LocksMet(failures) from answer.cause
     raise failures_error(failures) from answer.cause
 
 

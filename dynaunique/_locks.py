@@ -310,27 +310,41 @@ class HeldBy:
 
 
 @attrs.frozen
+class Shaped:
+    """The item exists, with these values, these attributes present (whatever their values)
+    and these absent: all that decides which model it is a record of and which locks it holds
+    — or, guarding a lock put that takes an orphan lock over, that the lock is exactly the one
+    met (its owner and ``created``)."""
+
+    equal: tuple[tuple[str, Typed], ...]
+    present: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class LockPut:
-    """Put a lock item; ``guard`` says who may own it already."""
+    """Put a lock item; ``guard`` says who may own it already (:class:`Shaped`: a takeover of
+    exactly the orphan lock met, ``dynaunique._heal``)."""
 
     table: str
     model: str
     lock: LockRef
     owner: TypedKey
     item: dict[str, Typed]
-    guard: HeldBy
+    guard: HeldBy | Shaped
     key: TypedKey
 
 
 @attrs.frozen
 class LockDelete:
-    """Delete a lock item that ``guard.owners`` hold (or that is already gone)."""
+    """Delete a lock item that ``guard.owners`` hold (or that is already gone); a
+    :class:`Shaped` guard: only the lock exactly as written (the backfill's verification)."""
 
     table: str
     model: str
     lock: LockRef
     key: TypedKey
-    guard: HeldBy
+    guard: HeldBy | Shaped
 
 
 def now() -> str:

@@ -74,6 +74,21 @@ class Plan:
                        if not (isinstance(w, _writes.LockDelete) and w.lock.key in skip))
         return Plan(writes, self.changes, self.pynamodb)
 
+    def taking_over(self, takeovers: Mapping[str, _writes.Takeover]) -> Plan:
+        """This plan with the puts of orphan locks it met (``takeovers``, by lock key) guarded
+        on each lock being exactly as met, and one ConditionCheck per old owner that it still
+        does not hold the value (``dynaunique._heal``), after every other write."""
+        writes: list[_writes.Write] = []
+        checks: dict[tuple[str, object], _writes.ConditionCheck] = {}
+        for write in self.writes:
+            taken = takeovers.get(write.lock.key) if isinstance(write, _writes.LockPut) else None
+            if taken is not None and isinstance(write, _writes.LockPut):
+                writes.append(attrs.evolve(write, guard=taken.guard))
+                checks.setdefault(_item_id(taken.check.table, taken.check.key), taken.check)
+            else:
+                writes.append(write)
+        return Plan((*writes, *checks.values()), self.changes, self.pynamodb)
+
 
 # --- planning ------------------------------------------------------------------------------------
 
@@ -255,17 +270,23 @@ def _fuse(group: list[_writes.LockPut | _writes.LockDelete]
             owner={k: untyped(v) for k, v in first.owner.items()},
             hashed=second.lock.hashed,
         )
-    previous = tuple(o for d in deletes for o in d.guard.owners)
+    previous = tuple(o for d in deletes for o in _owners(d))
     if puts:
         put = puts[0]
         owners = (put.owner, *[o for o in previous if o != put.owner])
         return attrs.evolve(put, guard=_writes.HeldBy(owners))
-    if len({repr(d.guard.owners) for d in deletes}) > 1:
+    if len({repr(_owners(d)) for d in deletes}) > 1:
         raise ConcurrentModificationError(
             f"two records of this unit of work both believe they hold lock {deletes[0].lock.key!r};"
             " at least one copy is stale: reload and retry"
         )
     return deletes[0]
+
+
+def _owners(write: _writes.LockDelete) -> tuple[TypedKey, ...]:
+    # A planned delete is guarded by its owner (only the backfill deletes an exact lock).
+    assert isinstance(write.guard, _writes.HeldBy)
+    return write.guard.owners
 
 
 # --- update(actions): the record they make ---------------------------------------------------

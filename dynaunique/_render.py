@@ -117,7 +117,8 @@ def _held_by(op: dict[str, Any], guard: HeldBy, hash_attr: str) -> dict[str, Any
     values = [value for owner in guard.owners for value in owner.values()]
     op["ConditionExpression"] = text
     op["ExpressionAttributeNames"] = dict(names)
-    op["ExpressionAttributeValues"] = {f":g{i}": value for i, value in enumerate(values)}
+    if values:   # none for "missing" alone (a backfill's put)
+        op["ExpressionAttributeValues"] = {f":g{i}": value for i, value in enumerate(values)}
     return op
 
 
@@ -178,12 +179,14 @@ def render_write(write: Write) -> tuple[str, dict[str, Any]]:
     if isinstance(write, RecordDelete):
         op = {"TableName": write.table, "Key": write.key}
         return "Delete", _with_expressions(op, ph, _guarded(write, ph), write.condition)
-    if isinstance(write, LockPut):
-        op = {"TableName": write.table, "Item": write.item}
-        return "Put", _held_by(op, write.guard, _hash_attr(write.key))
-    if isinstance(write, LockDelete):
-        op = {"TableName": write.table, "Key": write.key}
-        return "Delete", _held_by(op, write.guard, _hash_attr(write.key))
+    if isinstance(write, (LockPut, LockDelete)):
+        kind = "Put" if isinstance(write, LockPut) else "Delete"
+        op = ({"TableName": write.table, "Item": write.item} if isinstance(write, LockPut)
+              else {"TableName": write.table, "Key": write.key})
+        if isinstance(write.guard, Shaped):   # exactly the lock met (a takeover, a verification)
+            text = _guard_text(write.guard, _hash_attr(write.key), ph)
+            return kind, _with_expressions(op, ph, text, None)
+        return kind, _held_by(op, write.guard, _hash_attr(write.key))
     op = {"TableName": write.table, "Key": write.key}
     return "ConditionCheck", _with_expressions(op, ph, _guarded(write, ph), write.condition)
 

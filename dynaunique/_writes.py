@@ -19,6 +19,7 @@ from dynaunique._locks import (  # re-exported: the lock writes and their builde
     HeldBy,
     LockDelete,
     LockPut,
+    Shaped,
     Stamp,
     lock_delete,
     lock_put,
@@ -29,8 +30,8 @@ from dynaunique._locks import (  # re-exported: the lock writes and their builde
 )
 
 #: The names re-exported (every name defined here is the package's too).
-__all__ = ["HeldBy", "LockDelete", "LockPut", "Stamp", "lock_delete", "lock_put", "lock_puts",
-           "now", "stamp", "ttl_epoch"]
+__all__ = ["HeldBy", "LockDelete", "LockPut", "Shaped", "Stamp", "lock_delete", "lock_put",
+           "lock_puts", "now", "stamp", "ttl_epoch"]
 
 # --- guards --------------------------------------------------------------------------------------
 
@@ -53,16 +54,6 @@ class Lacking:
     of one constraint, so the item can hold no lock of it). An empty group: no such item."""
 
     groups: tuple[tuple[str, ...], ...]
-
-
-@attrs.frozen
-class Shaped:
-    """The item exists, with these values, these attributes present (whatever their values)
-    and these absent: all that decides which model it is a record of and which locks it holds."""
-
-    equal: tuple[tuple[str, Typed], ...]
-    present: tuple[str, ...] = ()
-    absent: tuple[str, ...] = ()
 
 
 Guard = Absent | Unchanged | HeldBy | Lacking | Shaped
@@ -150,10 +141,24 @@ class ConditionCheck:
     guard: Absent | Unchanged | None = None
     #: On a table several models share: the record is still one of the model it was read as.
     others: OthersGuard | None = None
+    #: The key of the orphan lock whose takeover this check guards (its old owner still does
+    #: not hold the value: ``dynaunique._heal``); None for any other check.
+    heals: str | None = None
 
 
 Write = RecordPut | RecordUpdate | RecordDelete | LockPut | LockDelete | ConditionCheck
 RECORD_WRITES = (RecordPut, RecordUpdate, RecordDelete)
+
+
+@attrs.frozen
+class Takeover:
+    """An orphan lock a write met, taken over (``dynaunique._heal``): its lock put guarded on
+    the lock being exactly the one met (``guard``), beside ``check``, a ConditionCheck that the
+    old owner still does not hold the value."""
+
+    lock_key: str
+    guard: Shaped
+    check: ConditionCheck
 
 
 # --- the record's guard -------------------------------------------------------------------------

@@ -76,6 +76,8 @@ class WriteStats:
     round_trips: int = 0
     retries: int = 0
     plan: Any = None
+    #: Orphan locks the write took over (``dynaunique._heal``).
+    healed: int = 0
 
 
 _stats: contextvars.ContextVar[WriteStats | None] = contextvars.ContextVar(
@@ -109,7 +111,7 @@ def _attributes(model: str, operation: str, st: WriteStats,
         items = len(plan.writes)
         constraints = sorted({w.lock.constraint for w in plan.writes
                               if getattr(w, "lock", None) is not None})
-    return {
+    attributes = {
         "dynaunique.model": model,
         "dynaunique.operation": operation,
         "dynaunique.constraints": constraints,
@@ -118,6 +120,9 @@ def _attributes(model: str, operation: str, st: WriteStats,
         "dynaunique.retries": st.retries,
         "dynaunique.outcome": _outcome(exc),
     }
+    if st.healed:   # only on a write that took orphan locks over (dynaunique._heal)
+        attributes["dynaunique.healed_orphans"] = st.healed
+    return attributes
 
 
 #: The shared no-op context of an untraced write.

@@ -23,13 +23,13 @@ class PhaseKind(Kind):
 
 
 class PutOutcome(Kind):
-    """What a lock put guarded "missing, or owned by this record" and "the record still as
-    read" found: the lock was written (``new``), another record holds it (``taken``), or the
-    record is no longer as read (``moved``: nothing was written)."""
+    """What a lock put guarded "missing, or owned by this record" found: the lock was written
+    (``new``), it was already this record's (``present``), or another record holds it
+    (``taken``)."""
 
     NEW = "new"
+    PRESENT = "present"
     TAKEN = "taken"
-    MOVED = "moved"
 
 
 class DeleteOutcome(Kind):

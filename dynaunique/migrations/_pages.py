@@ -8,8 +8,15 @@ from collections import Counter
 from typing import Any
 
 from dynaunique._items import TypedKey, key_id
-from dynaunique._locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
+from dynaunique._locks import (
+    CONSTRAINT_ATTR,
+    CREATED_ATTR,
+    MODEL_ATTR,
+    OWNER_ATTR,
+    lock_primary_key,
+)
 from dynaunique.errors import MigrationError
+from dynaunique.migrations._dynamo import batch_get
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending
 from dynaunique.migrations._lockwrites import Answer, Entry, batch_size, read
@@ -18,8 +25,9 @@ from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS, Keeper
 
 
 def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
-    """Put the lock every record of the page requires, each guarded by its record being still
-    as scanned; settle the records that moved meanwhile, examine the locks found taken."""
+    """Put the lock every record of the page requires (one write unit each), then verify with
+    one strongly consistent batch read of the records written: settle those that moved
+    meanwhile (their lock is deleted under its owner guard), examine the locks found taken."""
     run = seg.run
     wanted: list[Entry] = []
     for raw in items:
@@ -36,8 +44,8 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
     seg.intend([Pending(ref.key) for _, ref, _ in wanted])
     # Records of the page that require the same lock are put one round after another, in
     # scan order, so the first of them gets it as with one put at a time: the duplicates
-    # report is the same whatever the concurrency. A round goes out in transactions of up to
-    # batch_size records, up to --concurrency of them in flight.
+    # report is the same whatever the concurrency. A round goes out in tasks of up to
+    # batch_size puts, up to --concurrency of them in flight.
     groups: dict[str, list[int]] = {}
     for index, (_, ref, _) in enumerate(wanted):
         groups.setdefault(ref.key, []).append(index)
@@ -54,17 +62,68 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
         for done in seg.each(put_batch, _batches(indexes, batch_size(seg), seg.concurrency)):
             for index, answer in done:
                 outcomes[index] = answer
-    # A lock written is right: its record held the value at that moment, and from then on the
-    # application's own writes keep it so (no read needed to verify it).
-    for (owner, ref, _), (outcome, holder) in zip(wanted, outcomes, strict=True):
+    # Verify: a strongly consistent read of every record whose lock was written, after its
+    # write. One that still requires it keeps it: from then on the application's own writes
+    # keep it right. One that moved meanwhile got an orphan: settled (deleted, exactly as put,
+    # and the lock it now requires put).
+    current = _read_back(seg, [owner for (owner, _, _), (outcome, _)
+                               in zip(wanted, outcomes, strict=True)
+                               if outcome != PutOutcome.TAKEN])
+    for (owner, ref, _), (outcome, lock) in zip(wanted, outcomes, strict=True):
         if outcome == PutOutcome.TAKEN:
-            conflict = keeper.taken(seg, owner, ref, holder, 0)
-        elif outcome == PutOutcome.MOVED:
-            conflict = keeper.settle(seg, owner, set())
+            conflict = keeper.taken(seg, owner, ref, lock, 0)
         else:
-            continue
+            now = run.required(current.get(key_id(owner)))
+            if now is not None and now.key == ref.key:
+                seg.delta.present += outcome == PutOutcome.PRESENT
+                continue
+            if outcome == PutOutcome.NEW and lock is not None:
+                # Only the lock exactly as put is deleted.
+                conflict = keeper.settle(seg, owner, {ref.key},
+                                         stamps={ref.key: lock[CREATED_ATTR]["S"]})
+            else:   # a lock naming the record was there: not this run's to delete
+                conflict = keeper.settle(seg, owner, set())
         if conflict is not None:
             seg.progress.conflicts.append(conflict)
+
+
+#: Pages of the consistent rescan that verifies a page, before the records it did not reach
+#: are read by key.
+RESCAN_PAGES = 2
+
+
+def _read_back(seg: Segment, owners: list[TypedKey]) -> dict[Any, dict[str, Any]]:
+    """The records ``owners`` (of the page just scanned) as they are now, strongly consistent,
+    by :func:`~dynaunique._items.key_id`; one absent is gone.
+
+    The page is scanned again from where it started, consistently: a scan costs read units by
+    the bytes it reads (one per 4 KB), not one per record as a read by key does. Records it
+    does not reach within :data:`RESCAN_PAGES` pages (items written since push the page's end
+    further) are read by key; a rescan that reached the segment's end has seen every record
+    of it that exists.
+    """
+    run = seg.run
+    wanted = {key_id(owner): owner for owner in owners}
+    found: dict[Any, dict[str, Any]] = {}
+    ended = False
+    if wanted and seg.page_params is not None and seg.scan_page is not None:
+        again = {**seg.page_params, "ConsistentRead": True}
+        for _ in range(RESCAN_PAGES):
+            page = seg.scan_page(again)
+            for item in page.get("Items", []):
+                ident = key_id(run.key(item))
+                if ident in wanted:
+                    found[ident] = item
+            last = page.get("LastEvaluatedKey")
+            ended = last is None
+            if ended or len(found) == len(wanted):
+                break
+            again["ExclusiveStartKey"] = last
+    rest = [owner for ident, owner in wanted.items() if ident not in found]
+    if rest and not ended:
+        found.update((key_id(run.key(item)), item)
+                     for item in batch_get(run.client, run.keys.table, rest))
+    return found
 
 
 def _batches(indexes: list[int], size: int, concurrency: int) -> list[list[int]]:

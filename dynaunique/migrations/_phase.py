@@ -298,8 +298,12 @@ class Segment:
     #: The threads that keep up to ``--concurrency`` lock writes of a page in flight (None:
     #: one at a time).
     pool: ThreadPoolExecutor | None = None
-    #: How many lock writes (transactions) of a page ``pool`` keeps in flight.
+    #: How many lock writes of a page ``pool`` keeps in flight.
     concurrency: int = 1
+    #: The scan request of the page being worked on, and how to send one (paid for under
+    #: ``--max-rcu``): the fill reads its page again, consistently, to verify its lock puts.
+    page_params: dict[str, Any] | None = None
+    scan_page: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     _guard: threading.RLock = attrs.field(factory=threading.RLock)
 
     def count(self, **units: float) -> None:

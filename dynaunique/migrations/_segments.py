@@ -127,6 +127,7 @@ class SegmentRunner:
             if progress.last_key is not None:
                 params["ExclusiveStartKey"] = progress.last_key
             page = self._scan(seg, params)
+            seg.page_params, seg.scan_page = params, lambda again: self._scan(seg, again)
             items = page.get("Items", [])
             seg.delta.scanned += len(items)
             _PAGES[run.phase.kind](self.keeper, seg, items)

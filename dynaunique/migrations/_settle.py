@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dynaunique._items import LockRef, TypedKey, plain_key
-from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
+from dynaunique._locks import CREATED_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending
@@ -22,9 +22,10 @@ MAX_SETTLE_ROUNDS = 8
 
 #: ``put(seg, [(owner, lock, record as read), ...])`` and ``delete(seg, lock key, owner)``: the
 #: executor's lock writes (:mod:`._lockwrites`, through the executor so a test can act at that
-#: moment). Each put is guarded by its record being still as read (:func:`._lockwrites.put_locks`).
+#: moment). A put is guarded "missing" only: a read after it verifies its record. ``delete``
+#: takes ``created=`` to delete only the lock exactly as this run put it.
 Put = Callable[[Segment, Sequence[Entry]], list[Answer]]
-Delete = Callable[[Segment, str, TypedKey], DeleteOutcome]
+Delete = Callable[..., DeleteOutcome]
 
 
 class Keeper:
@@ -37,36 +38,46 @@ class Keeper:
         self.tick = tick
 
     def settle(self, seg: Segment, owner: TypedKey, written: set[str],
-                depth: int = 0) -> Conflict | None:
+               depth: int = 0, stamps: Mapping[str, str] | None = None) -> Conflict | None:
         """Make ``owner``'s lock right: present iff the record requires it, gone otherwise.
 
-        ``written`` are lock keys this run has put for the record. Each round reads the record
+        ``written`` are lock keys this run has put for the record; ``stamps`` the ``created``
+        of those whose put this run knows (the lock exactly as put, and only it, is deleted:
+        a lock the record, or another model's record under its key, put again is not this
+        run's to delete). Each round reads the record
         (strongly consistent), deletes what it no longer requires and puts what it requires
-        (guarded by the record being still as read: a record that moved meanwhile gets no
-        lock, and the next round reads it again); a round that needs no write ends it. Why
-        that is enough: the application's own saves keep a record's locks equal to its values
-        — moving to a value puts the lock, moving away deletes it (both guarded by ownership)
-        — so the only thing that can leave a lock wrong is a delete of ours made from a stale
-        read. A read *after* our last write that agrees with it means no such write remains.
+        (a record that moved meanwhile got a lock it does not require: the next round reads it
+        again and deletes it); a round that needs no write ends it. Why that is enough: the
+        application's own saves keep a record's locks equal to its values — moving to a value
+        puts the lock, moving away deletes it (both guarded by ownership) — so the only thing
+        that can leave a lock wrong is a write of ours made from a stale read. A read *after*
+        our last write that agrees with it means no such write remains.
         """
         run = seg.run
+        made = dict(stamps or {})
         for _ in range(MAX_SETTLE_ROUNDS):
             current = read(run, owner)
             required = run.required(current)
             wrote = False
             for key in sorted(written):
                 if required is None or key != required.key:
-                    self.delete(seg, key, owner)
+                    if key in made:
+                        self.delete(seg, key, owner, created=made.pop(key))
+                    else:
+                        self.delete(seg, key, owner)
                     written.discard(key)
                     wrote = True
             if required is not None and required.key not in written:
                 assert current is not None
-                ((outcome, holder),) = self.put(seg, [(owner, required, current)])
+                ((outcome, lock),) = self.put(seg, [(owner, required, current)])
                 if outcome == PutOutcome.TAKEN:
-                    return self.taken(seg, owner, required, holder, depth)
-                if outcome != PutOutcome.MOVED:
+                    return self.taken(seg, owner, required, lock, depth)
+                if outcome == PutOutcome.NEW and lock is not None:
+                    # Verified by the next round's read (a lock naming the record already
+                    # there, PRESENT, is not this run's: nothing was written).
                     written.add(required.key)
-                wrote = True
+                    made[required.key] = lock[CREATED_ATTR]["S"]
+                    wrote = True
             if not wrote:
                 return None
         raise MigrationError(f"{run.phase.model} {plain_key(owner)} kept changing while its "
@@ -113,8 +124,6 @@ class Keeper:
                     return False
                 assert current is not None
                 ((outcome, other),) = self.put(seg, [(holder, required, current)])
-                if outcome == PutOutcome.MOVED:
-                    continue  # the holder changed since it was read: read it again
                 if outcome == PutOutcome.TAKEN:
                     seg.count(duplicates=1)
                     return Conflict(model=run.phase.model, constraint=run.name, lock=key,

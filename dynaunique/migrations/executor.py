@@ -305,13 +305,14 @@ class MigrationExecutor:
 
     def _put_locks(self, seg: Segment, entries: Sequence[Entry]) -> list[Answer]:
         """Put each ``(owner, lock, record as read)``'s lock guarded "missing, or owned by
-        ``owner``" and "``owner`` still as read" (see :func:`._lockwrites.put_locks`)."""
+        ``owner``" (see :func:`._lockwrites.put_locks`; the caller verifies the record)."""
         return put_locks(seg, entries)
 
-    def _delete_lock(self, seg: Segment, key: str, owner: TypedKey) -> DeleteOutcome:
-        """Delete lock ``key`` guarded "missing, or owned by ``owner``" (see
-        :func:`._lockwrites.delete_lock`)."""
-        return delete_lock(seg, key, owner)
+    def _delete_lock(self, seg: Segment, key: str, owner: TypedKey, *,
+                     created: str | None = None) -> DeleteOutcome:
+        """Delete lock ``key`` guarded "missing, or owned by ``owner``" — with ``created``,
+        exactly as this run put it (see :func:`._lockwrites.delete_lock`)."""
+        return delete_lock(seg, key, owner, created=created)
 
     def _tick(self) -> None:
         if self._countdown is not None:

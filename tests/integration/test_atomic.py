@@ -216,7 +216,7 @@ def test_unique_violation_names_the_model_and_fields_and_nothing_lands(wire: Wir
     error = caught.value
     assert (error.model, error.fields, error.constraint) == ("Workspace", ("name",), "NAME")
     assert error.owner == {"PK": "WS#9"}
-    assert wire.sent == ["TransactWriteItems"]
+    assert wire.sent == ["TransactWriteItems", "GetItem"]   # the refusal, the owner's read
     assert record_keys(User) == []
     assert record_keys(Workspace) == ["WS#9"]
     assert_consistent()

@@ -172,10 +172,12 @@ def test_a_value_changed_right_after_the_lock_write_is_consistent(ws: Workspace)
     assert ws.locks() == ws.expected_locks()
 
 
-def test_a_crash_right_after_a_refused_stale_lock_put_leaves_nothing_wrong(
+def test_a_crash_right_after_a_stale_lock_put_is_repaired_by_the_rerun(
         ws: Workspace) -> None:
-    """The stale put was refused, so the crash leaves no orphan behind; the write-ahead intent
-    still names the page's locks, and the rerun reconciles them and finishes."""
+    """The put is not checked against its record (one write unit): the record moved first, so
+    the crash, before the page's verification, leaves an orphan; the write-ahead intent names
+    the page's locks, and the rerun reconciles them (the orphan deleted under its owner guard)
+    and finishes."""
     _seed(ws, 12)
     models = _prepare(ws)
 
@@ -186,8 +188,7 @@ def test_a_crash_right_after_a_refused_stale_lock_put_leaves_nothing_wrong(
                        after=crash)
     with pytest.raises(InjectedCrash):
         executor.migrate()
-    assert "UNIQ#EMAIL#user4@x.io" not in ws.locks()
-    assert ws.locks()["UNIQ#EMAIL#user5@x.io"] == "ACCT#005"  # the rest of the page was put
+    assert ws.locks()["UNIQ#EMAIL#user4@x.io"] == "ACCT#004"   # the orphan, left by the crash
     recorder = ws.project().recorder()
     job = "0001_initial#0#F#0"
     pending = [p.lock for p in recorder.progress(job, 1)[0].pending]
@@ -485,7 +486,7 @@ def _count_requests(client: Any) -> tuple[list[tuple[str, str]], Callable[[], No
     return sent, lambda: client.meta.events.unregister("before-parameter-build.dynamodb", record)
 
 
-def test_a_backfill_puts_each_lock_in_a_transaction_checking_its_record_as_scanned(
+def test_a_backfill_puts_each_lock_with_one_write_and_verifies_each_page_with_one_read(
         ws: Workspace) -> None:
     _seed(ws, 40)
     _prepare(ws)
@@ -496,55 +497,25 @@ def test_a_backfill_puts_each_lock_in_a_transaction_checking_its_record_as_scann
         result = executor.migrate()
     finally:
         stop()
-    # One transaction per page of 20 records: each lock put next to a check of its record.
+    # One plain PutItem per record (one write unit), no transaction.
     pages = sent.count(("Scan", ""))
-    assert sent.count(("TransactWriteItems", "")) == 2
-    lock_puts = [key for op, key in sent if op == "TransactWriteItems.Put"]
+    assert [op for op, _ in sent if op.startswith("TransactWriteItems")] == []
+    lock_puts = [key for op, key in sent if op == "PutItem" and key.startswith("UNIQ#EMAIL#")]
     assert sorted(lock_puts) == sorted(ws.expected_locks())  # exactly one put per record
-    checks = [key for op, key in sent if op == "TransactWriteItems.ConditionCheck"]
-    assert sorted(checks) == sorted(ws.records())
-    # No plain lock write, and no record read: a lock written under its check is right.
-    assert [key for op, key in sent if op in ("PutItem", "DeleteItem", "GetItem")
+    assert [key for op, key in sent if op in ("DeleteItem", "GetItem")
             and key.startswith("UNIQ#EMAIL#")] == []
-    assert [key for op, key in sent if key.startswith("ACCT#")
-            and not op.startswith("TransactWriteItems.")] == []
+    # The verification: each page holding records scanned again, consistently (a few read
+    # units a page, not one a record); no record read by key.
+    assert [key for op, key in sent if key.startswith("ACCT#")] == []
+    # Each page scanned again (one or two pages: the locks written since lie in the same key
+    # range and count towards its Limit, as they do for the next pages of the scan).
+    assert pages >= 3 + 2
     ledger_writes = [key for op, key in sent if op in ("PutItem", "UpdateItem", "DeleteItem")
                      and key.startswith("UNIQ#~")]
-    # lease + job + migration record + lease release, one checkpoint per page, one intent per
-    # page holding records.
-    assert len(ledger_writes) == 4 + pages + 2
+    # lease + job + migration record + lease release, at most one checkpoint and one intent per
+    # page scanned.
+    assert len(ledger_writes) <= 4 + 2 * pages
     assert result.totals["0001_initial: fill Account.EMAIL"].written == 40
-
-
-def test_the_record_check_compares_what_the_lock_derives_from(ws: Workspace) -> None:
-    """The ConditionCheck holds the stored (serialized) value the lock was computed from, not
-    the normalized one; the TTL and what a condition reads are compared too."""
-    ws.put_raw("ACCT#001", email="Ada@X.io", status="active")
-    _prepare(ws, email="", meta="constraints = [UniqueConstraint(('email',), name='EMAIL', "
-             "condition=active_only, normalize=normalizers.casefold)]")
-    sent: list[dict[str, Any]] = []
-    client = ws.project().client_for(TABLE).client
-
-    def record(model: Any, params: Any, **_: Any) -> None:
-        if model.name == "TransactWriteItems":
-            sent.append(params)
-
-    client.meta.events.register("before-parameter-build.dynamodb", record)
-    try:
-        ws.project().executor().migrate()
-    finally:
-        client.meta.events.unregister("before-parameter-build.dynamodb", record)
-    ((put, check),) = [tuple(r["TransactItems"]) for r in sent]
-    assert put["Put"]["Item"]["PK"] == {"S": "UNIQ#EMAIL#ada@x.io"}
-    body = check["ConditionCheck"]
-    assert body["Key"] == {"PK": {"S": "ACCT#001"}, "SK": {"S": "PROFILE"}}
-    names = body["ExpressionAttributeNames"]
-    values = body["ExpressionAttributeValues"]
-    compared = {names[n]: values[v] for n, v in
-                (term.split(" = ") for term in body["ConditionExpression"].split(" AND ")
-                 if " = " in term)}
-    assert compared == {"email": {"S": "Ada@X.io"}, "status": {"S": "active"}}
-    assert ws.locks() == {"UNIQ#EMAIL#ada@x.io": "ACCT#001"}
 
 
 # --- pacing ---------------------------------------------------------------------------------------
@@ -554,12 +525,12 @@ def test_max_wcu_paces_the_writes(ws: Workspace) -> None:
     _seed(ws, 8)
     _prepare(ws)
     started = time.monotonic()
-    result = ws.project().executor(max_wcu=10).migrate()
+    result = ws.project().executor(max_wcu=4).migrate()
     elapsed = time.monotonic() - started
     units = result.totals["0001_initial: fill Account.EMAIL"].write_units
-    assert units >= 8 * 4  # a transactional lock put (2) and its record's check (2) each
-    # 32 lock write units + ledger writes at 10 units/s after a burst of 10: at least 1.5 s.
-    assert elapsed >= 1.5
+    assert units >= 8  # a plain lock put each: one write unit
+    # 8 lock write units + ledger writes at 4 units/s after a burst of 4: at least 1 s.
+    assert elapsed >= 1.0
 
 
 # --- altering, conditions, hashing ---------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_concurrency_reports_the_duplicates_one_at_a_time_does_and_ends_with_exa
     _forget_locks(ws)
     # The first put of a contested lock is slow: the other record of the same page that
     # requires it must still wait for it (one task, in scan order), not overtake it.
-    proxy.inject(Fault.DELAY_BEFORE, operations={"TransactWriteItems"}, delay=0.5,
+    proxy.inject(Fault.DELAY_BEFORE, operations={"PutItem"}, delay=0.5,
                  when=lambda operation, body: "UNIQ#EMAIL#dup0@x.io" in email_lock_puts(operation,
                                                                                     body))
     flight = InFlight()

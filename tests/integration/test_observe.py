@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from support.declare import declare
+from support.invariants import raw_client
 from support.log_events import events, levels
 from support.migrations_workspace import Workspace, open_workspace
 
@@ -312,7 +313,8 @@ def test_one_span_per_write_with_its_attributes(tables: str,
         ("dynaunique.save", {
             "dynaunique.model": "Member", "dynaunique.operation": "save",
             "dynaunique.constraints": ["EMAIL"], "dynaunique.items": 2,
-            "dynaunique.round_trips": 1, "dynaunique.retries": 0,
+            # The refused transaction and the read of the lock's owner (issue 36).
+            "dynaunique.round_trips": 2, "dynaunique.retries": 0,
             "dynaunique.outcome": "unique_violation"}),
         ("dynaunique.delete", {
             "dynaunique.model": "Member", "dynaunique.operation": "delete",
@@ -387,6 +389,20 @@ def test_botocore_spans_nest_under_the_dynaunique_span(
     assert children[0].context.trace_id == ours_span.context.trace_id
 
 
+def test_a_write_that_heals_an_orphan_counts_it_on_its_span(
+        tables: str, spans: InMemorySpanExporter) -> None:
+    """Issue 36: the orphan (its owner deleted around the library) is taken over; the span
+    counts it, and the refused attempt, the owner's read and the takeover are its round trips."""
+    Member(pk="GONE", email="o@x.io").save()
+    raw_client(tables).delete_item(TableName="observe_members", Key={"pk": {"S": "GONE"}})
+    _EXPORTER.clear()
+    Member(pk="NEW", email="o@x.io").save()
+    [span] = ours(spans)
+    got = _attrs(span)
+    assert (got["dynaunique.healed_orphans"], got["dynaunique.round_trips"],
+            got["dynaunique.items"], got["dynaunique.outcome"]) == (1, 3, 3, "ok")
+
+
 @pytest.mark.anyio
 async def test_async_writes_have_the_same_spans_current_while_sent(
         dynaunique_aio_db: str, spans: InMemorySpanExporter) -> None:
@@ -410,7 +426,10 @@ async def test_async_writes_have_the_same_spans_current_while_sent(
         ("dynaunique.save", "ok", 2), ("dynaunique.update", "ok", 1),
         ("dynaunique.atomic", "ok", 2), ("dynaunique.save", "unique_violation", 2),
         ("dynaunique.delete", "ok", 2)]
-    assert seen == [s.context.span_id for s in got if s.context is not None]
+    # The refused save sends twice under its span: the transaction, then the read of the
+    # lock's owner (issue 36: it holds the value, so the refusal stands).
+    ids = [s.context.span_id for s in got if s.context is not None]
+    assert seen == [*ids[:4], ids[3], ids[4]]
 
 
 # --- privacy -------------------------------------------------------------------------------------
@@ -551,4 +570,4 @@ async def test_async_writes_log_the_same_events(dynaunique_aio_db: str,
     retries = events(caught, "retry")
     assert retries and {r["reason"] for r in retries} == {"conflict"}
     assert [r["operation"] for r in events(caught, "request")] == ["TransactWriteItems"] * (
-        7 + len(retries))
+        7 + len(retries)) + ["GetItem"]   # the refusal's read of the lock's owner

@@ -10,6 +10,8 @@ from typing import Any
 import attrs
 
 import dynaunique._flush as flush_module
+import dynaunique._heal as heal_module
+import dynaunique._plan as plan_module
 import dynaunique._record as record_module
 import dynaunique._render as render_module
 import dynaunique._writes as writes_module
@@ -121,6 +123,47 @@ def _stale_record_unguarded() -> Any:
     return patched(render_module, "_guarded", wrap)
 
 
+def _takeover_without_owner_check() -> Any:
+    """Healing that takes over every lock it meets: the owner neither judged on its read nor
+    checked in the takeover's transaction (no ConditionCheck). (Dropping the check alone is
+    not catchable with the library as the only writer: every write of the library that makes
+    an owner hold a value puts its lock again, with a new ``created``, which the takeover's
+    exact-lock guard already refuses; the check is for owners written around the library.)"""
+    @contextlib.contextmanager
+    def both() -> Iterator[None]:
+        def orphan_check(_: Any) -> Any:
+            def check(write: Any, owner: Any, item: Any) -> Any:
+                return writes_module.ConditionCheck(
+                    table=write.table, model=write.model, key=dict(owner), condition=None,
+                    label="(mutant)", guard=writes_module.Absent(), heals=write.lock.key)
+            return check
+
+        def taking_over(original: Any) -> Any:
+            def without_checks(self: Any, takeovers: Any) -> Any:
+                plan = original(self, takeovers)
+                return attrs.evolve(plan, writes=tuple(
+                    w for w in plan.writes
+                    if not (isinstance(w, writes_module.ConditionCheck) and w.heals)))
+            return without_checks
+
+        with patched(heal_module, "_orphan_check", orphan_check), \
+                patched(plan_module.Plan, "taking_over", taking_over):
+            yield
+    return both()
+
+
+def _takeover_without_exact_lock() -> Any:
+    """A takeover's lock put guarded only on the lock existing, not on its being exactly the
+    lock met (owner and ``created``)."""
+    def wrap(original: Any) -> Any:
+        def taking_over(self: Any, takeovers: Any) -> Any:
+            loose = {key: attrs.evolve(t, guard=writes_module.Shaped(equal=()))
+                     for key, t in takeovers.items()}
+            return original(self, loose)
+        return taking_over
+    return patched(plan_module.Plan, "taking_over", wrap)
+
+
 #: Switchable re-introductions of known bugs: name → (what it breaks, patcher).
 MUTANTS: dict[str, tuple[str, Callable[[], Any]]] = {
     "lock-put-unguarded": ("a lock put without attribute_not_exists (nor an owner guard)",
@@ -133,4 +176,8 @@ MUTANTS: dict[str, tuple[str, Callable[[], Any]]] = {
                                "stored (serialized) one", _lock_from_python_value),
     "stale-record-unguarded": ("a loaded copy's record put not guarded on what was loaded",
                                _stale_record_unguarded),
+    "takeover-without-owner-check": ("healing takes over any lock it meets: its owner neither "
+                                     "judged nor checked", _takeover_without_owner_check),
+    "takeover-without-exact-lock": ("a takeover's lock put not conditioned on the lock being "
+                                    "exactly the one met", _takeover_without_exact_lock),
 }

@@ -266,10 +266,13 @@ class Search:
         return hit
 
     def violations(self, node: Node) -> list[str]:
-        # No orphan exemption while a backfill runs (World.violations has none either): its
-        # guarded puts make no orphan lock.
+        # As World.violations: an orphan lock is a violation only once every client is done
+        # (it refuses no write; a backfill's lock for a record that moved is one until its
+        # verification deletes it).
+        done = all(seat.pending is None for seat in node.seats)
         return [text for ident, text in self.dbs.analysed[node.db][0]
-                if not self._inherited(ident)] + list(node.problems)
+                if not self._inherited(ident) and (done or ident[0] != "orphan")
+                ] + list(node.problems)
 
     def _inherited(self, ident: tuple[str, ...]) -> bool:
         return ident in self.baseline or (ident[0] == "duplicate" and any(

@@ -45,6 +45,7 @@ from .world import (
     SimTeam,
     seed_broken,
     seed_drift,
+    seed_orphans,
     seed_unlocked,
 )
 
@@ -282,6 +283,13 @@ def _menus(c: int, clients: int, values: int) -> dict[str, list[Action]]:
                      if c % 2 == 0 else
                      [Action("save", "R0", v(2)), Action("save", "R1", v(0)),
                       Action("delete", "R0")]),
+        # planted orphans (seed_orphans: the lock of v1 names R1, which holds v9; the lock of
+        # v2 names R2, which is gone; R0 holds v0, unlocked) beside the backfill: saves meet
+        # the orphans and take them over, two at once for one, and R1 moves back to v1.
+        "orphans": ([Action("save", "R3", v(2)), Action("backfill"), Action("save", "R0", v(1))]
+                    if c % 2 == 0 else
+                    [Action("save", "R4", v(2)), Action("save", "R1", v(1)),
+                     Action("delete", "R3")]),
         # dynaunique repair (seed_broken: a missing lock, an orphan, a foreign owner) while the
         # application writes the records it repairs.
         "repair": ([Action("repair"), Action("save", "R2", v(0)), Action("repair")]
@@ -292,13 +300,16 @@ def _menus(c: int, clients: int, values: int) -> dict[str, list[Action]]:
 
 
 #: Every scenario (``--scenario`` picks some).
-SCENARIOS = ("basic", "update", "swap", "stale", "mixed", "drift", "repair", "backfill")
-#: The scenarios an exhaustive configuration explores by default: all but ``backfill``, which
-#: tests/simulation/test_explore.py explores on its own (``--scenario backfill``).
-DEFAULT_SCENARIOS = SCENARIOS[:-1]
+SCENARIOS = ("basic", "update", "swap", "stale", "mixed", "drift", "repair", "backfill",
+             "orphans")
+#: The scenarios an exhaustive configuration explores by default: all but ``backfill`` and
+#: ``orphans``, which tests/simulation/test_explore.py explores on their own
+#: (``--scenario backfill``, ``--scenario orphans``).
+DEFAULT_SCENARIOS = SCENARIOS[:-2]
 #: How a scenario's database starts (none: empty).
 SEEDS: dict[str, Callable[[MemoryDynamoDB], None]] = {
-    "drift": seed_drift, "backfill": seed_unlocked, "repair": seed_broken}
+    "drift": seed_drift, "backfill": seed_unlocked, "repair": seed_broken,
+    "orphans": seed_orphans}
 
 
 def workloads(clients: int, ops: int, values: int,

@@ -187,6 +187,16 @@ def seed_unlocked(memory: MemoryDynamoDB) -> None:
         memory.handle("PutItem", {"TableName": TABLE, "Item": _record(pk, email)})
 
 
+def seed_orphans(memory: MemoryDynamoDB) -> None:
+    """Orphans left by writes around the library, beside a record to backfill: ``R0`` holds
+    ``v0`` without a lock; the lock of ``v1`` names ``R1``, which holds ``v9`` (moved, its own
+    lock never written); the lock of ``v2`` names ``R2``, which does not exist (gone)."""
+    memory.handle("PutItem", {"TableName": TABLE, "Item": _record("R0", "v0")})
+    memory.handle("PutItem", {"TableName": TABLE, "Item": _record("R1", "v9")})
+    memory.handle("PutItem", _lock_of("R1", "v1", "R1"))
+    memory.handle("PutItem", _lock_of("R2", "v2", "R2"))
+
+
 def seed_broken(memory: MemoryDynamoDB) -> None:
     """What ``dynaunique repair`` fixes: ``R0`` holds ``v0`` without its lock (missing), the
     lock of ``v1`` names ``R1``, which does not exist (orphan), and ``R2`` holds ``v2`` whose

@@ -331,10 +331,13 @@ class LiveWriters:
 
 
 def email_lock_puts(operation: str, body: dict[str, Any]) -> list[str]:
-    """The EMAIL locks a request puts (a backfill puts them in transactions, each next to a
-    check of its record)."""
-    if operation != "TransactWriteItems":
+    """The EMAIL locks a request puts (a backfill puts each with a PutItem of its own; a
+    transaction's puts count too)."""
+    if operation == "PutItem":
+        keys = [body.get("Item", {}).get("PK", {}).get("S", "")]
+    elif operation == "TransactWriteItems":
+        keys = [entry["Put"]["Item"]["PK"]["S"] for entry in body.get("TransactItems", [])
+                if "Put" in entry]
+    else:
         return []
-    keys = [entry["Put"]["Item"]["PK"]["S"] for entry in body.get("TransactItems", [])
-            if "Put" in entry]
     return [key for key in keys if key.startswith("UNIQ#EMAIL#")]

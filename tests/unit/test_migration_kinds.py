@@ -22,7 +22,7 @@ ALL = [*PhaseKind, *PutOutcome, *DeleteOutcome, *LedgerKind, *LeaseMode, *Progre
 def test_the_values_are_the_old_strings() -> None:
     assert [k.value for k in ALL] == [
         "fill", "sweep", "remove", "run",
-        "new", "taken", "moved",
+        "new", "present", "taken",
         "deleted", "absent", "foreign",
         "migration", "job", "progress", "lease", "stream", "budget",
         "exclusive", "workers",

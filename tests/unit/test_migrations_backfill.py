@@ -15,23 +15,7 @@ def test_counters_add_up() -> None:
     assert SilentReporter().note("x") is None
 
 
-# --- the guarded lock puts: batches, and what a cancelled transaction refused -------------------
-
-
-def test_a_cancelled_transaction_refuses_by_position_a_failed_check_first() -> None:
-    from dynaunique.migrations._kinds import PutOutcome
-    from dynaunique.migrations._lockwrites import _refused
-
-    lock = {"PK": {"S": "UNIQ#EMAIL#a"}, "owner": {"M": {"PK": {"S": "R9"}}}}
-    failed = {"Code": "ConditionalCheckFailed"}
-    reasons = [{"Code": "None"}, {"Code": "None"},            # record 0: both held
-               {**failed, "Item": lock}, {"Code": "None"},    # record 1: the lock is R9's
-               failed, failed,                                # record 2: moved (and taken)
-               {"Code": "None"}, failed,                      # record 3: moved
-               {"Code": "TransactionConflict"}, {"Code": "None"}]  # record 4: resent
-    assert _refused(reasons, 5) == {1: (PutOutcome.TAKEN, lock), 2: (PutOutcome.MOVED, None),
-                                    3: (PutOutcome.MOVED, None)}
-    assert _refused([{"Code": "None"}] * 4, 2) == {}
+# --- the lock puts: batches of a round, and their size under a cap --------------------------
 
 
 def test_a_round_is_split_in_batches_every_thread_gets_one() -> None:
@@ -45,7 +29,7 @@ def test_a_round_is_split_in_batches_every_thread_gets_one() -> None:
     assert _batches([], 50, 4) == []
 
 
-def test_a_capped_run_puts_a_tenth_of_a_seconds_worth_a_transaction() -> None:
+def test_a_capped_run_puts_a_tenth_of_a_seconds_worth_a_task() -> None:
     from types import SimpleNamespace
 
     from dynaunique.migrations._lockwrites import batch_size
@@ -55,4 +39,4 @@ def test_a_capped_run_puts_a_tenth_of_a_seconds_worth_a_transaction() -> None:
         return batch_size(SimpleNamespace(bucket=bucket))  # type: ignore[arg-type]
 
     assert [size(None), size(Limiter()), size(Limiter(8)), size(Limiter(400)),
-            size(Limiter(100_000))] == [50, 50, 1, 10, 50]
+            size(Limiter(100_000))] == [50, 50, 1, 40, 50]   # a put: one write unit

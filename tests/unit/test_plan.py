@@ -679,3 +679,26 @@ def test_update_action_moving_a_lock_beside_an_unknowable_plain_action_is_planne
     assert items[0]["Update"]["UpdateExpression"] == "SET #0 = :0, #1 = #2"
     assert items[1:] == [lock_put("UNIQ#EMAIL#b@x.io", "b@x.io", "EMAIL", A1),
                          lock_delete("UNIQ#EMAIL#a@x.io", A1)]
+
+
+def test_taking_over_guards_each_orphan_put_exactly_and_checks_each_old_owner_once() -> None:
+    """Issue 36: the takeover is a planned step — each put of an orphan met guarded on the lock
+    as met, one ConditionCheck per old owner after every other write."""
+    from dynaunique._locks import HeldBy, LockPut, LockRef, Shaped
+    from dynaunique._plan import Plan
+    from dynaunique._writes import Absent, ConditionCheck, Takeover
+
+    def put(key: str) -> LockPut:
+        return LockPut("t", "M", LockRef("EMAIL", ("email",), key, "v"), {"PK": {"S": "A"}},
+                       {"PK": {"S": key}}, HeldBy(({"PK": {"S": "A"}},)), {"PK": {"S": key}})
+
+    ghost = {"PK": {"S": "GHOST"}}
+    check = ConditionCheck("t", "M", ghost, None, "gone", guard=Absent(), heals="UNIQ#E#a")
+    exact = Shaped(equal=(("owner", {"M": ghost}), ("created", {"S": "t0"})))
+    plan = Plan((put("UNIQ#E#a"), put("UNIQ#E#b"), put("UNIQ#E#c")))
+    taken = plan.taking_over({"UNIQ#E#a": Takeover("UNIQ#E#a", exact, check),
+                              "UNIQ#E#b": Takeover("UNIQ#E#b", exact, check),
+                              "UNIQ#E#z": Takeover("UNIQ#E#z", exact, check)})
+    assert [w.guard for w in taken.writes] == [exact, exact, plan.writes[2].guard, Absent()]
+    assert taken.writes[3] is check
+    assert plan.taking_over({}) == plan
