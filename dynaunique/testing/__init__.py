@@ -58,6 +58,7 @@ from dynaunique.testing._local_server import (
     _pump_lines,
     _shutdown,
 )
+from dynaunique.testing._replica_control import replication_state, set_replication_delay
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -72,8 +73,10 @@ __all__ = [
     "LocalServerError",
     "create_tables",
     "local_dynamodb",
+    "replication_state",
     "reset_local_dynamodb",
     "set_conflict_rate",
+    "set_replication_delay",
     "set_token_window",
     "use_endpoint",
 ]

@@ -182,6 +182,7 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
 
     from dynaunique.testing import _corpus, _moto_patch
     from dynaunique.testing._moto_front import install_header_parser, keep_alive_handler
+    from dynaunique.testing._replicas import Replicas
     from dynaunique.testing._server_rules import DynamoRules
 
     if not stock_moto:
@@ -205,7 +206,7 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     return make_server(
         LOCAL_HOST,
         port,
-        _SerializedApp(_corpus.wrap(DynamoRules(dispatcher, about=about))),
+        _SerializedApp(_corpus.wrap(Replicas(DynamoRules(dispatcher, about=about)))),
         threaded=True,
         request_handler=handler,
     )
