@@ -36,7 +36,7 @@ from pynamodb import settings as _settings
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
-from dynaunique import _wire
+from dynaunique import _regions, _wire
 from dynaunique._answers import (
     Ambiguous,
     Answer,
@@ -175,7 +175,7 @@ def sending_for(meta: Any) -> tuple[Connection, RetryPolicy]:
     """``(connection_for(meta), policy_for(meta))``, kept per ``Meta``: made again when one of
     its settings (``use_endpoint``, ``Meta.host = ...``) or PynamoDB's changed, or the kept
     connection is no longer the one of those settings (the cache was cleared)."""
-    made_of = _made_of(meta)
+    made_of = _made_of(meta := _regions.route(meta, connection_for))  # global table: its home
     known = _sendings.get(meta)
     if known is None or known[0] != made_of or _connections.get(known[1]) is not known[2][0]:
         pair = (connection_for(meta), policy_for(meta))

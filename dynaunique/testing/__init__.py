@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
+from dynaunique import _regions
 from dynaunique.testing import _local_server
 from dynaunique.testing._local_server import (
     LocalServerError,
@@ -295,6 +296,7 @@ def reset_local_dynamodb(endpoint: str, *, timeout: float = 10.0) -> None:
         LocalServerError: the server could not be reached or refused the reset.
     """
     _post_local(endpoint, "/moto-api/reset", b"", "reset", timeout)
+    _regions.forget()  # the tables are gone: a global table's mode is learned anew
 
 
 def set_conflict_rate(
@@ -403,5 +405,7 @@ def _create_active(model: type[Model]) -> bool:
         if error.cause_response_code == "ResourceInUseException":
             return False
         raise
-    return bool((answer or {}).get("TableDescription", {}).get("TableStatus") == "ACTIVE")
+    described = (answer or {}).get("TableDescription", {})
+    _regions.remember(meta.table_name, str(meta.region), meta.host, described)  # no replica yet
+    return bool(described.get("TableStatus") == "ACTIVE")
 
