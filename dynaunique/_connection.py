@@ -154,10 +154,10 @@ def connection_for(meta: Any) -> Connection:
         return connection
 
 
-#: The ``Meta`` attributes (own or inherited) a model's connection and retry policy are made of.
-_META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key",
+_META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key", "home_region",
                   "aws_session_token", "connect_timeout_seconds", "read_timeout_seconds",
-                  "max_pool_connections", "extra_headers", "max_retry_attempts", "base_backoff_ms")
+                  "max_pool_connections", "extra_headers", "max_retry_attempts", "base_backoff_ms",
+                  "table_name")
 
 
 def _made_of(meta: Any) -> tuple[Any, ...]:
@@ -175,13 +175,13 @@ def sending_for(meta: Any) -> tuple[Connection, RetryPolicy]:
     """``(connection_for(meta), policy_for(meta))``, kept per ``Meta``: made again when one of
     its settings (``use_endpoint``, ``Meta.host = ...``) or PynamoDB's changed, or the kept
     connection is no longer the one of those settings (the cache was cleared)."""
-    made_of = _made_of(meta := _regions.route(meta, connection_for))  # global table: its home
+    made_of = _made_of(meta)
     known = _sendings.get(meta)
     if known is None or known[0] != made_of or _connections.get(known[1]) is not known[2][0]:
-        pair = (connection_for(meta), policy_for(meta))
+        homed = _regions.route(meta, connection_for)  # a global table: its home region
         # Copies: a dict changed in place (extra_headers, the settings) is a change.
         known = _sendings[meta] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
-                                   _settings_key(meta), pair)
+                                   _settings_key(homed), (connection_for(homed), policy_for(homed)))
     return known[2]
 
 

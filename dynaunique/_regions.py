@@ -114,7 +114,12 @@ def table_mode(table: str, connection: Any, host: str | None = None) -> TableMod
     A table that does not exist is not remembered (the write will say so); a ``DescribeTable``
     refused otherwise (no permission) is remembered as a one-region table, with a warning.
     """
-    region = str(connection.client.meta.region_name)
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        region = str(connection.client.meta.region_name)
+    except BotoCoreError:   # no client can be made (no region): the write itself will say so
+        return TableMode(table, "")
     key = (table, region, host)
     known = _modes.get(key)
     if known is not None:

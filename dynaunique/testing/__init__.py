@@ -406,6 +406,7 @@ def _create_active(model: type[Model]) -> bool:
             return False
         raise
     described = (answer or {}).get("TableDescription", {})
-    _regions.remember(meta.table_name, str(meta.region), meta.host, described)  # no replica yet
+    region = model._get_connection().connection.client.meta.region_name  # botocore's, if unset
+    _regions.remember(meta.table_name, str(region), meta.host, described)  # no replica yet
     return bool(described.get("TableStatus") == "ACTIVE")
 
