@@ -33,8 +33,8 @@ import attrs
 
 from dynaunique.errors import DynauniqueError, GlobalTableError
 
-__all__ = ["HOME_REGION_ENV", "TableMode", "forget", "home_region", "remember", "route",
-           "table_mode"]
+__all__ = ["HOME_REGION_ENV", "TableMode", "forget", "home_region", "in_region", "remember",
+           "route", "table_mode"]
 
 #: The environment variable naming the home region of every global table the process writes.
 HOME_REGION_ENV = "DYNAUNIQUE_HOME_REGION"
@@ -169,6 +169,11 @@ class _HomeMeta:
         return getattr(self._meta, name)
 
 
+def in_region(meta: Any, region: str) -> Any:
+    """``meta`` signed for ``region`` (its other settings kept): a ``Meta`` to connect with."""
+    return meta if getattr(meta, "region", None) == region else _HomeMeta(meta, region)
+
+
 def route(meta: Any, connect: Callable[[Any], Any], *, write: bool = True) -> Any:
     """The ``Meta`` whose connection a call of ``meta``'s model goes through (see the module).
 
@@ -227,4 +232,4 @@ def _choose(meta: Any, mode: TableMode, write: bool) -> Any:
             table=mode.table, mode=mode.consistency, regions=mode.regions)
     if home == mode.region:
         return meta
-    return _HomeMeta(meta, home)
+    return in_region(meta, home)
