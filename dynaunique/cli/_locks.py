@@ -24,7 +24,7 @@ from dynaunique import audit
 from dynaunique._render import to_json
 from dynaunique.cli._common import CannotRun, endpoint_option, open_models
 from dynaunique.cli._output import Output
-from dynaunique.cli._regions import compare_regions
+from dynaunique.cli._regions import compare_regions, print_modes
 from dynaunique.errors import DynauniqueError
 from dynaunique.model import Model
 
@@ -308,6 +308,7 @@ def check_command(module: str, segments: int | None, export: str | None,
             read = report.export
             output.note(f"Read export {read.export_arn.rsplit('/', 1)[-1]} (taken "
                         f"{read.exported_at or 'at an unknown time'}) from {read.where}")
+        print_modes(models, output)   # a global table: its mode and regions
         _print_report(report, output)
         if isinstance(report, audit.ExportReport):
             output.note(f"{report.export.suspects} suspect(s) in the export, "

@@ -56,3 +56,13 @@ def test_a_lock_only_one_replica_holds_is_not_everywhere(dynaunique_db: str) -> 
     assert [(d.kind, d.owner_labels()) for d in report.differences] == [
         ("not_everywhere", ("M1", "-"))]
     assert not report.clean
+
+
+def test_check_of_one_region_names_the_table_s_mode(dynaunique_db: str) -> None:
+    home = member_model("gt_cli", EAST, dynaunique_db, home=EAST)
+    make_global(home, dynaunique_db)
+    home(pk="M0", email="zero@x.io").save()
+    result = CliRunner().invoke(cli, ["check", gm.__name__, "--endpoint", dynaunique_db])
+    assert result.exit_code == 0, result.output
+    assert ("Table gt_cli: global table (eventual consistency) in eu-west-1, us-east-1; this "
+            "check read us-east-1's replica") in " ".join(result.output.split())
