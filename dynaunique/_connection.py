@@ -161,10 +161,10 @@ _META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key"
 
 
 def _made_of(meta: Any) -> tuple[Any, ...]:
-    # What connection_for and policy_for read: the Meta's settings, then PynamoDB's.
+    # What connection_for and policy_for read: the Meta's settings, PynamoDB's, _regions.forget.
     overrides = _settings.override_settings
     return (*map(getattr, repeat(meta), _META_SETTINGS, repeat(None)), overrides,
-            _settings.default_settings_dict, getattr(overrides, "__dict__", None))
+            _settings.default_settings_dict, getattr(overrides, "__dict__", None), _regions.known)
 
 
 #: Meta → (what its connection and policy were made of, their settings key, the pair).

@@ -78,13 +78,20 @@ _modes: dict[tuple[Any, ...], TableMode] = {}
 #: (Meta, write) → (what the route was made of, the Meta to connect with).
 _routes: dict[tuple[Any, bool], tuple[tuple[Any, ...], Any]] = {}
 _lock = threading.Lock()
+#: Counts :func:`forget` calls: a route kept elsewhere (``_connection.sending_for``) is made
+#: again when it changed.
+known = 0
 
 
-def forget() -> None:
-    """Forget every table's mode and every route (a test that remade its tables calls it)."""
+def forget(host: str | None = None) -> None:
+    """Forget every table's mode and every route (a test that remade its tables calls it), or
+    only the modes of tables at endpoint ``host`` (a reset local server)."""
     with _lock:
-        _modes.clear()
+        for key in [k for k in _modes if host is None or k[2] == host]:
+            del _modes[key]
         _routes.clear()
+    global known
+    known += 1
     _pyproject_home.cache_clear()
 
 

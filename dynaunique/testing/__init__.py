@@ -296,7 +296,7 @@ def reset_local_dynamodb(endpoint: str, *, timeout: float = 10.0) -> None:
         LocalServerError: the server could not be reached or refused the reset.
     """
     _post_local(endpoint, "/moto-api/reset", b"", "reset", timeout)
-    _regions.forget()  # the tables are gone: a global table's mode is learned anew
+    _regions.forget(endpoint)  # its tables are gone: their modes are learned anew
 
 
 def set_conflict_rate(

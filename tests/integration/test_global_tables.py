@@ -25,7 +25,7 @@ from support.recorders import requests_sent
 
 from dynaunique import GlobalTableError, UniqueViolation, _regions
 from dynaunique._connection import connection_for
-from dynaunique.testing import replication_state, set_replication_delay
+from dynaunique.testing import create_tables, replication_state, set_replication_delay
 
 REPLICATION = 0.05
 
@@ -204,3 +204,15 @@ async def test_async_without_a_home_region_is_refused_and_nothing_written(
         await west(pk="M1", email="ada@x.io").asave()
     assert items_in(dynaunique_aio_db, "gt_nohome_aio", EAST) == items_in(
         dynaunique_aio_db, "gt_nohome_aio", WEST) == []
+
+
+def test_a_table_made_global_later_is_seen_once_the_process_forgets(dynaunique_db: str) -> None:
+    west = member_model("gt_later", WEST, dynaunique_db)
+    create_tables(west)   # one region: known so from CreateTable's answer
+    west(pk="M1", email="a@x.io").save()
+    regional_client(dynaunique_db, WEST).update_table(
+        TableName="gt_later", ReplicaUpdates=[{"Create": {"RegionName": EAST}}])
+    west(pk="M2", email="b@x.io").save()   # this process still takes it for one region
+    _regions.forget()   # as a restart does
+    with pytest.raises(GlobalTableError, match="none is set"):
+        west(pk="M3", email="c@x.io").save()
