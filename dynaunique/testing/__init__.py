@@ -17,6 +17,7 @@ Public API:
   remembered tokens and stops injected conflicts.
 - :func:`set_conflict_rate` — cancel a fraction of transactions with ``TransactionConflict``.
 - :func:`set_token_window` — shorten how long a ``ClientRequestToken`` is remembered.
+- :func:`set_replication_delay`, :func:`replication_state` — global tables' replication.
 - :func:`use_endpoint` and :func:`create_tables` — retarget model classes and create their tables.
 - pytest fixtures ``dynaunique_endpoint`` (session) and ``dynaunique_db`` (per test, clean slate);
   :mod:`dynaunique.testing._pytest_plugin` is registered as a ``pytest11`` plugin, so they are
