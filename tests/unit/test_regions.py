@@ -84,7 +84,8 @@ def test_routes_for_each_mode() -> None:
 
 
 def test_the_server_finds_every_key_a_write_wrote() -> None:
-    group: dict[str, Any] = {"t": SimpleNamespace(regions={"us-east-1", "eu-west-1"}, key_names=["PK"])}
+    group: dict[str, Any] = {
+        "t": SimpleNamespace(regions={"us-east-1", "eu-west-1"}, key_names=["PK"])}
     key = {"PK": {"S": "a"}}
     request = {"TransactItems": [
         {"Put": {"TableName": "t", "Item": {**key, "x": {"S": "1"}}}},
