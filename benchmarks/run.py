@@ -98,6 +98,36 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+#: The repository's root: a path inside it is shown relative to it.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shown_command(argv: Sequence[str]) -> str:
+    """The command line as the page shows it: one a reader can run from the repository's root.
+
+    What belongs to the machine that ran it is left out: a path inside the repository is shown
+    relative to its root, a path outside it by its file name, and ``--endpoint`` (a server of
+    that machine, which the run resets; without it the run starts its own) not at all."""
+    shown: list[str] = []
+    words = iter(argv)
+    for word in words:
+        name, equals, value = word.partition("=")
+        if name == "--endpoint":
+            if not equals:
+                next(words, None)
+            continue
+        if name in ("--out", "--json"):
+            path = Path(value if equals else next(words, ""))
+            try:
+                portable = path.resolve().relative_to(ROOT).as_posix()
+            except ValueError:
+                portable = path.name
+            shown += [name, portable]
+            continue
+        shown.append(word)
+    return " ".join(["python -m benchmarks.run", *shown])
+
+
 @contextmanager
 def _server(endpoint: str | None) -> Iterator[str]:
     if endpoint:
@@ -120,8 +150,7 @@ def execute(args: argparse.Namespace, argv: Sequence[str] | None = None) -> Suit
     fake_credentials()
     sizes = QUICK if args.quick else FULL
     use_peer = args.peer == "on" or (args.peer == "auto" and not args.quick)
-    shown = [a for a in (sys.argv[1:] if argv is None else argv)]
-    command = "python -m benchmarks.run " + " ".join(shown)
+    command = shown_command(sys.argv[1:] if argv is None else argv)
     machine = report.machine()
     start = time.perf_counter()
     with _server(args.endpoint) as endpoint:

@@ -20,7 +20,7 @@ from dynaunique._connection import Steps
 from dynaunique._locks import OWNER_ATTR, untyped
 from dynaunique._model.mixed import judge, meets, same_model
 from dynaunique._plan import Plan
-from dynaunique._state import Op, OpKind, holds, may_adopt, same_item
+from dynaunique._state import Op, OpKind, holds, loaded_for_key, may_adopt, same_item
 from dynaunique._writes import (
     RECORD_WRITES,
     ConditionCheck,
@@ -246,13 +246,18 @@ def settle_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
     if others is not None and not gone and not holds(others, exc.current):
         # The item is not the one this write was guarded to meet: judge it (refused when it
         # holds another model's locks), then send again guarded on exactly it.
-        judge(op, exc.current)
         before = judged.get(ident)
-        if (ident not in fresh and before is not None and exc.current is not None
-                and not (same_model(type(op.obj), before, exc.current)
-                         and meets(exc.write.guard, exc.current))):
-            # No longer a record of the model the caller's copy was, or no longer as it was
-            # loaded (its own guard fails too): stale, with no request only to learn it.
+        # No longer a record of the model the caller's copy was, or no longer as it was
+        # loaded (its own guard fails too): stale, with no request only to learn it.
+        stale = (ident not in fresh and before is not None and exc.current is not None
+                 and not (same_model(type(op.obj), before, exc.current)
+                          and meets(exc.write.guard, exc.current)))
+        if stale and loaded_for_key(op.obj) is not None:
+            # A copy the caller loaded: stale before anything else, even when the item now
+            # holds another model's locks — a ConcurrentModificationError (reload and retry).
+            return False
+        judge(op, exc.current)
+        if stale:
             return False
         judged[ident] = dict(exc.current) if exc.current is not None else None
         if ident in fresh:

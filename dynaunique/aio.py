@@ -10,8 +10,9 @@ region chain), host, credentials, timeouts and ``extra_headers`` as the sync pat
 botocore event hooks (a ``before-send`` handler that answers — ``moto``'s ``mock_aws``, botocore's
 ``Stubber`` — answers here too), the same error classes; PynamoDB's
 ``pre_dynamodb_send``/``post_dynamodb_send`` signals fire for every request. Only the HTTP
-exchange itself goes over :mod:`httpx` (``pip install 'dynaunique[async]'``); the sync API never
-imports this module. Why this and not aiobotocore: docs/decisions.md.
+exchange itself goes over :mod:`httpx` (the ``async`` extra:
+``pip install -e '/path/to/clone[async]'``); the sync API never imports this module.
+Why this and not aiobotocore: docs/decisions.md.
 
 One ``httpx.AsyncClient`` per event loop (and per connection settings), created on first use.
 Close them with ``await dynaunique.aio.close()`` before the loop ends, or use

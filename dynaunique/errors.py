@@ -236,8 +236,9 @@ class OtherModelRecordError(WriteConflict):
     this write does not carry: writing it would leave those locks orphaned.
 
     ``model`` is the model writing, ``other_model`` the model the stored item is a record of
-    (the audit's rule, ``dynaunique._items.claim``), ``locks`` the lock names it holds. Delete
-    the record as ``other_model`` first (or both in one ``atomic()`` block).
+    (the audit's rule, ``dynaunique._items.claim``), ``locks`` the names of the locks that
+    model requires of it (held, or not yet written for a record from before its constraint).
+    Delete the record as ``other_model`` first (or both in one ``atomic()`` block).
     """
 
     def __init__(self, message: str, *, model: str, other_model: str,

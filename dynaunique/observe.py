@@ -13,7 +13,7 @@ Events are emitted where the thing happens — the sans-IO generators of ``dynau
 the very same events. A value of a ``hashed=True`` constraint never appears in any field or
 message: only its lock key (which holds a digest) does. docs/observability.md lists the events.
 
-**Tracing.** With OpenTelemetry's API installed (``pip install 'dynaunique[otel]'``),
+**Tracing.** With OpenTelemetry's API installed (``pip install -e '/path/to/clone[otel]'``),
 :func:`traced` opens one span per ``save``/``delete``/``update``/``atomic`` commit (and their
 async forms), current while its requests are sent — so botocore's instrumented spans are its
 children — and records what the write did on it. Without OpenTelemetry the import fails once,

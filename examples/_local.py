@@ -2,8 +2,10 @@
 
 ``python examples/NAME.py`` starts the embedded server (moto on 127.0.0.1, the ``local`` extra),
 as ``dynaunique demo`` does, and points the models at it with fake credentials. ``--endpoint URL``
-(or ``DYNAUNIQUE_ENDPOINT``) uses that DynamoDB instead, real AWS included: credentials and region
-then come from the environment, as for any PynamoDB model.
+(or ``AWS_ENDPOINT_URL_DYNAMODB``, botocore's variable, which the library and the ``dynaunique``
+commands read too) uses that DynamoDB instead, real AWS included: credentials and region then come
+from the environment, as for any PynamoDB model. ``DYNAUNIQUE_ENDPOINT``, the examples' older
+name for it, is still read when the standard variable is unset.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from dynaunique.testing import create_tables, local_dynamodb, use_endpoint
 def connected(description: str, *models: Any) -> Iterator[str]:
     """Point ``models`` at ``--endpoint`` or a local server it starts; create their tables."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--endpoint", default=os.environ.get("DYNAUNIQUE_ENDPOINT"),
+    parser.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+                        or os.environ.get("DYNAUNIQUE_ENDPOINT"),
                         help="a DynamoDB endpoint URL (default: start the embedded local server)")
     given = parser.parse_args().endpoint
     with contextlib.ExitStack() as stack:

@@ -1,7 +1,7 @@
 """Adding a unique constraint to a table that already holds records: makemigrations + migrate.
 
 Run it: ``python examples/add_constraint.py`` (the embedded local server; ``--endpoint URL``, or
-``DYNAUNIQUE_ENDPOINT=URL``, for another DynamoDB). It writes a small app in a scratch folder,
+``AWS_ENDPOINT_URL_DYNAMODB=URL``, for another DynamoDB). It writes a small app in a scratch folder,
 fills the table before the email is unique (one email twice), then runs the commands a deployment
 runs:
 

@@ -1,9 +1,9 @@
 """An asyncio app: ``asave()`` and ``aget_by_unique()`` under ``asyncio.gather``.
 
 Run it: ``python examples/async_app.py`` (the embedded local server; ``--endpoint URL``, or
-``DYNAUNIQUE_ENDPOINT=URL``, for another DynamoDB; needs the ``async`` extra, httpx). Fifty signups
-race for ten emails on one event loop; exactly one signup per email wins, and every loser gets a
-``UniqueViolation``.
+``AWS_ENDPOINT_URL_DYNAMODB=URL``, for another DynamoDB; needs the ``async`` extra, httpx). Fifty
+signups race for ten emails on one event loop; exactly one signup per email wins, and every loser
+gets a ``UniqueViolation``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A signup service: accounts whose email and handle are unique, as a web handler would use them.
 
 Run it: ``python examples/signup_service.py`` (the embedded local server; ``--endpoint URL``, or
-``DYNAUNIQUE_ENDPOINT=URL``, for another DynamoDB). The functions are what an HTTP layer would
+``AWS_ENDPOINT_URL_DYNAMODB=URL``, for another DynamoDB). The functions are what an HTTP layer would
 call; each returns a status code and a body, and turns dynaunique's errors into answers a form can
 show.
 """

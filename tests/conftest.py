@@ -23,13 +23,17 @@ examples.register()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--soak`` / ``--soak-ops N``: the long form of tests/reliability's soak, registered here so
-    that ``python -m pytest --soak`` works from the repository root."""
+    """``--soak`` / ``--soak-ops N``: the long form of tests/reliability's soak, and
+    ``--reliability-report``: its numbers printed at the end; registered here so that
+    ``python -m pytest --soak`` works from the repository root."""
     group = parser.getgroup("dynaunique-reliability")
     group.addoption("--soak", action="store_true", default=False,
                     help="run the long soak (see tests/reliability/test_soak.py)")
     group.addoption("--soak-ops", type=int, default=None,
                     help="number of soak operations")
+    group.addoption("--reliability-report", action="store_true", default=False,
+                    help="print what the reliability tests measured (also with -v, --soak or "
+                         "--soak-ops)")
 
 
 # --- pytest-xdist: how many workers, which file first, and the reliability report -------------
@@ -42,7 +46,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (the default, see pyproject.toml): two workers a core. Each worker has its own
     local server (a second process) and most tests wait on HTTP to it, so a core runs two
-    workers' tests better than one (measured in tests/README.md). ``-n 0`` runs in-process."""
+    workers' tests better than one (``-n 3`` measured no saving: CHANGELOG.md, "Tests in
+    minutes"). ``-n 0`` runs in-process."""
     return 2 * (os.cpu_count() or 1)
 
 
@@ -65,7 +70,7 @@ _WORKER_SUMMARIES: list[Any] = []
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
                             config: pytest.Config) -> None:
-    """The controller of an xdist run prints the workers' reliability numbers (without xdist,
-    tests/reliability/conftest.py prints its own)."""
+    """The controller of an xdist run prints the workers' reliability numbers when asked
+    (without xdist, tests/reliability/conftest.py prints its own)."""
     if _WORKER_SUMMARIES and config.pluginmanager.hasplugin("dsession"):
         _WORKER_SUMMARIES[0].pytest_terminal_summary(terminalreporter)

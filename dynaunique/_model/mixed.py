@@ -349,8 +349,12 @@ def judge(op: Op, item: Mapping[str, Any] | None) -> None:
             if info.constraints else set())
     foreign = sorted(name for name, ref in held.items() if ref.key not in mine)
     if foreign:
-        other = owner._du_info.name
+        # What its model requires of it, by its values: held, or not yet written (a record
+        # from before the constraint, awaiting its migration) — the message claims no more.
+        other, many = owner._du_info.name, len(foreign) > 1
         raise OtherModelRecordError(
-            f"{info.name} cannot {verb} {key}: it is a record of {other} holding locks "
-            f"{', '.join(foreign)}; delete it as {other} first, or do both in atomic()",
+            f"{info.name} cannot {verb} {key}: it is a record of {other}, whose constraint"
+            f"{'s' if many else ''} {', '.join(foreign)} require{'' if many else 's'} "
+            f"{'locks' if many else 'a lock'} of it that this write does not carry; delete it "
+            f"as {other} first, or do both in atomic()",
             model=info.name, other_model=other, key=key, locks=foreign)

@@ -29,6 +29,7 @@ LAZY: dict[str, tuple[str, str]] = {
     "migrate": ("_migrations", "Apply MODULE's migrations up to TARGET (default: the latest; "
                                "`zero`: unapply all)."),
     "repair": ("_locks", "Fix lock drift in MODULE's tables; records are never modified."),
+    "serve": ("_serve", "Serve a local DynamoDB (moto, with DynamoDB's rules) until Ctrl-C."),
     "showmigrations": ("_migrations", "List MODULE's migrations: [X] applied, [ ] not, and any "
                                       "partly applied one."),
     "ui": ("_ui", "Serve a local page to inspect MODULE's locks: who holds what, what drifted."),

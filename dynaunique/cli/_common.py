@@ -9,21 +9,16 @@ not run (usage, configuration, endpoint URL, region, credentials, module, table,
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 import botocore.exceptions
 import click
 from pynamodb.exceptions import PynamoDBException
 
-from dynaunique.errors import ConfigurationError, DynauniqueError, UnreachableError
+# The user's models module, opened as every tool opens it (it sits below the CLI).
+from dynaunique._user_models import load_models, open_models, settings_for
+from dynaunique.errors import DynauniqueError, UnreachableError
 
-if TYPE_CHECKING:  # imported where used: ``--help`` needs no model, no botocore client
-    from dynaunique.migrations.project import Settings
-    from dynaunique.model import Model
+__all__ = ["CannotRun", "Commands", "endpoint_option", "exit_code_of", "load_models",
+           "one_line", "open_models", "settings_for"]
 
 
 class CannotRun(click.ClickException):
@@ -44,58 +39,6 @@ endpoint_option = click.option(
     metavar="URL",
     help="DynamoDB endpoint URL (also AWS_ENDPOINT_URL_DYNAMODB).",
 )
-
-
-def load_models(module_path: str) -> list[type[Model]]:
-    """Import ``module_path`` (a dotted path) and return its dynaunique models with a table.
-
-    The current directory is put on ``sys.path`` first, as ``python -m`` would.
-    """
-    from dynaunique.model import Model
-
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_path)
-    except Exception as exc:  # the user's module may raise anything while it is imported
-        # One line, exit status 2 (a usage error), never a traceback: for `check`, status 1
-        # means "findings".
-        raise ConfigurationError(
-            f"cannot import {module_path!r}: {type(exc).__name__}: {exc}"
-        ) from exc
-    models = [
-        value
-        for _, value in inspect.getmembers(module, inspect.isclass)
-        if issubclass(value, Model) and value is not Model and value._du_info is not None
-    ]
-    if not models:
-        raise ConfigurationError(f"{module_path!r} defines no dynaunique model with a table")
-    return sorted(models, key=lambda m: m.__name__)
-
-
-def settings_for(module: str) -> Settings:
-    """``[tool.dynaunique]`` of the ``pyproject.toml`` in the current directory, for ``module``
-    (``""``: the top-level settings only), as every command reads them."""
-    from dynaunique.migrations.project import load_settings
-
-    return load_settings(module)
-
-
-def open_models(module: str, endpoint: str | None) -> tuple[list[type[Model]], Settings]:
-    """``module``'s models pointed at ``endpoint`` (else ``[tool.dynaunique] endpoint``, else
-    where their ``Meta`` says), and the settings: what every command that talks to DynamoDB
-    starts with. Settings are read first, so a mistake there is reported before the import.
-
-    :raises ConfigurationError: bad settings, a module that cannot be imported, a malformed URL,
-        no region or credentials for an endpoint that is not on this machine.
-    """
-    from dynaunique._endpoint import point_models
-
-    settings = settings_for(module)
-    models = load_models(module)
-    # The one decision of region and credentials (fake ones only for a server on this machine).
-    point_models(models, endpoint or settings.endpoint)
-    return models, settings
 
 
 def one_line(exc: BaseException) -> str | None:

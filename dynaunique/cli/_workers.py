@@ -32,7 +32,7 @@ _OPTIONS = [
                       "[tool.dynaunique])."),
     click.option("--dask", "dask", metavar="ADDRESS", default=None,
                  help="Run the migration as --total-segments worker tasks on the Dask cluster "
-                      "whose scheduler is ADDRESS (pip install 'dynaunique[dask]')."),
+                      "whose scheduler is ADDRESS (pip install -e '/path/to/clone[dask]')."),
 ]
 
 

@@ -43,6 +43,14 @@ BUDGETS = ("WCU", "RCU")
 #: How many times in a row a take may lose the race to other workers before it gives up.
 MAX_RACES = 50
 
+#: How far ahead of this worker's clock the bucket's date may be (another worker's clock
+#: running ahead) and still be trusted: one second, the bucket's refill period. A date further
+#: ahead counts as this far ahead and is set back, so a worker waits at most about this long for
+#: a refill, never until its own clock catches up. As a lease expires by each worker's clock,
+#: skew below this costs a little waiting, never the cap exceeded; beyond it a worker ahead may
+#: refill up to a second's worth early each time a worker behind takes in between.
+MAX_SKEW_SECONDS = 1.0
+
 
 def budget_key(keys: TableKeys, app: str, name: str) -> dict[str, Any]:
     """The key of ``app``'s shared budget item ``name`` (``WCU`` or ``RCU``)."""
@@ -115,21 +123,37 @@ class SharedBudget:
                     ConsistentRead=True).get("Item")
         now = self._clock()
         if item is None:
-            tokens, at, version = self.capacity, now, 0
+            tokens, at, version, stored = self.capacity, now, 0, now
         else:
             data = untyped(item[LEDGER_ATTR])
-            at, version = float(data["at"]), int(data["version"])
+            stored, version = float(data["at"]), int(data["version"])
+            # Another worker's clock ahead of this one: trusted up to MAX_SKEW_SECONDS, and
+            # beyond it counted as that far ahead (else its date holds the refill back).
+            at = min(stored, now + MAX_SKEW_SECONDS)
             tokens = min(self.capacity, float(data["tokens"]) + max(0.0, now - at) * self.rate)
         # The take is a write: it pays its own unit. More than a full bucket holds is taken
         # in several takes.
         cost = min(needed + 1.0, self.capacity)
         if tokens < cost:
-            return (cost - tokens) / self.rate  # until the refill covers it
+            # Until the refill covers it; a date beyond the skew is set back first, so that
+            # the next read refills from it.
+            if at < stored and not self._write(item, version, tokens, at):
+                return None
+            return max(0.0, at - now) + (cost - tokens) / self.rate
         got = min(tokens - 1.0, max(needed, self.chunk))
+        if not self._write(item, version, tokens - got - 1.0, max(now, at)):
+            return None
+        self.takes += 1
+        self._balance += got
+        return 0.0
+
+    def _write(self, item: Any, version: int, tokens: float, at: float) -> bool:
+        """Store the bucket (``version`` + 1), unless another worker wrote it since the read
+        (``item``, None when absent)."""
         data_item = {"M": {
             "kind": {"S": LedgerKind.BUDGET.value}, "name": {"S": self.name},
-            "rate": {"N": repr(self.rate)}, "tokens": {"N": repr(tokens - got - 1.0)},
-            "at": {"N": repr(max(now, at))}, "version": {"N": str(version + 1)}}}
+            "rate": {"N": repr(self.rate)}, "tokens": {"N": repr(tokens)},
+            "at": {"N": repr(at)}, "version": {"N": str(version + 1)}}}
         try:
             if item is None:
                 call(self.client, "put_item", TableName=self.keys.table,
@@ -144,10 +168,8 @@ class SharedBudget:
                      ExpressionAttributeValues={":data": data_item,
                                                 ":v": {"N": str(version)}})
         except ConditionFailed:
-            return None
-        self.takes += 1
-        self._balance += got
-        return 0.0
+            return False
+        return True
 
 
 def clear_budgets(client: Any, keys: TableKeys, app: str) -> None:

@@ -12,6 +12,7 @@ raises, on duplicates), once none of its tasks runs any more.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -19,10 +20,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dynaunique.errors import ConfigurationError, MigrationError
+from dynaunique.errors import ConfigurationError, MigrationError, UnreachableError
 from dynaunique.migrations._kinds import RunState
 from dynaunique.migrations._report import MigrateResult
 from dynaunique.migrations._units import Unit, run_unit, state_of
+
+#: How long to try to connect to the scheduler before giving up (distributed's default: 30 s).
+CONNECT_SECONDS = 10.0
 
 
 def _distributed() -> Any:
@@ -30,8 +34,19 @@ def _distributed() -> Any:
         import distributed
     except ImportError:
         raise ConfigurationError("running a migration on Dask needs the `distributed` package: "
-                                 "pip install 'dynaunique[dask]'") from None
+                                 "pip install -e '/path/to/clone[dask]'") from None
     return distributed
+
+
+def _connect(distributed: Any, address: Any) -> Any:
+    try:
+        return distributed.Client(address, timeout=CONNECT_SECONDS)
+    except (OSError, asyncio.TimeoutError) as exc:  # refused, timed out, a bad address
+        raise UnreachableError(f"cannot reach the Dask scheduler at {address}: {exc}; nothing "
+                               "ran (check --dask's address and that the scheduler "
+                               "runs)") from exc
+    except ValueError as exc:  # an unknown scheme
+        raise ConfigurationError(f"not a Dask scheduler address: {address!r} ({exc})") from exc
 
 
 def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str | None = None,
@@ -58,12 +73,14 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
 
     :raises DuplicatesFound: a backfill found records sharing a value.
     :raises MigrationError: a task failed, or ``timeout`` seconds passed.
+    :raises UnreachableError: no scheduler answered at ``scheduler`` within
+        :data:`CONNECT_SECONDS` (nothing ran).
     """
     distributed = _distributed()
     if not 1 <= total_segments <= 1000:
         raise MigrationError("total_segments must be between 1 and 1000")
     client = scheduler if isinstance(scheduler, distributed.Client) else \
-        distributed.Client(scheduler)
+        _connect(distributed, scheduler)
     if wait_seconds is None or wait_seconds <= 0:
         wait_seconds = min((lease_seconds or 60.0) * 1.5, unit_seconds)
     unit = Unit(module, total_segments, target=target,

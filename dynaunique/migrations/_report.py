@@ -148,7 +148,8 @@ class DuplicatesFound(MigrationError):
 
 @attrs.define
 class MigrateResult:
-    """What ``migrate`` did: the migrations applied and unapplied, and the phase totals."""
+    """What ``migrate`` did: the migrations applied and unapplied, and the phase totals (of a
+    phase this run stopped in, its totals so far: the sum of its segments' checkpoints)."""
 
     applied: list[str] = attrs.field(factory=list)
     unapplied: list[str] = attrs.field(factory=list)

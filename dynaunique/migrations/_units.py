@@ -52,7 +52,7 @@ class Unit:
     def project(self) -> Project:
         """The project, its models imported and pointed at ``endpoint``."""
         from dynaunique._endpoint import point_models
-        from dynaunique.cli._common import load_models  # the CLI's one model loader
+        from dynaunique._user_models import load_models  # every tool's one model loader
 
         directory = Path(self.directory) if self.directory is not None else Path.cwd()
         if str(directory) not in sys.path:

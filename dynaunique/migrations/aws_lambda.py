@@ -53,36 +53,84 @@ def _setting(event: Mapping[str, Any], name: str, default: Any = None) -> Any:
     return value
 
 
+def _field(name: str, value: Any, kind: type[int] | type[float], minimum: float) -> Any:
+    """``value`` (from the event, or a string from the environment) as a ``kind`` of at least
+    ``minimum``; anything else — a bool, a fraction for an integer, a word — is refused with
+    the field named, before anything runs."""
+    number: int | float | None = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int) or (kind is float and isinstance(value, float)):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = kind(value.strip())
+        except ValueError:
+            number = None
+    if number is None or number != number or number in (float("inf"), float("-inf")) \
+            or number < minimum:
+        raise ConfigurationError(
+            f"{name} must be {'an integer' if kind is int else 'a number'} of at least "
+            f"{minimum:g}, not {value!r}")
+    return number
+
+
+def _optional(name: str, value: Any, kind: type[int] | type[float], minimum: float) -> Any:
+    return None if value is None or value == "" else _field(name, value, kind, minimum)
+
+
 def _unit(event: Mapping[str, Any], max_seconds: float | None) -> Unit:
     module = _setting(event, "module")
-    if not module:
+    if not module or not isinstance(module, str):
         raise ConfigurationError("set DYNAUNIQUE_MODULE to the models module (a dotted path)")
-    lease = _setting(event, "lease_seconds")
-    wcu, rcu = _setting(event, "max_wcu"), _setting(event, "max_rcu")
-    concurrency = _setting(event, "concurrency")
-    return Unit(str(module), int(_setting(event, "total_segments", 8)),
-                target=_setting(event, "target") or None,
-                migrations_dir=_setting(event, "migrations_dir") or None,
+    target = _setting(event, "target")
+    directory = _setting(event, "migrations_dir")
+    for name, text in (("target", target), ("migrations_dir", directory)):
+        if text is not None and not isinstance(text, str):
+            raise ConfigurationError(f"{name} must be a string, not {text!r}")
+    return Unit(module, _field("total_segments", _setting(event, "total_segments", 8), int, 1),
+                target=target or None, migrations_dir=directory or None,
                 endpoint=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None,
-                lease_seconds=float(lease) if lease else None,
-                max_wcu=float(wcu) if wcu else None, max_rcu=float(rcu) if rcu else None,
-                concurrency=int(concurrency) if concurrency else None,
+                lease_seconds=_optional("lease_seconds", _setting(event, "lease_seconds"),
+                                        float, 0),
+                max_wcu=_optional("max_wcu", _setting(event, "max_wcu"), float, 0),
+                max_rcu=_optional("max_rcu", _setting(event, "max_rcu"), float, 0),
+                concurrency=_optional("concurrency", _setting(event, "concurrency"), int, 1),
                 max_seconds=max_seconds, only=True,
-                page_size=int(_setting(event, "page_size", 100)))
+                page_size=_field("page_size", _setting(event, "page_size", 100), int, 1))
 
 
 def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The Lambda entry point: ``{"action": "status"}`` → ``{"done", "segments"}``;
-    ``{"segment": I}`` → ``{"status": "more" | "phase done" | "done", "segment": I}``."""
-    if event.get("action") == "status":
+    ``{"segment": I}`` → ``{"status": "more" | "phase done" | "done", "segment": I}``.
+
+    :raises ConfigurationError: the event is not one of these (an unknown action, no segment, a
+        segment that is not an integer in ``range(total_segments)``, a setting of the wrong
+        type), naming the field; nothing has run.
+    """
+    if not isinstance(event, Mapping):
+        raise ConfigurationError(f"the event must be a JSON object, not {event!r}")
+    if "action" in event:
+        if event["action"] != "status":
+            raise ConfigurationError(
+                f'action must be "status" (or leave it out and give a segment), '
+                f"not {event['action']!r}")
         unit = _unit(event, None)
         executor = unit.project().executor()
         return {"done": not executor.plan(unit.target),
                 "segments": list(range(unit.total_segments))}
-    margin = float(_setting(event, "margin_seconds", 20))
+    if "segment" not in event:
+        raise ConfigurationError('the event needs a segment ({"segment": I}) or '
+                                 '{"action": "status"}')
+    segment = _field("segment", event["segment"], int, 0)
+    margin = _field("margin_seconds", _setting(event, "margin_seconds", 20), float, 0)
     seconds = context.get_remaining_time_in_millis() / 1000 - margin
+    unit = _unit(event, seconds)
+    if segment >= unit.total_segments:
+        raise ConfigurationError(f"segment must be below total_segments "
+                                 f"({unit.total_segments}), not {segment}")
     if seconds <= 0:
         raise ConfigurationError(f"the invocation has {seconds + margin:.1f} s left, less than "
                                  f"the margin of {margin:g} s: raise the function's timeout")
-    report = run_unit(_unit(event, seconds), int(event["segment"]))
+    report = run_unit(unit, segment)
     return {"status": _ANSWERS[state_of(report)], "segment": report["segment"]}

@@ -253,15 +253,13 @@ class MigrationExecutor:
                 return None
             if outcome.state is not None:
                 result.waiting = outcome.waiting
-                self.reporter.note(_stopped_note(outcome.state, label, outcome.waiting))
-                return outcome.state
+                return _stopped(self, result, outcome.state, label, job, total)
         final = self.recorder.progress(job, total)
         if self.only and not all(settled(p) for p in final):
             result.waiting = [p.segment for p in final if not settled(p)]
             return RunState.IDLE  # its own segment is settled; the others are theirs
         if self.worker is None and deadline.expired() and not all(settled(p) for p in final):
-            self.reporter.note(_stopped_note(RunState.MORE, label, []))
-            return RunState.MORE
+            return _stopped(self, result, RunState.MORE, label, job, total)
         conflicts = [c for p in final for c in p.conflicts]
         if conflicts:
             raise DuplicatesFound(step.name, group_conflicts(conflicts),
@@ -318,6 +316,15 @@ class MigrationExecutor:
     def _tick(self) -> None:
         if self._countdown is not None:
             self._countdown.tick()
+
+
+def _stopped(executor: MigrationExecutor, result: MigrateResult, state: RunState, label: str,
+             job: str, total: int) -> RunState:
+    """This run stops in the phase ``label``: the note, and the phase's totals so far (what its
+    segments' checkpoints hold, as the totals of a finished phase) in ``result``."""
+    result.totals[label] = sum_counters(executor.recorder.progress(job, total))
+    executor.reporter.note(_stopped_note(state, label, result.waiting))
+    return state
 
 
 def _split(executor: MigrationExecutor, step: Step, job: str, phase: Phase) -> int:

@@ -27,6 +27,13 @@ MIGRATION_NAME = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)$")
 ZERO = "zero"
 
 
+class _UnknownTarget(MigrationError):
+    """A target that names no migration, or several: a usage mistake, so the CLI exits 2
+    (one line on stderr) as for any configuration mistake; still a :class:`MigrationError`."""
+
+    exit_code = 2
+
+
 @attrs.frozen
 class Migration:
     """One migration file: its name, the migrations it follows and its operations."""
@@ -175,6 +182,6 @@ class MigrationLoader:
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            raise MigrationError(f"no migration called {target!r} in {self.directory} (known: "
+            raise _UnknownTarget(f"no migration called {target!r} in {self.directory} (known: "
                                  f"{', '.join(self.order) or 'none'})")
-        raise MigrationError(f"{target!r} matches several migrations: {', '.join(matches)}")
+        raise _UnknownTarget(f"{target!r} matches several migrations: {', '.join(matches)}")

@@ -82,6 +82,8 @@ class MigrationRecorder:
         self.client = client
         self.keys = keys
         self.app = app
+        #: job → total of the jobs this recorder started or joined (:meth:`start_job`).
+        self._started: dict[str, int] = {}
 
     @property
     def table(self) -> str:
@@ -156,11 +158,12 @@ class MigrationRecorder:
                             "created": {"S": now()}},
                       ConditionExpression="attribute_not_exists(#h)",
                       ExpressionAttributeNames={"#h": self.keys.hash_attr})
-            return total
         except ConditionFailed:
             existing = self.job_total(job)
             assert existing is not None
-            return existing
+            total = existing
+        self._started[job] = total
+        return total
 
     def progress(self, job: str, total: int,
                  segments: Iterable[int] | None = None) -> list[Progress]:
@@ -197,9 +200,10 @@ class MigrationRecorder:
 
         With ``holder`` (the runner's lease holder id) the write is fenced: it lands only if the
         item is absent, or was last written by ``holder`` or by the holder it had when it was
-        read (``progress.holder``). A runner whose segment another runner took over (after its
-        lease expired) therefore cannot overwrite the newer checkpoint — nor drop the intents
-        it names.
+        read (``progress.holder``); absent only if it was absent when read (``progress.stored``
+        False). A runner whose segment another runner took over (after its lease expired)
+        therefore cannot overwrite the newer checkpoint — nor drop the intents it names — nor
+        write one again once that runner finished the migration and cleared the ledger.
 
         :raises SegmentLost: another runner wrote the item since it was read.
         """
@@ -224,10 +228,15 @@ class MigrationRecorder:
         else:
             ledger["holder"] = {"S": holder}
             allowed = {":me": {"S": holder}}
-            condition = "attribute_not_exists(#h) OR attribute_not_exists(#l.#o) OR #l.#o = :me"
+            condition = "attribute_not_exists(#l.#o) OR #l.#o = :me"
             if progress.holder is not None and progress.holder != holder:
                 allowed[":read"] = {"S": progress.holder}
                 condition += " OR #l.#o = :read"
+            # An item read (or written) before must still be there: gone, another runner
+            # finished the migration and cleared the ledger (a stalled runner's late
+            # checkpoint would be left behind). Only a segment never stored starts absent.
+            condition = (f"attribute_exists(#h) AND ({condition})" if progress.stored
+                         else f"attribute_not_exists(#h) OR {condition}")
             try:
                 self._put(key, ledger, ConditionExpression=condition,
                           ExpressionAttributeNames={"#h": self.keys.hash_attr,
@@ -241,16 +250,17 @@ class MigrationRecorder:
 
     def clear_jobs(self, jobs: Iterable[str]) -> None:
         """Delete the headers, progress items and segment leases of ``jobs`` (after a
-        migration completed; a lease a crashed worker left behind goes too)."""
+        migration completed; a lease a crashed worker left behind goes too) — of the split in
+        each header, and of the split this recorder started or joined a job with: a worker that
+        finds the migration completed by another (who deleted the header) clears its own late
+        checkpoint too."""
         jobs = list(jobs)
-        totals = self.jobs_started(jobs)
-        keys = []
-        for job in jobs:
-            keys.append(self._key(JOB_PREFIX, job))
-            total = totals.get(job)
-            if total is not None:
-                keys.extend(self._key(PROGRESS_PREFIX, job, total, i) for i in range(total))
-                keys.extend(self._key(LEASE_PREFIX, job, total, i) for i in range(total))
+        splits = set(self.jobs_started(jobs).items())
+        splits.update((job, self._started.pop(job)) for job in jobs if job in self._started)
+        keys = [self._key(JOB_PREFIX, job) for job in jobs]
+        for job, total in sorted(splits):
+            keys.extend(self._key(PROGRESS_PREFIX, job, total, i) for i in range(total))
+            keys.extend(self._key(LEASE_PREFIX, job, total, i) for i in range(total))
         batch_delete(self.client, self.table, keys)
 
     # leases

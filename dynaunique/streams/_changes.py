@@ -74,6 +74,9 @@ def _typed(value: Any) -> Any:
     if not isinstance(value, Mapping) or len(value) != 1:
         raise StreamRecordError(f"not a DynamoDB attribute value: {value!r}")
     (kind, raw), = value.items()
+    if (kind == "M" and not isinstance(raw, Mapping)) or (
+            kind in ("BS", "L") and not isinstance(raw, list)):
+        raise StreamRecordError(f"not a DynamoDB attribute value: {value!r}")
     if kind == "B":
         return {"B": _binary(raw)}
     if kind == "BS":
@@ -102,6 +105,8 @@ def change_of(record: Mapping[str, Any], table: str | None = None) -> Change:
     :raises StreamRecordError: the record is not one DynamoDB delivers, or it carries no image
         where its event has one (the stream's view type must be ``NEW_AND_OLD_IMAGES``).
     """
+    if not isinstance(record, Mapping):  # Lambda's JSON may hold "x", null or 5 as a record
+        raise StreamRecordError(f"not a DynamoDB stream record: {record!r}")
     data = record.get("dynamodb")
     event = record.get("eventName")
     if not isinstance(data, Mapping) or event not in EVENTS:

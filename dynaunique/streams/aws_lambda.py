@@ -61,7 +61,7 @@ def guard() -> Guard:
     repair = os.environ.get("DYNAUNIQUE_REPAIR", "").strip().lower() in _TRUE
     key = (module, endpoint, repair)
     if key not in _guards:
-        from dynaunique.cli._common import open_models  # the CLI's one model loader
+        from dynaunique._user_models import open_models  # every tool's one model loader
 
         models, _ = open_models(module, endpoint)
         _guards[key] = Guard(models, repair=repair)

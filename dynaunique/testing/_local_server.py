@@ -167,8 +167,11 @@ class _SerializedApp:
         return [body]
 
 
-def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
-    """Bind moto's DynamoDB server (serialized, threaded) to ``127.0.0.1:port``.
+def _make_server(
+    port: int, *, stock_moto: bool = False, host: str = LOCAL_HOST
+) -> BaseWSGIServer:
+    """Bind moto's DynamoDB server (serialized, threaded) to ``host:port`` (``127.0.0.1`` unless
+    ``dynaunique serve --host`` asks for another address).
 
     Unless ``stock_moto``, moto is patched first (a moto whose internals moved raises
     :class:`dynaunique.testing._moto_patch.MotoPatchError`, so the server refuses to start).
@@ -204,7 +207,7 @@ def _make_server(port: int, *, stock_moto: bool = False) -> BaseWSGIServer:
     if "header_parser" in front:
         install_header_parser()
     return make_server(
-        LOCAL_HOST,
+        host,
         port,
         _SerializedApp(_corpus.wrap(Replicas(DynamoRules(dispatcher, about=about)))),
         threaded=True,
@@ -239,15 +242,17 @@ def _watch_stdin(stream: IO[bytes], stop: threading.Event) -> None:
 def _serve_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m dynaunique.testing``: serve until told to stop.
 
-    Binds ``127.0.0.1:--port`` (``0`` = a free port), prints ``DYNAUNIQUE-LOCAL-READY <url>`` on
-    stdout and flushes, then serves until stdin reaches end of file (unless ``--ignore-stdin``),
-    or SIGTERM/SIGINT arrives. Returns the exit status.
+    Binds ``--host`` (``127.0.0.1``) and ``--port`` (``0`` = a free port), prints
+    ``DYNAUNIQUE-LOCAL-READY <url>`` on stdout and flushes, then serves until stdin reaches end
+    of file (unless ``--ignore-stdin``), or SIGTERM/SIGINT arrives. Returns the exit status.
     """
     parser = argparse.ArgumentParser(
         prog="python -m dynaunique.testing",
         description="Serve moto's DynamoDB on 127.0.0.1, one request at a time.",
     )
     parser.add_argument("--port", type=int, default=0, help="port to bind (0 = any free port)")
+    parser.add_argument("--host", default=LOCAL_HOST,
+                        help=f"address to bind (default {LOCAL_HOST}: this machine only)")
     parser.add_argument(
         "--ignore-stdin",
         action="store_true",
@@ -273,7 +278,7 @@ def _serve_main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
 
-    server = _make_server(args.port, stock_moto=args.stock_moto)
+    server = _make_server(args.port, stock_moto=args.stock_moto, host=args.host)
     port = server.server_port
     os.environ.setdefault("MOTO_PORT", str(port))  # moto's own self-calls, if any, go here
     serving = threading.Thread(
@@ -285,7 +290,8 @@ def _serve_main(argv: Sequence[str] | None = None) -> int:
             target=_watch_stdin, args=(sys.stdin.buffer, stop), name="stdin", daemon=True
         ).start()
 
-    print(f"{READY_PREFIX} http://{LOCAL_HOST}:{port}", flush=True)
+    shown_host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"{READY_PREFIX} http://{shown_host}:{port}", flush=True)
     # The parent reads stdout only up to the ready line; anything printed later (moto prints
     # now and then) goes to stderr instead, so an unread pipe can never fill up and block us.
     with contextlib.suppress(OSError, ValueError):

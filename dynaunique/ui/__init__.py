@@ -1,7 +1,7 @@
 """``dynaunique ui``: a local web page to inspect locks — who holds what, and what drifted.
 
-An optional extra (``pip install 'dynaunique[ui]'``: Starlette, uvicorn, Jinja2). The page only
-renders what :mod:`dynaunique.audit` returns; repairs, when enabled, go through
+An optional extra (``pip install -e '/path/to/clone[ui]'``: Starlette, uvicorn, Jinja2). The
+page only renders what :mod:`dynaunique.audit` returns; repairs, when enabled, go through
 :func:`dynaunique.audit.apply_repair`, the guarded repair the ``repair`` command sends.
 
 * :func:`create_app` — the ASGI application for some models (an access token, a CSRF token,

@@ -34,7 +34,7 @@ from dynaunique.errors import ConfigurationError, DynauniqueError
 from dynaunique.model import Model
 from dynaunique.ui import _templates as templates
 from dynaunique.ui import _views as views
-from dynaunique.ui._guard import _ALLOWED_HOSTS, UIConfig, _Guard, _Refused, _same
+from dynaunique.ui._guard import UIConfig, _Guard, _Refused, _same, local_origin
 
 #: The only address the server binds.
 HOST = "127.0.0.1"
@@ -132,10 +132,8 @@ class _Pages:
     async def form(self, request: Request) -> dict[str, list[str]]:
         """The urlencoded body of a POST, after checking its CSRF token and Origin."""
         origin = request.headers.get("origin")
-        if origin is not None and origin != "null":
-            name = origin.split("://", 1)[-1].rsplit(":", 1)[0]
-            if name not in _ALLOWED_HOSTS:
-                raise _Refused(403, "a page of another site may not send this form")
+        if origin is not None and not local_origin(origin):
+            raise _Refused(403, "a page of another site may not send this form")
         body = parse_qs((await request.body()).decode("utf-8", "replace"),
                         keep_blank_values=True)
         if not _same(_first(body, "csrf"), self.config.csrf):
@@ -367,23 +365,23 @@ def create_app(config: UIConfig) -> ASGIApp:
 
 
 def serve(models: Sequence[type[Model]], *, module: str = "", endpoint: str | None = None,
-          port: int = 8737, allow_repair: bool = False,
-          echo: Callable[[str], None] = print) -> None:
+          port: int = 8737, allow_repair: bool = False, echo: Callable[[str], None] = print,
+          start_server: Callable[[Sequence[type[Model]]], contextlib.AbstractContextManager[str]]
+          | None = None) -> None:
     """Serve the page on ``127.0.0.1:port`` until interrupted (Ctrl-C or SIGTERM).
 
-    ``endpoint`` None starts an embedded local DynamoDB-compatible server (the ``local``
-    extra) and creates the models' tables there, empty: nothing is seeded. Otherwise the models
-    are pointed at ``endpoint``, signed as every command signs
+    ``endpoint`` None serves an embedded server: ``start_server(models)`` starts it, points the
+    models at it, creates their tables there, empty (nothing is seeded), and yields its URL
+    (``dynaunique ui`` passes the testing kit's local server, the ``local`` extra). Otherwise
+    the models are pointed at ``endpoint``, signed as every command signs
     (:func:`dynaunique._endpoint.point_models`: the environment's region and credentials, fake
     ones only for a server on this machine). ``echo`` receives the lines to print, the first of
     which carries the URL with the access token.
 
     :raises ConfigurationError: ``port`` is in use; the endpoint, region or credentials are
-        wrong or missing.
+        wrong or missing; neither ``endpoint`` nor ``start_server`` is given.
     """
     import uvicorn  # imported here so that create_app works without a server installed
-
-    from dynaunique.testing import create_tables, local_dynamodb
 
     with contextlib.ExitStack() as stack:
         # The page's port first: if it is taken, no server is started for nothing.
@@ -397,9 +395,9 @@ def serve(models: Sequence[type[Model]], *, module: str = "", endpoint: str | No
                                      ) from exc
         embedded = endpoint is None
         if endpoint is None:
-            endpoint = stack.enter_context(local_dynamodb())
-            point_models(models, endpoint)
-            create_tables(*models)
+            if start_server is None:
+                raise ConfigurationError("no endpoint to serve: pass endpoint (or start_server)")
+            endpoint = stack.enter_context(start_server(models))
         else:
             point_models(models, endpoint)
         # Listening before the URL is printed: a client that reads it can connect at once.

@@ -5,7 +5,8 @@ Every request passes :class:`_Guard` first: the Host header must be ``127.0.0.1`
 request must carry the access token — once in the URL (``?token=``, as printed at start, which
 then moves into an HttpOnly, SameSite=Strict cookie), in that cookie, or as ``Authorization:
 token <token>``. Anything else is answered 403. Every POST must also carry the CSRF token the
-pages embed in their forms (checked by the pages with :func:`_same`).
+pages embed in their forms (checked by the pages with :func:`_same`) and, when the browser sends
+an ``Origin``, a local one (:func:`local_origin`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import attrs
 from starlette.requests import Request
@@ -30,8 +31,10 @@ _SECURITY_HEADERS = [
      b"frame-ancestors 'none'; base-uri 'none'"),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    # The URL may carry the token: never send it along to another site.
-    (b"referrer-policy", b"no-referrer"),
+    # The URL may carry the token: never send it along to another site. (Not no-referrer:
+    # under it a browser sends the page's own POSTs with "Origin: null", an opaque origin that
+    # :func:`local_origin` refuses; under same-origin they carry the page's real Origin.)
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
 
@@ -63,6 +66,18 @@ class _Refused(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+def local_origin(origin: str) -> bool:
+    """Whether an ``Origin`` header names a page served on this machine: ``http(s)://`` and
+    ``127.0.0.1`` or ``localhost``, any port. ``null`` (an opaque origin: a sandboxed frame, a
+    ``data:`` URL, a redirect across sites) is not."""
+    try:
+        parts = urlsplit(origin)
+        parts.port  # noqa: B018 (a malformed port raises)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and parts.hostname in _ALLOWED_HOSTS
 
 
 def _same(given: str | None, expected: str) -> bool:

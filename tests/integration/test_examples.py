@@ -4,7 +4,7 @@
 server, as a user first runs it; the others are the same command forked from a Python that
 imported dynaunique once (``support.cli_process``), so they cost their own work, not Python's
 start-up again, and they are pointed at the worker's running local server (``dynaunique_db``)
-through ``DYNAUNIQUE_ENDPOINT``, as a user points them at a DynamoDB of their own: no server
+through ``AWS_ENDPOINT_URL_DYNAMODB``, as a user points them at a DynamoDB of their own: no server
 start each (in ``add_constraint.py``, the ``dynaunique`` commands it runs are real processes
 either way). Only the embedded server's first line (``embedded local DynamoDB: URL``) is then
 not printed."""
@@ -28,12 +28,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run(script: str, *, real: bool = False, endpoint: str | None = None) -> str:
-    """Run ``script``: with ``endpoint``, against that server (``DYNAUNIQUE_ENDPOINT`` and fake
-    credentials, as a user would point it at a DynamoDB of their own), else its embedded one."""
+    """Run ``script``: with ``endpoint``, against that server (``AWS_ENDPOINT_URL_DYNAMODB`` and
+    fake credentials: the recipe of docs/getting-started.md), else its embedded one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.pop("DYNAUNIQUE_ENDPOINT", None)
     if endpoint is not None:
-        env.update(FAKE_AWS_ENV, DYNAUNIQUE_ENDPOINT=endpoint)
+        env.update(FAKE_AWS_ENV, AWS_ENDPOINT_URL_DYNAMODB=endpoint)
     argv = [sys.executable, str(EXAMPLES / script)]
     if real:
         result = subprocess.run(argv, env=env, cwd=EXAMPLES.parent, capture_output=True,

@@ -469,3 +469,16 @@ def test_showmigrations_as_json(ws: Workspace) -> None:
     result = run("showmigrations", ws.module, "--endpoint", ws.endpoint, "--json")
     assert json.loads(result.stdout) == [
         {"name": "0001_initial", "applied": True, "fake": False, "partial": None}]
+
+
+def test_an_unknown_target_is_a_usage_error_on_stderr(ws: Workspace) -> None:
+    """A target that names no migration is a usage mistake: one line on stderr, exit 2, and
+    nothing applied."""
+    ws.deploy(email=UNIQUE_EMAIL)
+    run("makemigrations", ws.module)
+    result = migrate(ws, "nosuchmigration")
+    assert (result.exit_code, result.stdout) == (2, "")
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("Error: no migration called 'nosuchmigration' in ")
+    assert line.endswith("(known: 0001_initial)")
+    assert ws.ledger() == set()

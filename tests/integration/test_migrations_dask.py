@@ -137,3 +137,22 @@ def test_a_migration_on_dask_survives_a_killed_worker_under_live_writers(
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == ws.applied_only()
     assert_clean([models.Account], ws.endpoint)
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(ws: Workspace,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """No scheduler listens on port 9: ``migrate --dask`` gives up after its connect timeout
+    (shortened here) with one line on stderr and exit 2 — the command could not run, nothing
+    was written — not a traceback after distributed's 30 s."""
+    from dynaunique.migrations import _dask
+
+    monkeypatch.setattr(_dask, "CONNECT_SECONDS", 1.0, raising=False)
+    ws.seed_unique_email(3)
+    started = time.monotonic()
+    result = CliRunner().invoke(cli, ["migrate", ws.module, "--endpoint", ws.endpoint,
+                                      "--dask", "tcp://127.0.0.1:9"])
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("Error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    assert time.monotonic() - started < 15
+    assert ws.locks() == {}

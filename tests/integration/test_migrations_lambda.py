@@ -19,6 +19,7 @@ from support.deploy_policies import DEPLOY
 from support.invariants import assert_clean
 from support.migrations_workspace import UNIQUE_EMAIL, Workspace, open_workspace
 
+from dynaunique.errors import ConfigurationError
 from dynaunique.migrations import DuplicatesFound, MigrationExecutor
 from dynaunique.migrations._hooks import InjectedCrash
 from dynaunique.migrations._lease import Lease
@@ -165,3 +166,25 @@ def test_duplicates_fail_the_execution_with_the_report(
         _machine(function).run({})
     (duplicate,) = info.value.duplicates
     assert duplicate.value == "a@x.io"
+
+
+#: Malformed events, each with the field its refusal must name.
+BAD_EVENTS: list[tuple[dict[str, Any], str]] = [
+    ({}, "segment"), ({"action": "stauts"}, "action"), ({"segment": None}, "segment"),
+    ({"segment": "abc"}, "segment"), ({"segment": 1.7}, "segment"),
+    ({"segment": True}, "segment"), ({"segment": -1}, "segment"),
+    ({"segment": SEGMENTS}, "segment"), ({"segment": 1, "total_segments": "x"}, "total_segments"),
+    ({"action": "status", "total_segments": 2.5}, "total_segments"),
+    ({"segment": 1, "page_size": 0}, "page_size"), ({"segment": 1, "max_wcu": "lots"}, "max_wcu"),
+]
+
+
+def test_a_bad_event_is_refused_naming_the_field_and_nothing_runs(ws: Workspace) -> None:
+    """A malformed event is a ConfigurationError that names its field, before any migration
+    work: no KeyError, TypeError or ValueError, and a fraction or a bool never runs a segment."""
+    ws.seed_unique_email(6)
+    for event, field in BAD_EVENTS:
+        with pytest.raises(ConfigurationError, match=field):
+            handler(event, Context(30))
+    assert ws.locks() == {}
+    assert ws.ledger() == set()

@@ -27,8 +27,11 @@ from support.migrations_workspace import (
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError
 from dynaunique.migrations import Counters, RunState
-from dynaunique.migrations._lease import SegmentLost
+from dynaunique.migrations._budget import budget_key
+from dynaunique.migrations._dynamo import LEDGER_ATTR
+from dynaunique.migrations._lease import Lease, SegmentLost
 from dynaunique.migrations._ledger import Progress
+from dynaunique.migrations.recorder import MigrationRecorder
 
 TABLE = "mig_workers_accounts"
 JOB = "0001_initial#0#F#0"
@@ -192,30 +195,33 @@ def test_a_waiting_worker_takes_the_segment_a_worker_gives_back(ws: Workspace) -
 # --- killed, taken over --------------------------------------------------------------------------
 
 
+def _mid_segment(ws: Workspace, workers: Forker, total: int, *options: str) -> tuple[Any, Any]:
+    """A worker process on segment 0 of ``total`` (with ``options``), once a page of its
+    segment is checkpointed: (the ledger's recorder, the process)."""
+    recorder = ws.project().recorder()
+    process = workers.start(_migrate(ws, "--segment", "0", "--total-segments", str(total),
+                                     *options), cwd=ws.root, env=ws.process_env())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        (seen,) = recorder.progress(JOB, total, [0])
+        if seen.last_key is not None:
+            return recorder, process
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    pytest.fail("the worker never started its segment")
+
+
 def test_a_killed_worker_s_segment_is_taken_over_after_its_lease_expires(
         ws: Workspace, workers: Forker) -> None:
     """kill -9 of a worker mid-segment: its lease is neither renewed nor given back. Another
     worker runs its own segment, waits, takes the dead one's segment once its lease expired and
     resumes it from the checkpoint; the ledger is clean afterwards."""
     models = ws.seed_unique_email(240)
-    recorder = ws.project().recorder()
     # A slow worker (80 write units a second: 20 records, a guarded lock put costing 4) on
     # segment 0 of 2, with a 2-second lease.
-    victim = workers.start(_migrate(ws, "--segment", "0", "--total-segments", "2",
-                                    "--lease-seconds", "2", "--max-wcu", "80"),
-                           cwd=ws.root, env=ws.process_env())
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            (seen,) = recorder.progress(JOB, 2, [0])
-            if seen.last_key is not None:  # a page of segment 0 is checkpointed
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the worker never started its segment")
-    finally:
-        os.kill(victim.pid, signal.SIGKILL)
-        assert victim.wait() == -signal.SIGKILL
+    recorder, victim = _mid_segment(ws, workers, 2, "--lease-seconds", "2", "--max-wcu", "80")
+    os.kill(victim.pid, signal.SIGKILL)
+    assert victim.wait() == -signal.SIGKILL
     (dead,) = recorder.progress(JOB, 2, [0])
     assert not dead.done and dead.counters.records > 0  # killed mid-segment, past a checkpoint
     assert f"UNIQ#~LEASE#{ws.module}#{JOB}#2#0" in ws.ledger()  # its lease was left behind
@@ -246,6 +252,64 @@ def test_a_checkpoint_of_a_worker_whose_segment_was_taken_over_is_refused(
     assert (stored.holder, stored.last_key) == ("taker", taker.last_key)
 
 
+@pytest.mark.external  # a worker process stopped and woken, a takeover: about 10 s
+def test_a_worker_stopped_past_its_lease_leaves_nothing_after_a_takeover(
+        ws: Workspace, workers: Forker) -> None:
+    """SIGSTOP of a worker mid-segment, past its lease: another worker takes the segment over,
+    finishes and records the migration (clearing its ledger). Woken, the stalled worker's
+    checkpoint must not land on the item that is gone (the fence used to accept an absent
+    item): no ``UNIQ#~PROGRESS#`` debris."""
+    ws.seed_unique_email(240)
+    _, stalled = _mid_segment(ws, workers, 1, "--lease-seconds", "1", "--max-wcu", "1000")
+    try:
+        stalled.send_signal(signal.SIGSTOP)
+        result = ws.project().executor(worker=(0, 1), lease_seconds=1, wait_seconds=30,
+                                       poll_seconds=0.1).migrate()
+        assert (result.state, result.applied) == (RunState.DONE, ["0001_initial"])
+        assert ws.ledger() == ws.applied_only()
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    woken = stalled.result(timeout=60)
+    assert ws.ledger() == ws.applied_only(), woken.stdout + woken.stderr
+    assert ws.locks() == ws.expected_locks()
+    # Its checkpoint refused, it gives the segment up and ends as any worker whose migration
+    # another worker completed while it ran: the migration is applied, exit 0.
+    assert (woken.returncode, woken.stdout.splitlines()[-1]) == (0, "Applied 0001_initial")
+
+
+def test_a_worker_stalled_before_its_first_checkpoint_leaves_nothing_after_a_takeover(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, but the worker stalls before its segment's first checkpoint (the item never
+    stored, so the fence lets it start absent): the takeover finishes and clears the ledger
+    meanwhile, the late checkpoint lands, and the worker — once it finds the migration
+    recorded — clears what it wrote by the split it knows (the job's header is gone)."""
+    ws.seed_unique_email(30)
+    save, renew = MigrationRecorder.save_progress, Lease.renew
+    stalled: set[str] = set()
+
+    def stalling_renew(lease: Lease) -> None:
+        if lease.holder not in stalled:
+            renew(lease)
+
+    def stalling_save(recorder: Any, progress: Progress, **kwargs: Any) -> None:
+        holder = kwargs.get("holder")
+        if not stalled and not progress.stored and holder is not None:
+            stalled.add(holder)  # stalled here: its leases lapse, another worker takes over
+            time.sleep(0.6)
+            taker = ws.project().executor(worker=(0, 1), lease_seconds=0.3, wait_seconds=10,
+                                          poll_seconds=0.05).migrate()
+            assert (taker.state, ws.ledger()) == (RunState.DONE, ws.applied_only())
+            stalled.discard(holder)  # woken: its renewals find its leases gone
+        save(recorder, progress, **kwargs)
+
+    monkeypatch.setattr(MigrationRecorder, "save_progress", stalling_save)
+    monkeypatch.setattr(Lease, "renew", stalling_renew)
+    woken = ws.project().executor(worker=(0, 1), lease_seconds=0.3, page_size=10).migrate()
+    assert woken.state == RunState.DONE
+    assert ws.ledger() == ws.applied_only()
+    assert ws.locks() == ws.expected_locks()
+
+
 # --- the time bound ------------------------------------------------------------------------------
 
 
@@ -269,20 +333,59 @@ def test_max_seconds_stops_at_a_checkpoint_and_reruns_finish_under_live_writers(
     assert ws.ledger() == ws.applied_only()
 
 
-def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace) -> None:
+@pytest.mark.parametrize("worker", [["--segment", "0", "--total-segments", "1"], []],
+                         ids=["worker", "single"])
+def test_max_seconds_exits_75_and_a_worker_rerun_finishes(ws: Workspace,
+                                                          worker: list[str]) -> None:
     ws.seed_unique_email(150)  # two pages of 100
-    args = ["migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
-            "--total-segments", "1"]
-    stopped = CliRunner().invoke(cli, [*args, "--max-wcu", "100", "--max-seconds", "0.2"])
+    args = ["migrate", ws.module, "--endpoint", ws.endpoint, *worker]
+    stopped = CliRunner().invoke(cli, [*args, "--max-wcu", "100", "--max-seconds", "0.2",
+                                       "--json"])
     assert stopped.exit_code == 75, stopped.output
     assert "More to do: stopped at a checkpoint after --max-seconds 0.2" in stopped.stderr
     (progress,) = ws.project().recorder().progress(JOB, 1)
     assert progress.last_key is not None and not progress.done
+    # --json reports what the stopped phase has done so far (the locks it wrote), not {}.
+    report = json.loads(stopped.stdout)
+    assert report["state"] == "more"
+    ((label, so_far),) = report["totals"].items()
+    assert label.startswith("0001_initial: ")
+    assert so_far["written"] == ws.lock_count() > 0
+    assert so_far["records"] == so_far["scanned"] == progress.counters.scanned
     finished = CliRunner().invoke(cli, [*args, "--json"])
     assert finished.exit_code == 0, finished.output
-    assert json.loads(finished.stdout)["state"] == "done"
+    done = json.loads(finished.stdout)
+    assert done["state"] == "done"
+    assert done["totals"][label]["written"] == 150
     assert ws.locks() == ws.expected_locks()
     assert ws.ledger() == ws.applied_only()
+
+
+def test_a_shared_budget_dated_in_the_future_holds_no_worker_past_max_seconds(
+        ws: Workspace) -> None:
+    """A worker whose clock ran an hour ahead left the shared --max-wcu bucket empty and dated
+    an hour on: a later worker used to wait for its own clock to pass it, with no deadline.
+    An ``at`` more than the tolerated skew ahead counts as that much ahead, so the worker
+    waits about a second for the refill and the run ends at its --max-seconds (or done)."""
+    ws.seed_unique_email(30)
+    recorder = ws.project().recorder()
+    ws.client.put_item(TableName=TABLE, Item={
+        **budget_key(recorder.keys, recorder.app, "WCU"), LEDGER_ATTR: {"M": {
+            "kind": {"S": "budget"}, "name": {"S": "WCU"}, "rate": {"N": "100"},
+            "tokens": {"N": "0"}, "at": {"N": repr(time.time() + 3600)},
+            "version": {"N": "7"}}}})
+    ended: list[Any] = []
+    args = ["migrate", ws.module, "--endpoint", ws.endpoint, "--segment", "0",
+            "--total-segments", "1", "--max-wcu", "100", "--max-seconds", "1"]
+    started = time.monotonic()
+    run = threading.Thread(target=lambda: ended.append(CliRunner().invoke(cli, args)),
+                           daemon=True)
+    run.start()
+    run.join(timeout=30)
+    assert ended, "the worker still waits on the budget 30 s later"
+    assert ended[0].exit_code in (0, 75), ended[0].output
+    assert time.monotonic() - started < 15
+    assert ws.lock_count() > 0  # it got units after about a second, not an hour
 
 
 def test_a_worker_joining_as_the_last_one_leaves_gets_in(ws: Workspace) -> None:

@@ -176,6 +176,24 @@ async def test_a_never_loaded_save_does_not_orphan_another_models_locks(db: str,
     clean(db)
 
 
+async def test_the_refusal_over_a_record_from_before_the_constraint_says_what_is_true(
+        db: str, mode: str) -> None:
+    """An Account record written before Account's constraint (no migration yet): it holds no
+    lock, but its model requires one of it. The save is refused, and its message says that,
+    never that the record holds a lock that does not exist."""
+    raw_tables(db, Account).put_item(TableName=TABLE, Item={**_key("K"),
+                                                            "email": {"S": "e@x.io"}})
+    with pytest.raises(OtherModelRecordError) as caught:
+        await call(mode, Handle(pk="K", handle="h"), "save")
+    assert str(caught.value) == (
+        "Handle cannot replace {'PK': 'K', 'SK': 'PROFILE'}: it is a record of Account, whose "
+        "constraint EMAIL requires a lock of it that this write does not carry; delete it as "
+        "Account first, or do both in atomic()")
+    assert caught.value.locks == ("EMAIL",)
+    assert raw_item(db, TABLE, _key("UNIQ#EMAIL#e@x.io", "LOCK")) is None
+    assert raw_item(db, TABLE, _key("K"))["email"] == {"S": "e@x.io"}
+
+
 async def test_a_never_loaded_save_adopts_a_record_holding_no_lock_it_leaves(db: str,
                                                                           mode: str) -> None:
     Account(pk="K", name="no email").save()

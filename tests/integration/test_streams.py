@@ -362,10 +362,24 @@ def _lambda_event(records: list[dict[str, Any]], arn: str) -> dict[str, Any]:
         {**plain(r), "eventSourceARN": arn} for r in records]}))
 
 
+def _handled(event: dict[str, Any], endpoint: str, monkeypatch: pytest.MonkeyPatch,
+             caplog: pytest.LogCaptureFixture) -> Any:
+    """The Lambda handler's answer to ``event`` (a fresh guard of ``MODULE`` at ``endpoint``),
+    its WARNING events in ``caplog``."""
+    from dynaunique.streams import aws_lambda
+
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", MODULE)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    monkeypatch.setattr(aws_lambda, "_guards", {})
+    # The application's logging is configured (here: pytest's), so the handler adds none.
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
+        return aws_lambda.handler(event, None)
+
+
 def test_the_lambda_handler_reports_findings_and_only_the_failed_record(
         raw: Any, dynaunique_db: str, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    from dynaunique.streams import aws_lambda
 
     Account(pk="ACCT#1", email="ada@x.io").save()
     raw.put_item(TableName=TABLE, Item={**sm.account_key("ACCT#2"), "email": {"S": "b@x.io"},
@@ -377,18 +391,30 @@ def test_the_lambda_handler_reports_findings_and_only_the_failed_record(
     del broken["dynamodb"]["Keys"]
     broken["dynamodb"]["SequenceNumber"] = "999"
     event["Records"].insert(1, broken)
-    monkeypatch.setenv("DYNAUNIQUE_MODULE", MODULE)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
-    monkeypatch.setattr(aws_lambda, "_guards", {})
-    # The application's logging is configured (here: pytest's), so the handler adds none.
-    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
-        answer = aws_lambda.handler(event, None)
+    answer = _handled(event, dynaunique_db, monkeypatch, caplog)
     assert answer == {"batchItemFailures": [{"itemIdentifier": "999"}]}
     (finding,) = events(caplog, "stream_finding")
     assert (finding["kind"], finding["lock_key"]) == ("missing", "UNIQ#EMAIL#b@x.io")
     (failed,) = events(caplog, "stream_record_failed")
     assert failed["sequence"] == "999"
+
+
+def test_a_record_that_is_not_an_object_fails_alone(
+        raw: Any, dynaunique_db: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A record that is not a JSON object ("x", null, 5) is listed in batchItemFailures by its
+    place in the batch; the batch's other records are judged all the same."""
+
+    raw.put_item(TableName=TABLE, Item={**sm.account_key("ACCT#2"), "email": {"S": "b@x.io"}})
+    arn = raw.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    event = _lambda_event(stream_records(dynaunique_db), arn)
+    event["Records"][:0] = ["x", None, 5]
+    answer = _handled(event, dynaunique_db, monkeypatch, caplog)
+    assert answer == {"batchItemFailures": [{"itemIdentifier": f"#{i}"} for i in range(3)]}
+    (finding,) = events(caplog, "stream_finding")
+    assert (finding["kind"], finding["lock_key"]) == ("missing", "UNIQ#EMAIL#b@x.io")
+    assert [e["reason"] for e in events(caplog, "stream_record_failed")] == [
+        f"not a DynamoDB stream record: {v!r}" for v in ("x", None, 5)]
 
 
 def test_the_lambda_handler_logs_json_lines_when_nothing_else_is_configured(

@@ -1,5 +1,6 @@
 """Options and fixtures of the reliability suite: ``--soak``/``--soak-ops``, the fault proxy, and
-the end-of-run report of what the suite measured.
+the end-of-run report of what the suite measured (printed only when asked: ``--reliability-report``,
+``-v``, or a soak of its own length; a quiet ``pytest -q`` ends with pytest's own summary).
 
 The short soak runs by default (CI). The long form runs with ``--soak`` (or the environment
 variable ``DYNAUNIQUE_SOAK=1``), ``--soak-ops N`` (or ``DYNAUNIQUE_SOAK_OPS=N``) sets the number
@@ -64,8 +65,8 @@ _SUMMARY = Summary()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register ``--soak`` and ``--soak-ops`` (unless a conftest higher up already did, so
-    that ``pytest --soak`` can work from the repository root too)."""
+    """Register ``--soak``, ``--soak-ops`` and ``--reliability-report`` (unless a conftest
+    higher up already did, so that ``pytest --soak`` can work from the repository root too)."""
     group = parser.getgroup("dynaunique-reliability")
     for name, kwargs in (
         ("--soak", {"action": "store_true", "default": False,
@@ -73,6 +74,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("--soak-ops", {"type": int, "default": None,
                         "help": f"number of soak operations (default {SHORT_OPS}, or "
                                 f"{LONG_OPS} with --soak)"}),
+        ("--reliability-report", {"action": "store_true", "default": False,
+                                  "help": "print what the reliability tests measured "
+                                          "(also with -v, --soak or --soak-ops)"}),
     ):
         with contextlib.suppress(ValueError):  # already registered
             group.addoption(name, **kwargs)
@@ -135,8 +139,20 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workeroutput[WORKER_OUTPUT] = _SUMMARY.export()
 
 
+def report_wanted(config: pytest.Config) -> bool:
+    """Whether the run asked for the report: ``--reliability-report``, ``-v``, or a soak of its
+    own length (``--soak``, ``--soak-ops``, or their variables), whose numbers are the point; a
+    quiet ``pytest -q`` prints none of it."""
+    asked = (_option(config, "--reliability-report") or _option(config, "--soak")
+             or _option(config, "--soak-ops") or os.environ.get("DYNAUNIQUE_SOAK") == "1"
+             or os.environ.get("DYNAUNIQUE_SOAK_OPS"))
+    return bool(asked) or config.get_verbosity() > 0
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print what the soak measured and how many faults were injected."""
+    """Print what the soak measured and how many faults were injected, when asked."""
+    if not report_wanted(terminalreporter.config):
+        return
     if not (_SUMMARY.sections or _SUMMARY.faults):
         return
     terminalreporter.section("dynaunique reliability")

@@ -103,14 +103,19 @@ class Interval:
     write: Event
 
 
-def certain_intervals(events: Sequence[Event]) -> list[Interval]:
-    """For each successful write of a value, the time its record certainly held that value."""
+def writes_by_key(events: Sequence[Event]) -> dict[str, list[Event]]:
+    """Each record's writes (the events that wrote, whatever their outcome), in history order."""
     by_key: dict[str, list[Event]] = {}
     for event in events:
         if event.wrote:
             by_key.setdefault(event.key, []).append(event)
+    return by_key
+
+
+def certain_intervals(events: Sequence[Event]) -> list[Interval]:
+    """For each successful write of a value, the time its record certainly held that value."""
     intervals: list[Interval] = []
-    for key, writes in by_key.items():
+    for key, writes in writes_by_key(events).items():
         for write in writes:
             if write.outcome != "ok" or write.leaves is None:
                 continue
@@ -147,10 +152,7 @@ def double_holders(events: Sequence[Event]) -> list[str]:
 
 def implausible_violations(events: Sequence[Event]) -> list[str]:
     """Check 2: a ``UniqueViolation`` must name a holder that plausibly held the value."""
-    by_key: dict[str, list[Event]] = {}
-    for event in events:
-        if event.wrote:
-            by_key.setdefault(event.key, []).append(event)
+    by_key = writes_by_key(events)
     found: list[str] = []
     for event in events:
         if event.outcome != "unique":

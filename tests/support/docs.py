@@ -3,28 +3,30 @@
 The root ``conftest.py`` hands these to sybil, which collects every page as a pytest file and
 each code block as one test, run in page order in one namespace per page.
 
-- ``python`` blocks run against the session's local server (the ``dynaunique_endpoint`` fixture,
-  reset when a page starts). PynamoDB's default ``host`` and ``region`` point at it while the page
-  runs, and after each block every new dynaunique model in the namespace is pointed at it with
-  ``use_endpoint`` and gets its table with ``create_tables`` (the pages assume a table exists;
-  the top-level statements of a block run one by one, so this happens as soon as a class exists).
-  A block whose first line is ``# myapp/models.py`` (any path ending in ``.py``) is not run: it is
-  written to the page's scratch folder, which is on ``sys.path`` (and the CLI's ``PYTHONPATH``),
-  so the page can import it and the commands can load it; ``run_pytest("test_x.py")`` in an
-  invisible block runs such files with pytest in a subprocess (the plugin's fixtures, as a user
-  gets them), and ``print(error_of(lambda: ...))`` prints ``ErrorClass: message`` of what a call
-  raises, for a page that shows an error; ``show_lock(table, key)`` and
-  ``show_lock_keys(table)`` print lock items the way the pages show them.
+- A page runs as a reader copies it: its VISIBLE blocks, in order, in a fresh namespace, against
+  the session's local server (the ``dynaunique_endpoint`` fixture, reset when a page starts, so
+  pages share no table), with only the local recipe of docs/getting-started.md in the environment
+  (:func:`recipe`: ``AWS_ENDPOINT_URL_DYNAMODB``, fake keys, a region; every other ``AWS_*`` and
+  ``DYNAUNIQUE_*`` variable removed while the page runs). Nothing is set up behind the reader's
+  back: a page defines its models, creates their tables and defines any helper it uses, on the
+  page. An ``invisible-code-block`` fails the page. A block whose first line is ``# fragment: why``
+  is deliberately incomplete and not run (at most :data:`MAX_FRAGMENTS` in all the pages).
+- A block whose first line is ``# myapp/models.py`` (any path ending in ``.py``) is a file the
+  reader saves: it is written to the page's scratch folder (the working directory of the page's
+  commands, and on ``sys.path`` as the folder a reader runs Python in), not run.
 - Output is checked: a ``print(...)`` with a trailing comment must print exactly the comment; a
   block whose other prints print anything must be followed directly by a ``text`` or ``json``
   block showing that output. In shown output ``...`` stands for any text, and timestamps (the
   ``created`` of a lock, ``2026-11-30 11:46:00Z`` in a table) are compared as placeholders.
 - ``console`` / ``bash`` / ``sh`` / ``shell`` blocks: a command is a line after ``$ `` (or every
   line of a block without prompts); the lines after it, up to the next prompt, are its output.
-  ``dynaunique ...`` commands run as a subprocess without any ``AWS_*`` variable, in a terminal
-  of :data:`COLUMNS` columns (so what is compared is what a person sees), with the page's scratch
-  folder as working directory and a PynamoDB settings file pointing models at the local server;
-  a URL ``http://127.0.0.1:PORT`` or ``http://localhost:PORT`` in a command is the local server.
+  ``dynaunique ...`` commands run as a subprocess with the same recipe and no other ``AWS_*``
+  variable, in a terminal of :data:`COLUMNS` columns (so what is compared is what a person sees),
+  with the page's scratch folder as working directory; a URL ``http://127.0.0.1:PORT`` or
+  ``http://localhost:PORT`` in a command (or an ``export``) is the local server, and
+  ``dynaunique serve`` runs on a free port. ``export NAME=VALUE`` must set the recipe, nothing
+  else. ``python -m pytest`` of the page's own test files (``# test_x.py`` blocks) runs them for
+  real, as a reader does.
   Exit status 0 is expected, or the one named by a trailing ``# exit status N`` comment. A
   pipeline into a text filter (``| grep x``, :data:`FILTERS`) runs under ``bash``, its stderr on
   the terminal too.
@@ -36,8 +38,6 @@ each code block as one test, run in page order in one namespace per page.
 from __future__ import annotations
 
 import ast
-import atexit
-import base64
 import contextlib
 import fcntl
 import io
@@ -60,16 +60,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import pynamodb.settings
 from sybil import Document, Example, Region
 from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
 from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
-from dynaunique import Model
-from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
+from dynaunique.testing import reset_local_dynamodb
 from support import cli_process
 
-ROOT = Path(__file__).resolve().parents[2]
 #: The terminal width the shell commands run in: the pages show tables as wide as this.
 COLUMNS = 150
 #: The commands a page shows that the docs test does not re-run, and why.
@@ -84,7 +81,20 @@ NOT_RERUN = {
     "sphinx-build": "CI's docs step",
 }
 #: Long-running commands: read until the shown output has arrived, then stopped with SIGTERM.
-SERVERS = ("dynaunique ui", "python -m dynaunique.testing")
+SERVERS = ("dynaunique ui", "dynaunique serve", "python -m dynaunique.testing")
+#: The first line of a block a page shows deliberately incomplete: not run (at most
+#: :data:`MAX_FRAGMENTS` in all the pages, ``tests/unit/test_docs_pages.py``).
+FRAGMENT = "# fragment:"
+MAX_FRAGMENTS = 5
+#: The environment variables a page's run removes: a reader has none of ours.
+_OURS = ("AWS_", "DYNAUNIQUE_", "PYNAMODB_CONFIG")
+
+
+def recipe(endpoint: str) -> dict[str, str]:
+    """The local recipe docs/getting-started.md shows, with ``endpoint`` for the server's URL:
+    all a page's blocks and commands have in their environment."""
+    return {"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 _ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\+00:00")
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -96,41 +106,37 @@ _OUTPUT_BLOCK = re.compile(
 
 
 class PageRun:
-    """What one page's blocks share: the server, its scratch folder, the models it adopted."""
+    """What one page's blocks share: the server, its scratch folder, the environment."""
 
     def __init__(self, namespace: dict[str, Any]) -> None:
         self.namespace = namespace
         self.folder = Path(tempfile.mkdtemp(prefix="dynaunique-docs-"))
         self.endpoint: str | None = None
-        self.adopted: set[int] = set()
-        self._saved_settings = dict(pynamodb.settings.default_settings_dict)
+        self._saved_environ: dict[str, str] | None = None
         self._modules = set(sys.modules)
         self._logging = _logging_state()
         sys.path.insert(0, str(self.folder))
 
     def ready(self) -> str:
-        """Reset the server the first time a block of the page runs; return its endpoint."""
+        """Reset the server the first time a block of the page runs; return its endpoint.
+
+        The page then runs with the reader's recipe (docs/getting-started.md) and nothing else
+        of ours: :func:`recipe` in ``os.environ`` (every other ``AWS_*`` and ``DYNAUNIQUE_*``
+        variable removed until the page ends)."""
         if self.endpoint is None:
             self.endpoint = self.namespace["dynaunique_endpoint"]
             reset_local_dynamodb(self.endpoint)
-            pynamodb.settings.default_settings_dict.update(host=self.endpoint, region="us-east-1")
+            self._saved_environ = dict(os.environ)
+            for name in [n for n in os.environ if n.startswith(_OURS)]:
+                del os.environ[name]
+            os.environ.update(recipe(self.endpoint))
         return self.endpoint
 
-    def adopt_models(self) -> None:
-        """Point every dynaunique model the namespace holds at the server; create its table."""
-        endpoint = self.ready()
-        for value in list(self.namespace.values()):
-            if (isinstance(value, type) and issubclass(value, Model) and value is not Model
-                    and id(value) not in self.adopted
-                    and getattr(value.Meta, "table_name", None)):
-                self.adopted.add(id(value))
-                use_endpoint(endpoint, value)
-                create_tables(value)
-
     def close(self) -> None:
+        if self._saved_environ is not None:
+            os.environ.clear()
+            os.environ.update(self._saved_environ)
         _restore_logging(self._logging)
-        pynamodb.settings.default_settings_dict.clear()
-        pynamodb.settings.default_settings_dict.update(self._saved_settings)
         with contextlib.suppress(ValueError):
             sys.path.remove(str(self.folder))
         for name in set(sys.modules) - self._modules:
@@ -138,79 +144,6 @@ class PageRun:
             if module_file.startswith(str(self.folder)):
                 del sys.modules[name]
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-    def run_pytest(self, *files: str) -> None:
-        """Run the page's test files (``# test_x.py`` blocks) with pytest, as a user would: a
-        real process (forked from a Python that imported dynaunique, pytest could not rewrite
-        the assertions of dynaunique's plugin, and says so)."""
-        env = _environment(self)
-        env["PYTHONPATH"] = os.pathsep.join([str(self.folder), env["PYTHONPATH"]])
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                 *files], cwd=self.folder, env=env, capture_output=True,
-                                text=True, timeout=300, check=False)
-        if result.returncode != 0 or f"{len(files)} passed" not in result.stdout:
-            raise Mismatch(f"pytest {' '.join(files)}: exit status {result.returncode}\n"
-                           f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
-
-
-def error_of(action: Any) -> str:
-    """``"ErrorClass: message"`` of what ``action()`` raises, as a traceback's last line shows
-    it (for invisible blocks that produce a page's error messages)."""
-    try:
-        action()
-    except Exception as error:
-        return f"{type(error).__name__}: {error}"
-    raise Mismatch(f"{action!r} raised nothing")
-
-
-_LOCK_ORDER = ("PK", "SK", "pk", "owner", "model", "constraint", "value", "secret_id", "created",
-               "ttl", "expires")
-
-
-def _raw_client(namespace: dict[str, Any]) -> Any:
-    import boto3
-
-    return boto3.client("dynamodb", endpoint_url=_run_of_namespace(namespace).ready(),
-                        region_name="us-east-1", aws_access_key_id="test",
-                        aws_secret_access_key="test")
-
-
-def _run_of_namespace(namespace: dict[str, Any]) -> PageRun:
-    run: PageRun = namespace["__docs__"]
-    return run
-
-
-def _lock_helpers(namespace: dict[str, Any]) -> None:
-    """``show_lock(table, key)`` prints a lock item as the pages show one (an attribute a line);
-    ``show_lock_keys(table)`` the sorted hash keys of a table's lock items, as a JSON list."""
-    import json
-
-    def show_lock(table: str, key: str) -> None:
-        client = _raw_client(namespace)
-        described = client.describe_table(TableName=table)["Table"]["KeySchema"]
-        names = {k["KeyType"]: k["AttributeName"] for k in described}
-        item_key = {names["HASH"]: {"S": key}}
-        if "RANGE" in names:
-            item_key[names["RANGE"]] = {"S": "LOCK"}
-        item = client.get_item(TableName=table, Key=item_key, ConsistentRead=True)["Item"]
-        order = [n for n in _LOCK_ORDER if n in item] + sorted(set(item) - set(_LOCK_ORDER))
-        def shown(value: Any) -> str:  # binary as base64, as DynamoDB's JSON shows it
-            return json.dumps(value, default=lambda raw: base64.b64encode(raw).decode())
-
-        print("{\n" + ",\n".join(f'  "{n}": {shown(item[n])}' for n in order) + "\n}")
-
-    def lock_keys(table: str) -> list[str]:
-        client = _raw_client(namespace)
-        return sorted(value["S"] for page in client.get_paginator("scan").paginate(TableName=table)
-                      for item in page["Items"] for value in item.values()
-                      if "S" in value and value["S"].startswith("UNIQ#"))
-
-    def show_lock_keys(table: str) -> None:
-        print(json.dumps(lock_keys(table), indent=2))
-
-    namespace.update(show_lock=show_lock, show_lock_keys=show_lock_keys, lock_keys=lock_keys,
-                     json=json)
 
 
 def _logging_state() -> dict[str, Any]:
@@ -233,11 +166,7 @@ def _restore_logging(state: dict[str, Any]) -> None:
 
 
 def setup(namespace: dict[str, Any]) -> None:
-    run = PageRun(namespace)
-    namespace["__docs__"] = run
-    namespace["run_pytest"] = run.run_pytest
-    namespace["error_of"] = error_of
-    _lock_helpers(namespace)
+    namespace["__docs__"] = PageRun(namespace)
 
 
 def teardown(namespace: dict[str, Any]) -> None:
@@ -333,6 +262,11 @@ def _checked_print(shown: str, line: int, *args: Any, **kwargs: Any) -> None:
 def evaluate_python(example: Example) -> None:
     run = _run_of(example)
     source: str = example.parsed
+    if example.document.text.startswith("<!--", example.region.start):
+        raise Mismatch("an invisible-code-block: a reader never sees it, so a page runs without "
+                       "one (make the block visible, or say what it shows in the text)")
+    if source.startswith(FRAGMENT):
+        return
     written = _FILE_BLOCK.match(source)
     if written:
         target = run.folder / written.group(1)
@@ -343,15 +277,13 @@ def evaluate_python(example: Example) -> None:
         target.write_text(source, encoding="utf-8")
         return
     run.ready()
+    example.namespace.pop("dynaunique_endpoint", None)  # sybil's fixture: a reader has no such name
     padded = "\n" * (example.line + example.parsed.line_offset) + source
     tree = ast.fix_missing_locations(_CheckedPrints(_comments(padded)).visit(ast.parse(padded)))
     example.namespace["__docs_print__"] = _checked_print
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
-        for statement in tree.body:  # one at a time: a model is adopted as soon as it exists
-            module = ast.Module(body=[statement], type_ignores=[])
-            exec(compile(module, example.path, "exec", dont_inherit=True), example.namespace)
-            run.adopt_models()
+        exec(compile(tree, example.path, "exec", dont_inherit=True), example.namespace)
     example.namespace.pop("__builtins__", None)
     unchecked = captured.getvalue()  # the checked prints print nothing
     if unchecked:
@@ -410,13 +342,37 @@ def evaluate_shell(example: Example) -> None:
         for index, raw in enumerate(steps):
             step = _program(raw)
             text = " ".join(step)
-            if any(text.startswith(prefix) for prefix in NOT_RERUN):
+            if any(text.startswith(prefix) for prefix in NOT_RERUN) and not _page_tests(run,
+                                                                                        step):
                 continue
-            if not (step[0] == "dynaunique" or text.startswith(SERVERS)):
+            if step[0] == "export":
+                _check_export(run, step[1:])
+                continue
+            if not (step[0] == "dynaunique" or text.startswith(SERVERS)
+                    or _page_tests(run, step)):
                 raise Mismatch(f"the docs test does not know how to run {text!r}: "
                                      "run it (tests/support/docs.py) or list it in NOT_RERUN")
             last = index == len(steps) - 1
             _run_command(run, step, shown if last else "", status if last else 0)
+
+
+def _page_tests(run: PageRun, step: list[str]) -> bool:
+    """``python -m pytest`` of test files the page wrote (``# test_x.py`` blocks): run for real,
+    as a reader runs them (any other ``python -m pytest`` is the suite, CI's step)."""
+    return (step[:3] == ["python", "-m", "pytest"]
+            and any(word.endswith(".py") and (run.folder / word).is_file() for word in step))
+
+
+def _check_export(run: PageRun, assignments: list[str]) -> None:
+    """An ``export`` a page shows sets the recipe the page runs with (:func:`recipe`), nothing
+    else: the URL of a local server stands for the one the test runs."""
+    expected = recipe(run.ready())
+    for assignment in assignments:
+        name, _, value = assignment.partition("=")
+        if name not in expected:
+            raise Mismatch(f"export {name}: not part of the local recipe {sorted(expected)}")
+        if _LOCAL_URL.sub(expected[name], value) != expected[name]:
+            raise Mismatch(f"export {assignment}: the docs run with {name}={expected[name]}")
 
 
 _REDIRECT = re.compile(r"^\d?>(&\d|/dev/null|[\w./-]+)$")
@@ -442,36 +398,25 @@ def _argv(step: list[str], endpoint: str) -> list[str]:
     return [sys.executable, *words[1:]]
 
 
-#: The commands' PynamoDB settings files, one per server (so one per xdist worker), shared by every
-#: page: ``PYNAMODB_CONFIG`` is then the same for every page's commands, which can fork from one
-#: Python (the variable is read when PynamoDB is imported, before the fork).
-_SETTINGS: list[Path] = []
-def _settings_file(endpoint: str) -> Path:
-    if not _SETTINGS:
-        _SETTINGS.append(Path(tempfile.mkdtemp(prefix="dynaunique-docs-settings-")))
-        atexit.register(shutil.rmtree, _SETTINGS[0], True)
-    path = _SETTINGS[0] / ("pynamodb_settings_" + re.sub(r"\W", "_", endpoint) + ".py")
-    if not path.exists():
-        path.write_text(f"host = {endpoint!r}\nregion = 'us-east-1'\n", encoding="utf-8")
-    return path
-
-
 def _environment(run: PageRun) -> dict[str, str]:
-    """What a command gets: no ``AWS_*``, the terminal, a bare ``HOME``, the settings file. The
-    page's folder is the working directory, which the CLI (and ``python -m``) put on
-    ``sys.path``, so it is not on ``PYTHONPATH``: every page's commands share their start-up
-    variables, and one forker."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
-    paths = [str(ROOT / "tests"), env.get("PYTHONPATH", "")]
-    env.update(PYTHONPATH=os.pathsep.join(p for p in paths if p), COLUMNS=str(COLUMNS),
-               LINES="50", PYNAMODB_CONFIG=str(_settings_file(run.ready())),
-               HOME=str(run.folder), NO_COLOR="1", TERM="xterm")
+    """What a command gets: the recipe and no other ``AWS_*`` or ``DYNAUNIQUE_*`` variable, the
+    terminal, a bare ``HOME``. The page's folder is the working directory, which the CLI (and
+    ``python -m``) put on ``sys.path``, so it is not on ``PYTHONPATH``: every page's commands
+    share their start-up variables, and one forker."""
+    endpoint = run.ready()
+    env = {name: value for name, value in (run._saved_environ or os.environ).items()
+           if not name.startswith(_OURS)}
+    env.update(COLUMNS=str(COLUMNS),
+               LINES="50", HOME=str(run.folder), NO_COLOR="1", TERM="xterm")
+    env.update(recipe(endpoint))
     return env
 
 
 def _forked_argv(argv: list[str]) -> list[str] | None:
     """The command as the forker runs it: the ``dynaunique`` console script (run as the file it
     is) or ``python -m ...``; ``None`` for a pipeline (``bash -c``), which runs for real."""
+    if argv[1:3] == ["-m", "pytest"]:
+        return None  # pytest rewrites assertions as it imports: a fresh Python, not a fork
     if argv[0] == sys.executable:
         return argv
     if Path(argv[0]).name == "dynaunique" and Path(argv[0]).is_file():
@@ -483,11 +428,18 @@ def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None
     endpoint = run.ready()
     documented = next((m.group(0) for w in step for m in [_LOCAL_URL.search(w)] if m), None)
     server = " ".join(step).startswith(SERVERS)
+    shown_url = _LOCAL_URL.search(shown)
+    if step[:2] == ["dynaunique", "serve"]:  # never the page's port: workers run side by side
+        port = step.index("--port") if "--port" in step else None
+        step = [*step, "--port", "0"] if port is None else [*step[:port + 1], "0",
+                                                                *step[port + 2:]]
     printed, code, errors = _in_terminal(_argv(step, endpoint), _environment(run), run.folder,
                                          until_lines=len(shown.splitlines()) if server else None,
                                          stderr_shown="|" in step)
     if documented:
         printed = printed.replace(endpoint, documented)
+    if step[:2] == ["dynaunique", "serve"] and shown_url:
+        printed = _LOCAL_URL.sub(shown_url.group(0), printed)
     printed = _TIMESTAMP.sub("YYYY-MM-DD HH:MM:SSZ", printed)
     shown = _TIMESTAMP.sub("YYYY-MM-DD HH:MM:SSZ", shown)
     what = f"$ {' '.join(step)}"

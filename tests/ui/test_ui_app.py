@@ -70,8 +70,11 @@ def test_a_foreign_host_header_is_refused_even_with_the_token(read_only: UIServe
 def test_every_page_sends_security_headers(read_only: UIServer, raw: Any) -> None:
     page = read_only.fetch("/models")
     assert page.headers["content-security-policy"].startswith("default-src 'none'")
+    # same-origin, not no-referrer: a browser sends a page's own POST with its real Origin
+    # (under no-referrer it sends "Origin: null", which the forms refuse), and another site
+    # gets no Referer.
     assert (page.headers["referrer-policy"], page.headers["x-frame-options"]) == (
-        "no-referrer", "DENY")
+        "same-origin", "DENY")
 
 
 def test_read_only_offers_no_repair_and_refuses_a_forged_repair_post(
@@ -103,8 +106,15 @@ def test_a_repair_post_without_the_csrf_token_is_refused(repairing: UIServer, ra
                                  data={"csrf": repairing.csrf()},
                                  headers={"Origin": "http://attacker.example"})
     assert other_site.status == 403
+    # An opaque origin (a sandboxed frame, a data: URL) is not a local one.
+    for origin in ("null", "http://localhost.attacker.example", "file://127.0.0.1",
+                   "http://127.0.0.1.nip.io:80"):
+        opaque = repairing.fetch(f"/repair/{run_id}/0", method="POST",
+                                 data={"csrf": repairing.csrf()}, headers={"Origin": origin})
+        assert opaque.status == 403, origin
     assert audit.read_lock(fm.MODELS, "UNIQ#EMAIL#gone@x.io") is not None
-    done = repairing.fetch(f"/repair/{run_id}/0", method="POST", data={"csrf": repairing.csrf()})
+    done = repairing.fetch(f"/repair/{run_id}/0", method="POST", data={"csrf": repairing.csrf()},
+                           headers={"Origin": repairing.base})
     assert done.status == 200 and ">fixed<" in done.body
     assert audit.read_lock(fm.MODELS, "UNIQ#EMAIL#gone@x.io") is None
 

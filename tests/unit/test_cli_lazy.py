@@ -13,7 +13,7 @@ import click
 
 from dynaunique.cli import LAZY, cli
 
-MODULES = ("_locks", "_migrations", "_ui", "_watch", "_demo.command")
+MODULES = ("_locks", "_migrations", "_serve", "_ui", "_watch", "_demo.command")
 
 
 def _by_module() -> dict[str, tuple[str, click.Command]]:

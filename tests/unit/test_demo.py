@@ -92,7 +92,7 @@ def test_demo_command_without_moto_says_what_to_install(monkeypatch: pytest.Monk
     monkeypatch.setattr(demo, "moto_available", lambda: False)
     result = CliRunner().invoke(cli, ["demo"])
     assert result.exit_code == 2
-    assert "pip install 'dynaunique[local]'" in result.output
+    assert "pip install -e '/path/to/clone[local]'" in result.output
     assert "--endpoint URL" in result.output
 
 

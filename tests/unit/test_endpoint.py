@@ -150,3 +150,23 @@ def test_ui_signs_a_real_endpoint_with_the_environments_keys_not_the_fake_ones(
     assert printed[0].startswith("dynaunique ui: http://127.0.0.1:")
     assert (Remote.Meta.host, Remote.Meta.region, Remote.Meta.aws_access_key_id) == (
         "https://dynamodb.eu-west-1.amazonaws.com", "eu-west-1", None)
+
+
+def test_ui_without_an_endpoint_needs_the_server_to_start(bare: pytest.MonkeyPatch) -> None:
+    # The page imports no tool (tests/unit/test_package.py): `dynaunique ui` hands it the
+    # testing kit's local server; called without one and without an endpoint, it says so.
+    pytest.importorskip("uvicorn")
+    from dynaunique import Model
+    from dynaunique.attributes import UnicodeAttribute
+    from dynaunique.errors import ConfigurationError
+    from dynaunique.ui import serve
+
+    class Nowhere(Model):
+        class Meta:
+            table_name = "nowhere_accounts"
+
+        pk = UnicodeAttribute(hash_key=True)
+
+    with pytest.raises(ConfigurationError, match=r"^no endpoint to serve: pass endpoint \(or "
+                                                 r"start_server\)$"):
+        serve([Nowhere], port=0, echo=lambda line: None)

@@ -1,4 +1,5 @@
-"""The package's shape (issue 14's rules): no import circle, rooms of a readable size, a map.
+"""The package's shape (issue 14's rules): no import circle, no arrow up from the product to
+the tools (issue 39), rooms of a readable size, a map.
 
 Read from the source as text (``ast``): nothing is imported, no server is needed.
 """
@@ -109,6 +110,37 @@ def test_the_import_graph_sees_lazy_and_relative_imports() -> None:
 
 def test_no_import_circle_inside_the_package() -> None:
     assert cycles(import_graph()) == []
+
+
+#: The tools: the CLI and the testing kit (its local server, its fixtures) use the product,
+#: never the other way round (issue 39: arrows run only down).
+TOOLS = ("dynaunique.cli", "dynaunique.testing", "dynaunique.testing_async")
+
+
+def _is_tool(name: str) -> bool:
+    return any(name == tool or name.startswith(f"{tool}.") for tool in TOOLS)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every (product module, tool module) where the product module imports the tool."""
+    return sorted((name, target) for name, targets in graph.items() if not _is_tool(name)
+                  for target in targets if _is_tool(target))
+
+
+def test_the_layer_check_finds_an_arrow_up() -> None:
+    graph = {"dynaunique.ui._app": {"dynaunique.testing", "dynaunique.audit"},
+             "dynaunique.cli._ui": {"dynaunique.ui", "dynaunique.testing"},
+             "dynaunique.testing_async": {"dynaunique.testing.aio"},
+             "dynaunique.streams.aws_lambda": {"dynaunique.cli._common"},
+             "dynaunique.clinic": {"dynaunique.testingx"}}
+    assert upward_imports(graph) == [("dynaunique.streams.aws_lambda", "dynaunique.cli._common"),
+                                     ("dynaunique.ui._app", "dynaunique.testing")]
+
+
+def test_no_product_module_imports_the_cli_or_the_testing_kit() -> None:
+    # What they share (loading the user's models, pointing them) sits below both:
+    # dynaunique/_user_models.py; the ui gets its embedded server from the CLI.
+    assert upward_imports(import_graph()) == []
 
 
 def test_no_module_is_too_big_to_hold_in_ones_head() -> None:

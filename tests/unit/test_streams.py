@@ -67,8 +67,17 @@ def test_a_get_records_record_keeps_its_bytes_and_takes_the_table_it_was_read_fr
      "a binary value is not base64: 'not base64!'"),
     (lambda_record(OldImage={"b": "plain"}, NewImage={}),
      "not a DynamoDB attribute value: 'plain'"),
+    ("x", "not a DynamoDB stream record: 'x'"),
+    (None, "not a DynamoDB stream record: None"),
+    (5, "not a DynamoDB stream record: 5"),
+    (lambda_record(OldImage={"m": {"M": "x"}}, NewImage={}),
+     "not a DynamoDB attribute value: {'M': 'x'}"),
+    (lambda_record(OldImage={"l": {"L": 5}}, NewImage={}),
+     "not a DynamoDB attribute value: {'L': 5}"),
+    (lambda_record(OldImage={}, NewImage={}, Keys={"PK": 5}),
+     "not a DynamoDB attribute value: 5"),
 ])
-def test_a_record_dynamodb_would_not_deliver_is_refused_by_name(record: dict[str, Any],
+def test_a_record_dynamodb_would_not_deliver_is_refused_by_name(record: Any,
                                                               message: str) -> None:
     with pytest.raises(StreamRecordError) as raised:
         change_of(record)

@@ -74,7 +74,7 @@ def open_demo(endpoint: str | None, *, racers: int = DEFAULT_RACERS,
             if not moto_available():
                 raise DemoUnavailableError(
                     "the embedded DynamoDB server needs moto: install it with "
-                    "pip install 'dynaunique[local]', or point the demo at a DynamoDB with "
+                    "pip install -e '/path/to/clone[local]', or point the demo at a DynamoDB with "
                     "--endpoint URL"
                 )
             from dynaunique.testing import local_dynamodb
