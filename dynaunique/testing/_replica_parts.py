@@ -22,6 +22,7 @@ __all__ = [
     "Group",
     "Pending",
     "call_as",
+    "operation_of",
     "region_of",
     "tables_of",
     "validation",
@@ -60,6 +61,13 @@ class Pending:
 def validation(message: str) -> _Answer:
     return _Answer.json("400 Bad Request", {
         "__type": "com.amazonaws.dynamodb.v20120810#ValidationException", "message": message})
+
+
+def operation_of(environ: WSGIEnvironment) -> str | None:
+    """The DynamoDB operation of a request (``PutItem``), or None: not a DynamoDB request."""
+    target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+    prefix = "DynamoDB_20120810."
+    return target[len(prefix):] if target.startswith(prefix) else None
 
 
 def region_of(environ: WSGIEnvironment) -> str | None:

@@ -38,6 +38,7 @@ from dynaunique.testing._replica_parts import (
     Group,
     Pending,
     call_as,
+    operation_of,
     region_of,
     tables_of,
     validation,
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Replicas"]
 
-_TARGET_PREFIX = "DynamoDB_20120810."
 _WRITES = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 _STRONG_REFUSED = frozenset({"TransactWriteItems", "TransactGetItems"})
@@ -88,13 +88,11 @@ class Replicas:
         if path == REPLICATION_PATH:
             return self._control(environ).send(start_response)
         if path == "/moto-api/reset":
-            self.reset()
-            return self._app(environ, start_response)
-        target = environ.get("HTTP_X_AMZ_TARGET", "")
-        if not target.startswith(_TARGET_PREFIX):
+            self.reset()   # and moto resets behind
+        operation = operation_of(environ)
+        if operation is None:   # not a DynamoDB request
             return self._app(environ, start_response)
         self._apply_due(environ)
-        operation = target[len(_TARGET_PREFIX):]
         if not self._groups and operation != "UpdateTable":
             return self._app(environ, start_response)
         region = region_of(environ)
