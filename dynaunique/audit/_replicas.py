@@ -29,7 +29,7 @@ from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX, SYSTEM_PREFIX
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
-__all__ = ["RegionDifference", "RegionReport", "compare_regions"]
+__all__ = ["RegionDifference", "RegionReport", "compare_regions", "global_modes"]
 
 #: A lock's owner as a replica holds it (its typed key), or None: the replica has no such lock.
 Owner = Mapping[str, Any] | None
@@ -146,3 +146,14 @@ def compare_regions(models: Sequence[type[Model]], regions: Sequence[str]) -> Re
                     else "not_everywhere")
             differences.append(RegionDifference(table, key, kind, owners))
     return RegionReport(wanted, tuple(modes), tuple(counts.items()), tuple(differences))
+
+
+def global_modes(models: Sequence[type[Model]]) -> tuple[_regions.TableMode, ...]:
+    """The mode of each global table ``models`` use, as their region sees it (one-region tables
+    are left out); one ``DescribeTable`` per table per process, kept."""
+    modes: dict[str, _regions.TableMode] = {}
+    for model in models:
+        table = model.Meta.table_name
+        if table not in modes:
+            modes[table] = _regions.table_mode(table, connection_for(model.Meta), model.Meta.host)
+    return tuple(mode for mode in modes.values() if mode.is_global)

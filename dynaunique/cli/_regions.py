@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import click
 
-from dynaunique import _regions, audit
-from dynaunique._connection import connection_for
+from dynaunique import audit
 from dynaunique._render import to_json
 from dynaunique.cli._output import Output
 from dynaunique.model import Model
@@ -36,13 +35,6 @@ def compare_regions(models: Sequence[type[Model]], regions: str, as_json: bool) 
 
 def print_modes(models: Sequence[type[Model]], output: Output) -> None:
     """One line per global table of ``models``: its mode and regions (nothing for the others)."""
-    seen = set()
-    for model in models:
-        table = model.Meta.table_name
-        if table in seen:
-            continue
-        seen.add(table)
-        mode = _regions.table_mode(table, connection_for(model.Meta), model.Meta.host)
-        if mode.is_global:
-            output.note(f"Table {table}: {mode.describe()}; this check read {mode.region}'s "
-                        "replica (compare the replicas with --regions)")
+    for mode in audit.global_modes(models):
+        output.note(f"Table {mode.table}: {mode.describe()}; this check read {mode.region}'s "
+                    "replica (compare the replicas with --regions)")
