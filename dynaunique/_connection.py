@@ -36,7 +36,7 @@ from pynamodb import settings as _settings
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
-from dynaunique import _wire
+from dynaunique import _regions, _wire
 from dynaunique._answers import (
     Ambiguous,
     Answer,
@@ -154,17 +154,17 @@ def connection_for(meta: Any) -> Connection:
         return connection
 
 
-#: The ``Meta`` attributes (own or inherited) a model's connection and retry policy are made of.
-_META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key",
+_META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key", "home_region",
                   "aws_session_token", "connect_timeout_seconds", "read_timeout_seconds",
-                  "max_pool_connections", "extra_headers", "max_retry_attempts", "base_backoff_ms")
+                  "max_pool_connections", "extra_headers", "max_retry_attempts", "base_backoff_ms",
+                  "table_name")
 
 
 def _made_of(meta: Any) -> tuple[Any, ...]:
-    # What connection_for and policy_for read: the Meta's settings, then PynamoDB's.
+    # What connection_for and policy_for read: the Meta's settings, PynamoDB's, _regions.forget.
     overrides = _settings.override_settings
     return (*map(getattr, repeat(meta), _META_SETTINGS, repeat(None)), overrides,
-            _settings.default_settings_dict, getattr(overrides, "__dict__", None))
+            _settings.default_settings_dict, getattr(overrides, "__dict__", None), _regions.known)
 
 
 #: Meta → (what its connection and policy were made of, their settings key, the pair).
@@ -178,10 +178,10 @@ def sending_for(meta: Any) -> tuple[Connection, RetryPolicy]:
     made_of = _made_of(meta)
     known = _sendings.get(meta)
     if known is None or known[0] != made_of or _connections.get(known[1]) is not known[2][0]:
-        pair = (connection_for(meta), policy_for(meta))
+        homed = _regions.route(meta, connection_for)  # a global table: its home region
         # Copies: a dict changed in place (extra_headers, the settings) is a change.
         known = _sendings[meta] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
-                                   _settings_key(meta), pair)
+                                   _settings_key(homed), (connection_for(homed), policy_for(homed)))
     return known[2]
 
 

@@ -4,7 +4,9 @@ The tree::
 
     DynauniqueError
     ├── ConfigurationError          a model or constraint is declared wrongly (raised at class
-    │                               definition), or a setting such as the lock secret is missing
+    │   │                           definition), or a setting such as the lock secret is missing
+    │   └── GlobalTableError        a write to a global table: strong consistency, or no home
+    │                               region (docs/global-tables.md)
     ├── InvalidValueError           a value cannot be protected: NaN, a reserved key, a bad type
     ├── UnsupportedOperationError   an API that would bypass the locks (batch_write, an update
     │                               action whose result cannot be known before sending)
@@ -65,6 +67,21 @@ class ConfigurationError(DynauniqueError):
     """A model, attribute or constraint is declared wrongly, or a required setting is missing."""
 
     exit_code = 2
+
+
+class GlobalTableError(ConfigurationError):
+    """A write to a DynamoDB global table that dynaunique cannot keep unique as configured: a
+    multi-Region strong consistency table, or an eventually consistent one with no home region
+    (``Meta.home_region``, ``DYNAUNIQUE_HOME_REGION`` or ``[tool.dynaunique] home_region``).
+    Raised before anything is sent."""
+
+    def __init__(self, message: str, *, table: str = "", mode: str | None = None,
+                 regions: Sequence[str] = ()) -> None:
+        #: The table, its ``MultiRegionConsistency`` and every region holding it.
+        self.table = table
+        self.mode = mode
+        self.regions = tuple(regions)
+        super().__init__(message)
 
 
 class InvalidValueError(DynauniqueError, ValueError):

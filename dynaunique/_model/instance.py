@@ -18,6 +18,7 @@ from pynamodb.connection import Connection
 from dynaunique._answers import Refused, error_for
 from dynaunique._connection import RetryPolicy, Steps, connection_for, exchange_steps, policy_for
 from dynaunique._items import ModelInfo, lock_inputs
+from dynaunique._regions import route
 from dynaunique._state import state_of
 
 if TYPE_CHECKING:
@@ -119,5 +120,6 @@ class InstanceMixin(ModelBase):
         """A strongly consistent read of this object's record (raw item, or None)."""
         info = self._du_info
         assert info is not None
-        return (yield from read_steps(connection_for(self.Meta), policy_for(self.Meta),
+        meta = route(self.Meta, connection_for, write=False)   # a global table: its home region
+        return (yield from read_steps(connection_for(meta), policy_for(meta),
                                       info.table, self._du_key()))

@@ -18,6 +18,7 @@ from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, own
 from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique._model.instance import InstanceMixin, read_steps
 from dynaunique._model.stored import as_stored
+from dynaunique._regions import route
 from dynaunique._state import same_item
 from dynaunique.errors import ConfigurationError, format_value
 
@@ -42,7 +43,8 @@ class LookupMixin(InstanceMixin):
         wanted = lock_of(info, bound, stored)
         if wanted is None:
             raise cls.DoesNotExist(f"None is never locked ({', '.join(constraint.fields)})")
-        connection, policy = connection_for(cls.Meta), policy_for(cls.Meta)
+        meta = route(cls.Meta, connection_for, write=False)   # a global table: its home region
+        connection, policy = connection_for(meta), policy_for(meta)
         lock_at = lock_primary_key(info.key_attributes, wanted.key)
         lock = (yield from read_steps(connection, policy, info.table, lock_at))
         # The value as the caller gave it, or <hashed>: the one renderer decides.

@@ -73,6 +73,7 @@ from ._pages import _decode_cursor as _decode_cursor
 from ._plan import RepairAction, RepairPlan, plan_repair, remedy
 from ._reads import _scan_pages as _scan_pages
 from ._repair import RepairOutcome, RepairResult, apply_repair
+from ._replicas import RegionDifference, RegionReport, compare_regions, global_modes
 from ._stored import LockInfo, RecordRef
 from ._tables import Cost
 from ._tables import _Meter as _Meter
@@ -146,6 +147,8 @@ __all__ = [
     "OwnerLocks",
     "OwnerState",
     "RecordRef",
+    "RegionDifference",
+    "RegionReport",
     "RepairAction",
     "RepairOutcome",
     "RepairPlan",
@@ -157,7 +160,9 @@ __all__ = [
     "apply_repair",
     "check",
     "check_export",
+    "compare_regions",
     "count_locks",
+    "global_modes",
     "hashed_attributes",
     "list_locks",
     "lock_page",

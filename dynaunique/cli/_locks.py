@@ -24,6 +24,7 @@ from dynaunique import audit
 from dynaunique._render import to_json
 from dynaunique.cli._common import CannotRun, endpoint_option, open_models
 from dynaunique.cli._output import Output
+from dynaunique.cli._regions import compare_regions, print_modes
 from dynaunique.errors import DynauniqueError
 from dynaunique.model import Model
 
@@ -269,9 +270,14 @@ def _print_report(report: audit.AuditReport, output: Output) -> None:
 @click.option("--s3-endpoint", envvar="AWS_ENDPOINT_URL_S3", metavar="URL",
               help="S3 endpoint URL for an s3:// --export (also AWS_ENDPOINT_URL_S3).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--regions", metavar="R1,R2", default=None,
+              help="A global table: compare the lock items of these regions' replicas instead "
+                   "(exit 0 when they agree: replication has drained and no region granted a "
+                   "value another one holds).")
 @endpoint_option
 def check_command(module: str, segments: int | None, export: str | None,
-                  s3_endpoint: str | None, as_json: bool, endpoint: str | None) -> None:
+                  s3_endpoint: str | None, as_json: bool, regions: str | None,
+                  endpoint: str | None) -> None:
     """Check that MODULE's locks and records agree: exit 0 when clean, 1 with findings.
 
     Finds orphan locks (owner gone or no longer holding the value), missing locks, locks held
@@ -282,6 +288,10 @@ def check_command(module: str, segments: int | None, export: str | None,
     """
     if export is not None and segments is not None:
         raise click.UsageError("--segments splits a scan; --export reads no table")
+    if regions is not None:
+        with _reported():
+            compare_regions(_models(module, endpoint, segments)[0], regions, as_json)
+        return
     with _reported():
         models, scan_segments = _models(module, endpoint, segments)
         if export is not None:
@@ -298,6 +308,7 @@ def check_command(module: str, segments: int | None, export: str | None,
             read = report.export
             output.note(f"Read export {read.export_arn.rsplit('/', 1)[-1]} (taken "
                         f"{read.exported_at or 'at an unknown time'}) from {read.where}")
+        print_modes(models, output)   # a global table: its mode and regions
         _print_report(report, output)
         if isinstance(report, audit.ExportReport):
             output.note(f"{report.export.suspects} suspect(s) in the export, "

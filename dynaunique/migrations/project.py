@@ -4,12 +4,12 @@ directory, the app label, the ledger's table and the clients — and ``makemigra
 Settings come from ``[tool.dynaunique]`` in ``pyproject.toml`` in the current directory
 (``[tool.dynaunique.modules."<module>"]`` overrides them for one module); command-line options
 override both. Keys: ``migrations_dir``, ``endpoint``, ``segments``, ``max_wcu``, ``max_rcu``,
-``concurrency``, ``ledger_table``, ``app``, ``lease_seconds``.
+``concurrency``, ``ledger_table``, ``app``, ``lease_seconds`` (and ``home_region``, which the
+library reads: ``dynaunique._regions``).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from dynaunique._connection import connection_for
+from dynaunique._pyproject import tool_settings
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import writer
 from dynaunique.migrations.autodetector import detect_changes, suggest_name
@@ -45,6 +46,7 @@ _SETTING_TYPES: dict[str, tuple[type, ...]] = {
     "ledger_table": (str,),
     "app": (str,),
     "lease_seconds": (int, float),
+    "home_region": (str,),
 }
 
 
@@ -61,15 +63,8 @@ class Settings:
     ledger_table: str | None = None
     app: str | None = None
     lease_seconds: float | None = None
-
-
-def _toml() -> Any:
-    for name in ("tomllib", "tomli"):  # tomllib is standard from Python 3.11
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
+    #: Read by the library itself (``dynaunique._regions``), not by the migrations commands.
+    home_region: str | None = None
 
 
 def load_settings(module: str, directory: Path | None = None) -> Settings:
@@ -80,19 +75,9 @@ def load_settings(module: str, directory: Path | None = None) -> Settings:
     """
     root = directory if directory is not None else Path.cwd()
     path = root / "pyproject.toml"
-    if not path.is_file():
+    data = tool_settings(root)
+    if not data:
         return Settings()
-    text = path.read_text(encoding="utf-8")
-    if "tool.dynaunique" not in text:
-        return Settings()
-    toml = _toml()
-    if toml is None:
-        raise ConfigurationError(f"{path} has [tool.dynaunique] settings, but reading TOML on "
-                                 "Python 3.10 needs the `tomli` package: pip install tomli")
-    try:
-        data = toml.loads(text).get("tool", {}).get("dynaunique", {})
-    except ValueError as exc:
-        raise ConfigurationError(f"{path}: {exc}") from exc
     merged = {k: v for k, v in data.items() if k != "modules"}
     merged.update(data.get("modules", {}).get(module, {}))
     values: dict[str, Any] = {}

@@ -17,6 +17,7 @@ Public API:
   remembered tokens and stops injected conflicts.
 - :func:`set_conflict_rate` — cancel a fraction of transactions with ``TransactionConflict``.
 - :func:`set_token_window` — shorten how long a ``ClientRequestToken`` is remembered.
+- :func:`set_replication_delay`, :func:`replication_state` — global tables' replication.
 - :func:`use_endpoint` and :func:`create_tables` — retarget model classes and create their tables.
 - pytest fixtures ``dynaunique_endpoint`` (session) and ``dynaunique_db`` (per test, clean slate);
   :mod:`dynaunique.testing._pytest_plugin` is registered as a ``pytest11`` plugin, so they are
@@ -50,6 +51,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
+from dynaunique import _regions
 from dynaunique.testing import _local_server
 from dynaunique.testing._local_server import (
     LocalServerError,
@@ -58,6 +60,7 @@ from dynaunique.testing._local_server import (
     _pump_lines,
     _shutdown,
 )
+from dynaunique.testing._replica_control import replication_state, set_replication_delay
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -72,8 +75,10 @@ __all__ = [
     "LocalServerError",
     "create_tables",
     "local_dynamodb",
+    "replication_state",
     "reset_local_dynamodb",
     "set_conflict_rate",
+    "set_replication_delay",
     "set_token_window",
     "use_endpoint",
 ]
@@ -292,6 +297,7 @@ def reset_local_dynamodb(endpoint: str, *, timeout: float = 10.0) -> None:
         LocalServerError: the server could not be reached or refused the reset.
     """
     _post_local(endpoint, "/moto-api/reset", b"", "reset", timeout)
+    _regions.forget(endpoint)  # its tables are gone: their modes are learned anew
 
 
 def set_conflict_rate(
@@ -400,5 +406,8 @@ def _create_active(model: type[Model]) -> bool:
         if error.cause_response_code == "ResourceInUseException":
             return False
         raise
-    return bool((answer or {}).get("TableDescription", {}).get("TableStatus") == "ACTIVE")
+    described = (answer or {}).get("TableDescription", {})
+    region = model._get_connection().connection.client.meta.region_name  # botocore's, if unset
+    _regions.remember(meta.table_name, str(region), meta.host, described)  # no replica yet
+    return bool(described.get("TableStatus") == "ACTIVE")
 

@@ -185,6 +185,7 @@ def _make_server(
 
     from dynaunique.testing import _corpus, _moto_patch
     from dynaunique.testing._moto_front import install_header_parser, keep_alive_handler
+    from dynaunique.testing._replicas import Replicas
     from dynaunique.testing._server_rules import DynamoRules
 
     if not stock_moto:
@@ -209,7 +210,7 @@ def _make_server(
     return make_server(
         host,
         port,
-        _SerializedApp(_corpus.wrap(DynamoRules(dispatcher, about=about))),
+        _SerializedApp(_corpus.wrap(Replicas(DynamoRules(dispatcher, about=about)))),
         threaded=True,
         request_handler=handler,
     )

@@ -165,8 +165,10 @@ class _Pages:
             for table, name, _ in counts.counts:
                 if (table, name) not in declared:
                     undeclared.setdefault(table, []).append(name)
+        modes = {m.table: m.describe() for m in await run_in_threadpool(audit.global_modes,
+                                                                         self.models)}
         return self.render("models", "/models", tables=sorted(tables.items()), counts=counts,
-                           undeclared=undeclared)
+                           undeclared=undeclared, modes=modes)
 
     # --- locks ---
 

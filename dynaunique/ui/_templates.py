@@ -81,6 +81,7 @@ _MODELS = """{% extends "base" %}{% block title %}Models{% endblock %}{% block b
 <h1>Models and their constraints</h1>
 {% for table, rows in tables %}
 <h2>Table <code>{{ table }}</code></h2>
+{% if modes.get(table) %}<p class="notice">A {{ modes[table] }}.</p>{% endif %}
 <table id="constraints-{{ table }}">
 <tr><th>model</th><th>lock name</th><th>fields</th><th>stored as</th><th>normalizer</th>
 <th>hashed</th><th>condition</th><th>locks</th></tr>

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dynaunique import Model
+from dynaunique import Model, _regions
 from dynaunique._items import claim, locks_of, owner_key
 from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX
 from dynaunique._render import render_write
@@ -43,6 +43,10 @@ class _Meta:
     table_name = TABLE
     host = "http://simulation.invalid"
     region = "us-east-1"
+
+
+# A one-region table: the first write asks no DescribeTable of a host that does not exist.
+_regions.remember(TABLE, _Meta.region, _Meta.host, {})
 
 
 class SimAccount(Model):

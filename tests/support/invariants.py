@@ -151,19 +151,20 @@ class Report:
 
 
 @functools.lru_cache(maxsize=8)
-def raw_client(endpoint: str) -> Any:
-    """A plain boto3 DynamoDB client on ``endpoint`` (fake credentials are fine locally).
+def raw_client(endpoint: str, region: str = "us-east-1") -> Any:
+    """A plain boto3 DynamoDB client on ``endpoint`` (fake credentials are fine locally), signed
+    for ``region`` (the local server serves each region's replica of a global table).
 
     Cached: building a client parses botocore's service model, which costs more than the
     requests a test makes; clients are thread-safe.
     """
-    return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+    return boto3.client("dynamodb", endpoint_url=endpoint, region_name=region,
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
-def scan_table(endpoint: str, table: str) -> list[Raw]:
+def scan_table(endpoint: str, table: str, region: str = "us-east-1") -> list[Raw]:
     """Every item of ``table``, raw, read strongly consistently across all pages."""
-    paginator = raw_client(endpoint).get_paginator("scan")
+    paginator = raw_client(endpoint, region).get_paginator("scan")
     items: list[Raw] = []
     for page in paginator.paginate(TableName=table, ConsistentRead=True):
         items.extend(page.get("Items", []))
@@ -213,11 +214,11 @@ def _by_table(models: Iterable[type[Model]]) -> Iterator[tuple[str, list[type[Mo
 
 
 def check(models: Sequence[type[Model]], endpoint: str, *,
-          model_of: ModelOf | None = None) -> Report:
+          model_of: ModelOf | None = None, region: str = "us-east-1") -> Report:
     """Scan the tables of ``models`` on ``endpoint`` and report every invariant violation.
 
     ``model_of`` maps a raw record item to its model class; it is needed when several models
-    share a table (one model per table needs none).
+    share a table (one model per table needs none). ``region``: which replica of a global table.
     """
     totals = {"records": 0, "locks": 0}
     orphans: list[OrphanLock] = []
@@ -234,7 +235,7 @@ def check(models: Sequence[type[Model]], endpoint: str, *,
         infos: dict[str, ModelInfo] = {}
         # lock key → [(record key, model name, the LockRef it requires)]
         required: dict[str, list[tuple[TypedKey, str, LockRef]]] = {}
-        for raw in scan_table(endpoint, table):
+        for raw in scan_table(endpoint, table, region):
             hash_value = raw[hash_attr].get("S")
             if isinstance(hash_value, str) and hash_value.startswith(RESERVED_PREFIX):
                 if hash_value.startswith(SYSTEM_PREFIX):
@@ -282,7 +283,7 @@ def check(models: Sequence[type[Model]], endpoint: str, *,
                 reason = "the key is not a lock key"
             elif owner is None:
                 reason = "it has no owner attribute"
-            elif not _record_exists(endpoint, table, owner):
+            elif not _record_exists(endpoint, table, owner, region):
                 reason = "its owner record does not exist"
             else:
                 reason = "its owner record does not require this value"
@@ -299,10 +300,10 @@ def check(models: Sequence[type[Model]], endpoint: str, *,
     )
 
 
-def _record_exists(endpoint: str, table: str, owner: TypedKey) -> bool:
+def _record_exists(endpoint: str, table: str, owner: TypedKey, region: str) -> bool:
     # Only reached for orphans, so one read per orphan is cheap.
     try:
-        return raw_item(endpoint, table, owner) is not None
+        return raw_item(endpoint, table, owner, region) is not None
     except Exception:  # an owner map that is not a valid key cannot name a record
         return False
 
@@ -345,10 +346,11 @@ def assert_clean(models: Sequence[type[Model]], endpoint: str, *,
     return report
 
 
-def raw_item(endpoint: str, table: str, key: Mapping[str, Any]) -> Raw | None:
+def raw_item(endpoint: str, table: str, key: Mapping[str, Any],
+             region: str = "us-east-1") -> Raw | None:
     """One raw item, read strongly consistently (None when absent)."""
-    item = raw_client(endpoint).get_item(TableName=table, Key=dict(key),
-                                         ConsistentRead=True).get("Item")
+    item = raw_client(endpoint, region).get_item(TableName=table, Key=dict(key),
+                                                 ConsistentRead=True).get("Item")
     return dict(item) if item is not None else None
 
 

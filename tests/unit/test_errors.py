@@ -54,7 +54,7 @@ ALL_ERRORS: list[type[DynauniqueError]] = [e for e in EXCEPTIONS if issubclass(e
 
 def test_the_module_defines_exactly_the_documented_errors() -> None:
     assert {e.__name__ for e in EXCEPTIONS} == {
-        "DynauniqueError", "ConfigurationError", "InvalidValueError",
+        "DynauniqueError", "ConfigurationError", "GlobalTableError", "InvalidValueError",
         "UnsupportedOperationError", "TransactionTooLargeError", "WriteConflict",
         "UniqueViolation", "ConcurrentModificationError", "ForeignLockError",
         "ConditionCheckFailedError", "OtherModelRecordError",

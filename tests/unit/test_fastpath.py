@@ -21,7 +21,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from dynaunique import _connection, _wire, audit
+from dynaunique import _connection, _regions, _wire, audit
 from dynaunique.testing import FAKE_AWS_ENV
 from tests.unit.test_wire import Wired, _full
 
@@ -113,6 +113,8 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     _connection._connections.clear()
     client = _connection.client_for(Wired.Meta)
     client.meta.events.register_last("before-send.dynamodb", answer)
+    # Known to have no replica: the first write asks nothing (dynaunique._regions).
+    _regions.remember(Wired.Meta.table_name, client.meta.region_name, Wired.Meta.host, {})
     yield state
     _connection._connections.clear()
 
