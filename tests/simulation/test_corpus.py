@@ -82,13 +82,13 @@ def test_the_server_records_each_request_and_its_answer(tmp_path: Path,
     with local_dynamodb() as endpoint:
         client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
                               aws_access_key_id="testing", aws_secret_access_key="testing")
-        client.create_table(TableName="t", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+        client.create_table(TableName="tbl", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
                             AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
                             BillingMode="PAY_PER_REQUEST")
-        client.put_item(TableName="t", Item={"k": {"S": "a"}})
+        client.put_item(TableName="tbl", Item={"k": {"S": "a"}})
         reset_local_dynamodb(endpoint)
         with pytest.raises(client.exceptions.ResourceNotFoundException):
-            client.get_item(TableName="t", Key={"k": {"S": "a"}})
+            client.get_item(TableName="tbl", Key={"k": {"S": "a"}})
     (written,) = tmp_path.glob("server-*.jsonl")
     lines = [json.loads(line) for line in written.read_text().splitlines()]
     assert [sorted(line) for line in lines] == [
@@ -96,7 +96,7 @@ def test_the_server_records_each_request_and_its_answer(tmp_path: Path,
         ["case"], ["answer", "op", "request", "status"]]
     assert lines[0]["case"].startswith("server ") and lines[3] == {"case": "reset"}
     assert [line.get("op") for line in lines] == [None, "CreateTable", "PutItem", None, "GetItem"]
-    assert lines[2]["request"] == {"TableName": "t", "Item": {"k": {"S": "a"}}}
+    assert lines[2]["request"] == {"TableName": "tbl", "Item": {"k": {"S": "a"}}}
     assert (lines[2]["status"], lines[2]["answer"]) == (200, {})
     assert lines[4]["status"] == 400
     assert lines[4]["answer"]["__type"].endswith("#ResourceNotFoundException")
