@@ -19,6 +19,8 @@ import hmac
 import json
 import logging
 import uuid
+import zlib
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import botocore.auth as _auth
@@ -26,6 +28,7 @@ import botocore.context as _ctx
 import botocore.handlers as _handlers
 from botocore.awsrequest import AWSPreparedRequest, HeadersDict
 from botocore.client import BaseClient
+from botocore.exceptions import ChecksumError
 from botocore.history import get_global_history_recorder
 from botocore.hooks import first_non_none_response
 from pynamodb.connection import Connection
@@ -144,16 +147,7 @@ class FastPath:
         client, method = self.client, type(self.client)._make_api_call
         if method is not _ORIGINAL:            # botocore's method is patched (a mock): use it
             return method(client, operation_name, api_params)
-        call = self.begin(operation_name, api_params)
-        if call is None:
-            return method(client, operation_name, api_params)
-        try:
-            response = call.before_send()
-            if response is None:
-                response = self.endpoint._send(call.request)
-        except Exception as exc:
-            call.failed(exc)
-        return call.finish(response)
+        return start(client, operation_name, api_params).send(client._endpoint._send)
 
     def begin(self, operation_name: str, params: dict[str, Any]) -> _Call | None:
         """The call's request, built and signed as botocore would; None: botocore's path."""
@@ -230,13 +224,32 @@ class _Call:
         return first_non_none_response(self.client.meta.events.emit(
             self.op.events["before-send"], request=self.request))
 
+    def send(self, sender: Callable[[Any], Any]) -> Any:
+        """The call made with ``sender`` (botocore's ``Endpoint._send``): its parsed answer."""
+        if self.request is None:             # a before-call handler answered
+            return self.finish(None)
+        try:
+            response = self.before_send()
+            if response is None:
+                response = sender(self.request)
+        except Exception as exc:
+            self.failed(exc)
+        return self.finish(response)
+
     def finish(self, http: Any) -> Any:
-        """The parsed answer; botocore's ClientError for an error answer."""
+        """The parsed answer; botocore's ClientError for an error answer; botocore's
+        ``ChecksumError`` for an answer whose body is not the one its ``x-amz-crc32`` says."""
         context = self.request_dict["context"]
         model = self.op.model
         if self.answered is not None:        # a before-call handler answered (botocore's path)
             http, parsed = self.answered
         else:
+            try:
+                check_crc32(http)
+            except ChecksumError as exc:
+                self.client.meta.events.emit(self.op.events["after-call-error"],
+                                             exception=exc, context=context)
+                raise
             parsed = None
             decode = self.op.decode
             if http.status_code < 300 and decode is not None:
@@ -344,6 +357,23 @@ def signed(headers: dict[str, str], host: str, path: str, payload: bytes, stamp:
 
 
 # --- the answer ----------------------------------------------------------------------------------
+
+
+def check_crc32(http: Any) -> None:
+    """Raise botocore's ``ChecksumError`` when DynamoDB's ``x-amz-crc32`` header does not match
+    the body received (botocore checks it only in its retry handler, whose retries the library
+    turns off; what it compares is this: the CRC32 of the raw body). No header: nothing to
+    check."""
+    headers = http.headers
+    expected = headers.get("x-amz-crc32")
+    if expected is None and type(headers) is not HeadersDict:
+        expected = {k.lower(): v for k, v in headers.items()}.get("x-amz-crc32")
+    if expected is None:
+        return
+    actual = zlib.crc32(http.content) & 0xFFFFFFFF
+    if str(actual) != str(expected).strip():
+        raise ChecksumError(checksum_type="crc32", expected_checksum=expected,
+                            actual_checksum=actual)
 
 
 def metadata(headers: Any, status: int) -> dict[str, Any]:

@@ -12,7 +12,9 @@ applied) and, when a queued :class:`Rule` matches its operation, one fault is in
   the client's read timeout, this is a timeout before or after the server applied the write; a
   reply held back stops waiting once the client has closed its connection);
 * ``THROTTLE`` — answer ``400 ProvisionedThroughputExceededException`` without forwarding, as
-  DynamoDB does when a request exceeds the table's capacity: nothing was applied.
+  DynamoDB does when a request exceeds the table's capacity: nothing was applied;
+* ``CORRUPT`` — forward it, then reply with ``rule.body`` (default ``{}``: an empty item) under
+  the true answer's headers, its ``x-amz-crc32`` included: an answer damaged on the way.
 
 Every forwarded request is recorded with its answer's parsed JSON (``Recorded.response``) and
 the time it came back (``Recorded.at``, ``time.monotonic()``): the consumed capacity a request
@@ -66,6 +68,7 @@ class Fault(enum.Enum):
     DELAY_BEFORE = "delay-before"
     DELAY_AFTER = "delay-after"
     THROTTLE = "throttle"
+    CORRUPT = "corrupt"
 
 
 @attrs.define
@@ -82,6 +85,8 @@ class Rule:
     #: Only requests this picks (operation, parsed body) match; None: every one of
     #: ``operations``.
     when: Callable[[str, dict[str, Any]], bool] | None = None
+    #: The body ``CORRUPT`` replies with instead of the server's.
+    body: bytes = b"{}"
 
 
 @attrs.frozen
@@ -220,14 +225,15 @@ class FaultProxy:
     def inject(self, fault: Fault, *, times: int = 1,
                operations: Iterable[str] = WRITE_OPERATIONS, delay: float = 0.0,
                on_applied: Callable[[], None] | None = None, chance: float = 1.0,
-               when: Callable[[str, dict[str, Any]], bool] | None = None) -> Rule:
+               when: Callable[[str, dict[str, Any]], bool] | None = None,
+               body: bytes = b"{}") -> Rule:
         """Queue a rule; rules are consumed in order, each request consuming at most one.
 
         With ``chance`` below 1 each matching request gets the fault with that probability (a
         lossy network: ``inject(Fault.DROP_AFTER, times=10**9, chance=0.02)``). ``when`` narrows
         the rule to the requests it picks by operation and parsed body.
         """
-        rule = Rule(fault, times, frozenset(operations), delay, on_applied, chance, when)
+        rule = Rule(fault, times, frozenset(operations), delay, on_applied, chance, when, body)
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -435,6 +441,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if fault is Fault.DELAY_AFTER and rule is not None:
                 self._hold_reply(rule.delay)
+            if fault is Fault.CORRUPT and rule is not None:
+                response_body = rule.body
             self._reply(status, response_headers, response_body)
         finally:
             proxy._end()

@@ -13,6 +13,7 @@ import copy
 import datetime
 import json
 import uuid
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,8 +49,12 @@ _ANSWERS: dict[str, dict[str, Any]] = {
     "TransactGetItems": {"Responses": [{"Item": _ITEM}, {}]},
     "TransactWriteItems": {"ConsumedCapacity": [], "ItemCollectionMetrics": {}},
 }
-_HEADERS = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "rid",
-            "x-amz-crc32": "1"}
+_HEADERS = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "rid"}
+
+
+def _headers(body: bytes) -> dict[str, str]:
+    """DynamoDB's headers of an answer, its ``x-amz-crc32`` the body's (the library checks it)."""
+    return {**_HEADERS, "x-amz-crc32": str(zlib.crc32(body) & 0xFFFFFFFF)}
 
 
 class _Raw:
@@ -72,9 +77,9 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         state["sent"].append(request)
         operation = request.headers["X-Amz-Target"].decode().split(".")[1]
         if state["error"] is not None:
-            return AWSResponse(request.url, 400, _HEADERS, _Raw(state["error"]))
-        return AWSResponse(request.url, 200, _HEADERS,
-                           _Raw(json.dumps(_ANSWERS[operation]).encode()))
+            return AWSResponse(request.url, 400, _headers(state["error"]), _Raw(state["error"]))
+        content = json.dumps(_ANSWERS[operation]).encode()
+        return AWSResponse(request.url, 200, _headers(content), _Raw(content))
 
     original = _wire.FastPath.__call__
 
@@ -195,7 +200,8 @@ def test_a_handler_of_its_own_on_a_skipped_event_takes_botocores_path(
         client = _connection.client_for(Wired.Meta)
         client.meta.events.register_last("before-send.dynamodb",
                                          lambda request, **_: AWSResponse(
-                                             request.url, 200, _HEADERS, _Raw(b"{}")))
+                                             request.url, 200, _headers(b"{}"),
+                                             _Raw(b"{}")))
         fast = client.__dict__["_make_api_call"]
         params = {"TableName": "wire_records", "Item": {"PK": {"S": "a"}}}
         assert fast.begin("PutItem", dict(params)) is not None
@@ -243,8 +249,8 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
 
         def answer(request: Any, **_: Any) -> AWSResponse:
             sent.append(request)
-            return AWSResponse(request.url, 200, _HEADERS,
-                               _Raw(json.dumps(_ANSWERS["GetItem"]).encode()))
+            content = json.dumps(_ANSWERS["GetItem"]).encode()
+            return AWSResponse(request.url, 200, _headers(content), _Raw(content))
 
         client.meta.events.register_last("before-send.dynamodb", answer)
         params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
@@ -262,5 +268,43 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
                 botocores.method, botocores.url, botocores.body)
             assert list(request.headers.items()) == list(botocores.headers.items())
             assert call.finish(answer(request)) == expected
+    finally:
+        _connection._connections.clear()
+
+
+def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore checks ``x-amz-crc32`` only in its retry handler (retries off here): the call
+    checks it itself, fast or by botocore's steps; no header, nothing to check."""
+    from botocore.exceptions import ChecksumError
+
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    _connection._connections.clear()
+    try:
+        client = _connection.client_for(Wired.Meta)
+        content = json.dumps(_ANSWERS["GetItem"]).encode()
+        headers: dict[str, str] = {}
+        client.meta.events.register_last("before-send.dynamodb", lambda request, **_: AWSResponse(
+            request.url, 200, headers, _Raw(content)))
+        errors: list[Any] = []
+        client.meta.events.register("after-call-error.dynamodb",
+                                    lambda exception, **_: errors.append(exception))
+        params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+        connection = _connection.connection_for(Wired.Meta)
+        for fast in (True, False):
+            if not fast:
+                client.meta.events.register("before-sign.dynamodb", lambda **_: None)
+            assert (client.__dict__["_make_api_call"].begin("GetItem", dict(params))
+                    is not None) is fast
+            headers.clear()
+            headers.update(_HEADERS)
+            assert connection.dispatch("GetItem", dict(params))["Item"]["PK"] == {"S": "W#1"}
+            headers.update(_headers(content))
+            assert connection.dispatch("GetItem", dict(params))["Item"]["PK"] == {"S": "W#1"}
+            headers["x-amz-crc32"] = str(int(headers["x-amz-crc32"]) ^ 1)
+            with pytest.raises(ChecksumError, match="crc32"):
+                connection.dispatch("GetItem", dict(params))
+            assert isinstance(errors.pop(), ChecksumError) and not errors
     finally:
         _connection._connections.clear()
