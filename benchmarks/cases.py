@@ -116,9 +116,9 @@ def cases() -> tuple[Case, ...]:
     default_client = stub(make_client(STUB_ENDPOINT))
     hands = {TUNED: HandWritten(tuned_client, TABLE), DEFAULT: HandWritten(default_client, TABLE)}
     models = {k: k_model(k) for k in KS}
-    stubbed = {id(_connection.client_for(BenchAccount.Meta))}
+    stubbed = {id(_connection.client_for(BenchAccount))}
     for model in models.values():
-        client = _connection.client_for(model.Meta)
+        client = _connection.client_for(model)
         if id(client) not in stubbed:
             stubbed.add(id(stub(client)))
     hands_k = {(v, k): HandWrittenK(c, f"bench_k{k}", k) for k in KS

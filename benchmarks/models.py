@@ -44,7 +44,7 @@ def fake_credentials() -> None:
 def point_at(endpoint: str) -> Any:
     """Point BenchAccount at ``endpoint``; return dynaunique's client for it."""
     use_endpoint(endpoint, BenchAccount)
-    return connection.client_for(BenchAccount.Meta)
+    return connection.client_for(BenchAccount)
 
 
 def fresh_table(endpoint: str) -> None:

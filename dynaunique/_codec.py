@@ -125,7 +125,8 @@ def request_context(client: Any, model: Any) -> dict[str, Any]:
 class Op:
     """One operation of one client: what the fast path needs of it, computed once."""
 
-    __slots__ = ("checked", "context", "decode", "endpoints", "events", "member", "model")
+    __slots__ = ("attempts", "checked", "context", "decode", "endpoints", "events", "member",
+                 "model")
 
     def __init__(self, client: Any, model: Any, member: str | None, decode: Any) -> None:
         # Where its table names are (None: none); its answers' decoder (None: botocore's parser).
@@ -136,6 +137,20 @@ class Op:
             *KNOWN, "before-send", "after-call", "after-call-error")}
         self.events["before-endpoint-resolution"] = "before-endpoint-resolution.dynamodb"
         self.checked: Any = None      # the emitter's lookup cache the handlers were checked for
+        #: The client's attempts a call (its retry headers say ``max=`` that; sent once here).
+        self.attempts = max_attempts(client)
+
+
+def max_attempts(client: Any) -> int:
+    """The attempts the client's retry configuration makes a call (``total_max_attempts``, or
+    ``max_attempts`` retries plus one; botocore's default: 3 in legacy mode, which the fast
+    path leaves to botocore; 0: not known)."""
+    retries = getattr(client.meta.config, "retries", None) or {}
+    if "total_max_attempts" in retries:
+        return int(retries["total_max_attempts"])
+    if "max_attempts" in retries:
+        return int(retries["max_attempts"]) + 1
+    return 0
 
 
 def check_client(path: Any) -> bool:
@@ -205,10 +220,9 @@ def handlers_known(path: Any, op: Op) -> bool:
             kind = type(owner).__name__
             if (kind == "RequestSigner" and owner is not path.signer) or (
                     kind == "UserAgentString" and owner is not path.ua) or (
-                    kind == "MaxAttemptsSeeder" and owner._max_attempts != 1) or (
-                    kind == "RetryHandler" and owner._retry_policy._retry_checker
-                    ._max_attempts_checker._max_attempts != 1):
+                    kind == "MaxAttemptsSeeder" and owner._max_attempts != op.attempts):
                 return False
+    # The retry handler itself is never asked on the fast path: a call is sent once.
     if path.signer._choose_signer(op.model.name, "standard", dict(op.context)) != "v4":
         return False
     op.checked = cache

@@ -26,6 +26,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from functools import lru_cache
 from itertools import repeat
@@ -48,7 +49,7 @@ from dynaunique._answers import (
     error_for,
     retryable,
 )
-from dynaunique.errors import DynauniqueError
+from dynaunique.errors import DynauniqueError, UnsupportedOperationError
 from dynaunique.observe import connection_logger as _log
 from dynaunique.observe import emit, stats
 
@@ -98,11 +99,13 @@ def _policy(attempts: int, backoff_ms: float) -> RetryPolicy:
 
 # --- connections ---------------------------------------------------------------------------------
 
-_connections: dict[tuple[Any, ...], Connection] = {}
+#: The connections wired so far (what ``client_hooks`` were run for), by ``id``.
+_connections: weakref.WeakValueDictionary[int, Connection] = weakref.WeakValueDictionary()
 _connections_lock = threading.Lock()
-#: Called with the botocore client of every new connection, e.g. to register botocore event
-#: handlers (the benchmarks count requests this way).
-client_hooks: list[Callable[[Any], None]] = []
+#: Called with the botocore client of every connection the library wires (a model's, the first
+#: time the library sends through it, and again when PynamoDB makes it a new client), e.g. to
+#: register botocore event handlers (the benchmarks count requests this way).
+client_hooks: list[Callable[[Any], None]] = _wire.client_hooks
 
 
 def _meta_value(meta: Any, name: str) -> Any:
@@ -110,84 +113,104 @@ def _meta_value(meta: Any, name: str) -> Any:
     return value if value is not None else get_settings_value(name)
 
 
-def _settings_key(meta: Any) -> tuple[Any, ...]:
-    headers = _meta_value(meta, "extra_headers")
-    return (
-        _meta_value(meta, "region"),
-        _meta_value(meta, "host"),
-        getattr(meta, "aws_access_key_id", None),
-        getattr(meta, "aws_secret_access_key", None),
-        getattr(meta, "aws_session_token", None),
-        _meta_value(meta, "connect_timeout_seconds"),
-        _meta_value(meta, "read_timeout_seconds"),
-        _meta_value(meta, "max_pool_connections"),
-        tuple(sorted(headers.items())) if isinstance(headers, Mapping) else None,
-    )
-
-
-def connection_for(meta: Any) -> Connection:
-    """The PynamoDB connection dynaunique sends a model's requests through (one per settings).
-
-    Built from ``meta`` as PynamoDB builds the model's own connection, with botocore's retries
-    off (``total_max_attempts: 1``): :func:`send` decides every resend.
+def connection_for(model: Any) -> Connection:
+    """The PynamoDB connection a model's requests go through: the model's own,
+    ``model._get_connection().connection`` — what PynamoDB itself writes through, so its
+    botocore client's handlers, a ``Stubber`` on it, ``mock_aws``, its session and ``Config``
+    apply to every request of the library as to PynamoDB's — with the library's request path
+    wired into its client (``dynaunique._wire.wire``). The one place a model's client is chosen.
     """
-    key = _settings_key(meta)
+    connection: Connection = model._get_connection().connection
+    if _wire.wire(connection):
+        with _connections_lock:
+            _connections[id(connection)] = connection
+            _wired.add(model)
+    return connection
+
+
+#: The models whose connections the library wired (for :func:`forget`).
+_wired: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def forget() -> None:
+    """Drop the PynamoDB connection of every model the library sent through (PynamoDB makes
+    each again on its next request, with a new botocore client): for tests that change the
+    environment a connection was made from, or registered handlers on its client."""
     with _connections_lock:
-        connection = _connections.get(key)
-        if connection is None:
-            region, host, key_id, secret, token, connect, read, pool, headers = key
-            connection = _wire.FastConnection(
-                region=region,
-                host=host,
-                connect_timeout_seconds=connect,
-                read_timeout_seconds=read,
-                retry_configuration={"total_max_attempts": 1, "mode": "standard"},
-                max_pool_connections=pool,
-                extra_headers=dict(headers) if headers is not None else None,
-                aws_access_key_id=key_id,
-                aws_secret_access_key=secret,
-                aws_session_token=token,
-            )
-            for hook in client_hooks:
-                hook(connection.client)
-            _connections[key] = connection
-        return connection
+        models, connections = list(_wired), list(_connections.values())
+        _wired.clear()
+        _connections.clear()
+    for model in models:
+        model._connection = None
+    for connection in connections:
+        # A parent's connection its subclasses share: made again too.
+        connection._client = None
+    _sendings.clear()
 
 
 #: The ``Meta`` attributes (own or inherited) a model's connection and retry policy are made of.
 _META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key",
                   "aws_session_token", "connect_timeout_seconds", "read_timeout_seconds",
-                  "max_pool_connections", "extra_headers", "max_retry_attempts", "base_backoff_ms")
+                  "max_pool_connections", "extra_headers", "max_retry_attempts", "base_backoff_ms",
+                  "table_name")
 
 
 def _made_of(meta: Any) -> tuple[Any, ...]:
-    # What connection_for and policy_for read: the Meta's settings, then PynamoDB's.
+    # What PynamoDB's connection and policy_for read: the Meta's settings, then PynamoDB's.
     overrides = _settings.override_settings
     return (*map(getattr, repeat(meta), _META_SETTINGS, repeat(None)), overrides,
             _settings.default_settings_dict, getattr(overrides, "__dict__", None))
 
 
-#: Meta → (what its connection and policy were made of, their settings key, the pair).
-_sendings: dict[Any, tuple[tuple[Any, ...], tuple[Any, ...], tuple[Connection, RetryPolicy]]] = {}
+#: model → (what its connection and policy were made of, its TableConnection, the pair).
+_sendings: dict[Any, tuple[tuple[Any, ...], Any, tuple[Connection, RetryPolicy]]] = {}
 
 
-def sending_for(meta: Any) -> tuple[Connection, RetryPolicy]:
-    """``(connection_for(meta), policy_for(meta))``, kept per ``Meta``: made again when one of
-    its settings (``use_endpoint``, ``Meta.host = ...``) or PynamoDB's changed, or the kept
-    connection is no longer the one of those settings (the cache was cleared)."""
+def sending_for(model: Any) -> tuple[Connection, RetryPolicy]:
+    """``(connection_for(model), policy_for(model.Meta))``, kept per model: made again when
+    PynamoDB's connection of the model was replaced (``Model._connection = None``) or one of the
+    settings it is made of changed (``Meta.host = ...``, PynamoDB's settings): then the model's
+    PynamoDB connection is dropped first, so that PynamoDB makes it again from them, as the
+    library's own used to be (a retargeted model needs no reset)."""
+    meta = model.Meta
     made_of = _made_of(meta)
-    known = _sendings.get(meta)
-    if known is None or known[0] != made_of or _connections.get(known[1]) is not known[2][0]:
-        pair = (connection_for(meta), policy_for(meta))
+    known = _sendings.get(model)
+    if known is None or known[1] is not model._connection or known[0] != made_of:
+        if known is not None and known[0] != made_of:
+            model._connection = None
+        pair = (connection_for(model), policy_for(meta))
         # Copies: a dict changed in place (extra_headers, the settings) is a change.
-        known = _sendings[meta] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
-                                   _settings_key(meta), pair)
+        known = _sendings[model] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
+                                    model._connection, pair)
     return known[2]
 
 
-def client_for(meta: Any) -> Any:
+def sending_for_models(models: Sequence[Any]) -> tuple[Connection, RetryPolicy]:
+    """The sending of one request that writes items of ``models`` (a unit of work): the first
+    model's, when every model's client goes to the same endpoint and region.
+
+    :raises UnsupportedOperationError: they do not (one transaction goes to one DynamoDB).
+    """
+    sendings = [sending_for(model) for model in models]
+    first = sendings[0][0]
+    if len({id(connection) for connection, _ in sendings}) > 1:
+        where = {_target(connection) for connection, _ in sendings}
+        if len(where) > 1:
+            raise UnsupportedOperationError(
+                "the models of one atomic() block point at different endpoints or regions; one "
+                "transaction can only go to one DynamoDB"
+            )
+    return first, sendings[0][1]
+
+
+def _target(connection: Connection) -> tuple[str, str]:
+    meta = connection.client.meta
+    return str(meta.region_name), str(meta.endpoint_url)
+
+
+def client_for(model: Any) -> Any:
     """The botocore client behind :func:`connection_for` (to register event handlers on)."""
-    return connection_for(meta).client
+    return connection_for(model).client
 
 
 # --- sending -------------------------------------------------------------------------------------
@@ -221,13 +244,17 @@ Steps = Generator[Step, Any, _T]
 
 
 def answer(request: Request) -> Answer | BaseException:
-    """Send ``request`` through its PynamoDB connection (``Connection.dispatch``): its answer,
-    or the exception when it says nothing about the request (:func:`answer_of`)."""
+    """Send ``request`` through its PynamoDB connection (``Connection.dispatch``), once (the
+    client's own retries are this loop's: ``_wire.once``): its answer, or the exception when it
+    says nothing about the request (:func:`answer_of`)."""
+    token = _wire.once.set(True)
     try:
         return Ok(dict(request.connection.dispatch(request.operation, dict(request.params))))
     except Exception as exc:
         failure = answer_of(exc)
         return exc if failure is None else failure
+    finally:
+        _wire.once.reset(token)
 
 
 def run(steps: Steps[_T], *, sleep: Callable[[float], None] = time.sleep) -> _T:

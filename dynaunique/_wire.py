@@ -21,6 +21,7 @@ import logging
 import uuid
 import zlib
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, NoReturn
 
 import botocore.auth as _auth
@@ -92,6 +93,32 @@ class FastSerializer:
         return getattr(self.inner, name)
 
 
+#: Set while the library sends one request (``_connection.answer``): the call is sent once, its
+#: retries being the library's own loop, whatever the client's retry settings. A call without it
+#: (PynamoDB's own ``Model.get`` on the same client) is botocore's, retries and all.
+once: ContextVar[bool] = ContextVar("dynaunique_once", default=False)
+#: Called with every botocore client :func:`wire` installs the request path in (see
+#: ``dynaunique._connection.client_hooks``, the same list).
+client_hooks: list[Callable[[Any], None]] = []
+
+
+def wire(connection: Connection) -> bool:
+    """Install the request path in a PynamoDB connection's client, and in any client PynamoDB
+    makes for it later (its class becomes :class:`FastConnection`, which adds nothing but
+    that); True when a client was wired just now."""
+    if type(connection) is Connection:
+        connection.__class__ = FastConnection
+    if isinstance(connection, FastConnection):
+        return connection.wire()
+    client = connection.client         # a subclass of the user's: wired as it is asked for
+    if isinstance(client.__dict__.get("_make_api_call"), FastPath):
+        return False
+    install(client)
+    for hook in client_hooks:
+        hook(client)
+    return True
+
+
 def install(client: Any) -> bool:
     """Serialize ``client``'s requests with :class:`FastSerializer` and send them through a
     :class:`FastPath`; False (``client`` left as it is) when the private hooks are missing."""
@@ -117,9 +144,19 @@ class FastConnection(Connection):
         """PynamoDB's botocore client (made on first use), with the fast path installed."""
         client = super().client
         if client is not self._wired:
-            install(client)
-            self._wired = client
+            self.wire()
         return client
+
+    def wire(self) -> bool:
+        """Install the request path in the current client (True: it was not yet)."""
+        client = super().client
+        if client is self._wired:
+            return False
+        install(client)
+        self._wired = client
+        for hook in client_hooks:
+            hook(client)
+        return True
 
 
 _ORIGINAL = BaseClient._make_api_call
@@ -142,10 +179,14 @@ class FastPath:
         self.uas: dict[Any, str] = {}         # the User-Agent per features
         self.keys: dict[str, Any] = {}        # botocore's HeadersDict key per header name
         self.ready = _codec.check_client(self)
+        #: The client makes one attempt a call: any call may take this path.
+        self.single = _codec.max_attempts(client) == 1
 
     def __call__(self, operation_name: str, api_params: dict[str, Any]) -> Any:
         client, method = self.client, type(self.client)._make_api_call
-        if method is not _ORIGINAL:            # botocore's method is patched (a mock): use it
+        if method is not _ORIGINAL or not (once.get() or self.single):
+            # botocore's method is patched (a mock), or a call of PynamoDB's own on a client
+            # that retries: botocore's whole path
             return method(client, operation_name, api_params)
         return start(client, operation_name, api_params).send(client._endpoint._send)
 
@@ -193,12 +234,13 @@ class FastPath:
         request_dict["context"] = context
         _handlers.add_recursion_detection_header(request_dict)
         invocation = str(uuid.uuid4())
-        context["retries"] = {"attempt": 1, "invocation-id": invocation, "max": 1}
+        context["retries"] = {"attempt": 1, "invocation-id": invocation, "max": op.attempts}
         stamp = context["timestamp"] = _auth.get_current_datetime().strftime(
             _auth.SIGV4_TIMESTAMP)
         payload = request_dict["body"]
         sent = signed(headers, host, path, payload, stamp, frozen, self.signer._region_name,
-                      self.signer._signing_name, _auth.SIGNED_HEADERS_BLACKLIST, invocation)
+                      self.signer._signing_name, _auth.SIGNED_HEADERS_BLACKLIST, invocation,
+                      op.attempts)
         # botocore's HeadersDict of them, its keys made once per header name.
         keys = self.keys
         prepared = HeadersDict()
@@ -256,7 +298,8 @@ class _Call:
                 try:
                     content = http.content
                     parsed = decode(json.loads(content.decode("utf-8")) if content else {})
-                    parsed["ResponseMetadata"] = metadata(http.headers, http.status_code)
+                    parsed["ResponseMetadata"] = metadata(http.headers, http.status_code,
+                                                          self.op.attempts == 1)
                 except Exception:  # not what the model says: botocore's parser says what it says
                     parsed = None
             if parsed is None:
@@ -337,7 +380,7 @@ def authorization(headers: dict[str, str], host: str, path: str, payload: bytes,
 
 def signed(headers: dict[str, str], host: str, path: str, payload: bytes, stamp: str,
            credentials: Any, region: str, service: str, unsigned: Any,
-           invocation: str) -> dict[str, Any]:
+           invocation: str, attempts: int = 1) -> dict[str, Any]:
     """The headers botocore sends a POST with, in its order: the request's, the SigV4 ones
     (``X-Amz-Date``, the session token, ``Authorization``), the SDK's retry headers of a first
     attempt, values as UTF-8 bytes, and ``Content-Length``."""
@@ -348,7 +391,7 @@ def signed(headers: dict[str, str], host: str, path: str, payload: bytes, stamp:
     sent["Authorization"] = authorization(sent, host, path, payload, stamp, credentials, region,
                                           service, unsigned)
     sent["amz-sdk-invocation-id"] = invocation
-    sent["amz-sdk-request"] = "attempt=1; max=1"
+    sent["amz-sdk-request"] = f"attempt=1; max={attempts}"
     out: dict[str, Any] = {}
     for name, value in sent.items():
         out[name] = value.encode("utf-8") if isinstance(value, str) else value
@@ -376,9 +419,9 @@ def check_crc32(http: Any) -> None:
                             actual_checksum=actual)
 
 
-def metadata(headers: Any, status: int) -> dict[str, Any]:
-    """The ``ResponseMetadata`` botocore gives an answer at its first and only attempt (its
-    retry handler says ``MaxAttemptsReached`` at attempt 1 of 1)."""
+def metadata(headers: Any, status: int, last: bool = True) -> dict[str, Any]:
+    """The ``ResponseMetadata`` botocore gives an answer at its first attempt (its retry handler
+    says ``MaxAttemptsReached`` when that is the ``last``: attempt 1 of 1)."""
     if type(headers) is HeadersDict:       # botocore's lowercase_dict, read from its keys
         lowered = {key._lower: value for key, value in headers._dict.items()}
     else:
@@ -388,7 +431,8 @@ def metadata(headers: Any, status: int) -> dict[str, Any]:
         meta["RequestId"] = lowered["x-amzn-requestid"]
     meta["HTTPStatusCode"] = status
     meta["HTTPHeaders"] = lowered
-    meta["MaxAttemptsReached"] = True
+    if last:
+        meta["MaxAttemptsReached"] = True
     meta["RetryAttempts"] = 0
     return meta
 

@@ -119,5 +119,5 @@ class InstanceMixin(ModelBase):
         """A strongly consistent read of this object's record (raw item, or None)."""
         info = self._du_info
         assert info is not None
-        return (yield from read_steps(connection_for(self.Meta), policy_for(self.Meta),
+        return (yield from read_steps(connection_for(type(self)), policy_for(self.Meta),
                                       info.table, self._du_key()))

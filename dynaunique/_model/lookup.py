@@ -42,7 +42,7 @@ class LookupMixin(InstanceMixin):
         wanted = lock_of(info, bound, stored)
         if wanted is None:
             raise cls.DoesNotExist(f"None is never locked ({', '.join(constraint.fields)})")
-        connection, policy = connection_for(cls.Meta), policy_for(cls.Meta)
+        connection, policy = connection_for(cls), policy_for(cls.Meta)
         lock_at = lock_primary_key(info.key_attributes, wanted.key)
         lock = (yield from read_steps(connection, policy, info.table, lock_at))
         # The value as the caller gave it, or <hashed>: the one renderer decides.

@@ -147,7 +147,7 @@ def _tables(models: Sequence[type[Model]]) -> list[_Table]:
     connections: dict[int, Any] = {}
     for model in models:
         info = _info(model)
-        connection = connection_for(model.Meta)
+        connection = connection_for(model)
         connections[id(connection)] = connection
         groups.setdefault((info.table, id(connection)), []).append(model)
     tables = []

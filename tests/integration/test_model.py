@@ -62,7 +62,7 @@ def sent(raw: Any, request: pytest.FixtureRequest) -> Iterator[list[str]]:
 
     clients = {}
     for model in watched:
-        for client in (connection.client_for(model.Meta),
+        for client in (connection.client_for(model),
                        model._get_connection().connection.client):
             clients[id(client)] = client
     with listening(clients.values(), record):

@@ -114,7 +114,7 @@ def test_botocores_own_path_checks_the_answer_too(
     _unloaded(FaultPlain, direct, proxy)
     from dynaunique._connection import client_for
 
-    client = client_for(FaultPlain.Meta)
+    client = client_for(FaultPlain)
 
     def noop(**_: object) -> None:
         return None

@@ -9,6 +9,7 @@ order, body, context) and the two answers (parsed, or the ClientError's response
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import datetime
 import json
@@ -115,15 +116,15 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
     monkeypatch.setattr(_wire.FastPath, "__call__", both)
     state["answer"] = answer
-    _connection._connections.clear()
-    client = _connection.client_for(Wired.Meta)
+    _connection.forget()
+    client = _connection.client_for(Wired)
     client.meta.events.register_last("before-send.dynamodb", answer)
     yield state
-    _connection._connections.clear()
+    _connection.forget()
 
 
 def _every_operation() -> None:
-    connection = _connection.connection_for(Wired.Meta)
+    connection = _connection.connection_for(Wired)
     record = _full("W#1")
     record.save()
     record.name = "m"
@@ -163,8 +164,8 @@ def test_with_a_session_token_and_an_outer_user_agent_feature(
     from botocore.useragent import register_feature_id
 
     monkeypatch.setenv("AWS_SESSION_TOKEN", "token/with+chars=")
-    _connection._connections.clear()
-    client = _connection.client_for(Wired.Meta)
+    _connection.forget()
+    client = _connection.client_for(Wired)
     client.meta.events.register_last("before-send.dynamodb", paired["answer"])
     with start_as_current_context():
         register_feature_id("WAITER")
@@ -180,7 +181,7 @@ def test_errors_are_botocores_own(paired: dict[str, Any]) -> None:
         "message": "Transaction cancelled", "CancellationReasons": [
             {"Code": "None"}, {"Code": "ConditionalCheckFailed", "Message": "failed",
                                "Item": _ITEM}]}).encode()
-    connection = _connection.connection_for(Wired.Meta)
+    connection = _connection.connection_for(Wired)
     with pytest.raises(ClientError) as caught:
         _wire.FastPath.__call__(connection.client.__dict__["_make_api_call"],
                                 "TransactWriteItems", {"TransactItems": [
@@ -195,9 +196,9 @@ def test_a_handler_of_its_own_on_a_skipped_event_takes_botocores_path(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection._connections.clear()
+    _connection.forget()
     try:
-        client = _connection.client_for(Wired.Meta)
+        client = _connection.client_for(Wired)
         client.meta.events.register_last("before-send.dynamodb",
                                          lambda request, **_: AWSResponse(
                                              request.url, 200, _headers(b"{}"),
@@ -209,28 +210,28 @@ def test_a_handler_of_its_own_on_a_skipped_event_takes_botocores_path(
         client.meta.events.register("before-call.dynamodb.PutItem",
                                     lambda **_: seen.append("before-call"))
         assert fast.begin("PutItem", dict(params)) is None
-        _connection.connection_for(Wired.Meta).dispatch("PutItem", dict(params))
+        _connection.connection_for(Wired).dispatch("PutItem", dict(params))
         assert seen == ["before-call"]
         # Another operation, debug logging: botocore's path too.
         assert fast.begin("DescribeTable", {"TableName": "wire_records"}) is None
     finally:
-        _connection._connections.clear()
+        _connection.forget()
 
 
 def test_a_patched_botocore_method_is_what_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection._connections.clear()
+    _connection.forget()
     calls: list[str] = []
     from botocore.client import BaseClient
 
     monkeypatch.setattr(BaseClient, "_make_api_call",
                         lambda self, operation, params: calls.append(operation) or {})
     try:
-        _connection.connection_for(Wired.Meta).dispatch("GetItem", {
+        _connection.connection_for(Wired).dispatch("GetItem", {
             "TableName": "wire_records", "Key": {"PK": {"S": "a"}}})
     finally:
-        _connection._connections.clear()
+        _connection.forget()
     assert calls == ["GetItem"]
 
 
@@ -242,9 +243,9 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: _NOW)
     monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=26))
-    _connection._connections.clear()
+    _connection.forget()
     try:
-        client = _connection.client_for(Wired.Meta)
+        client = _connection.client_for(Wired)
         sent: list[Any] = []
 
         def answer(request: Any, **_: Any) -> AWSResponse:
@@ -269,7 +270,7 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
             assert list(request.headers.items()) == list(botocores.headers.items())
             assert call.finish(answer(request)) == expected
     finally:
-        _connection._connections.clear()
+        _connection.forget()
 
 
 def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
@@ -280,9 +281,9 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
 
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection._connections.clear()
+    _connection.forget()
     try:
-        client = _connection.client_for(Wired.Meta)
+        client = _connection.client_for(Wired)
         content = json.dumps(_ANSWERS["GetItem"]).encode()
         headers: dict[str, str] = {}
         client.meta.events.register_last("before-send.dynamodb", lambda request, **_: AWSResponse(
@@ -291,7 +292,8 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
         client.meta.events.register("after-call-error.dynamodb",
                                     lambda exception, **_: errors.append(exception))
         params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
-        connection = _connection.connection_for(Wired.Meta)
+        connection = _connection.connection_for(Wired)
+        monkeypatch.setattr(_wire, "once", contextvars.ContextVar("once", default=True))
         for fast in (True, False):
             if not fast:
                 client.meta.events.register("before-sign.dynamodb", lambda **_: None)
@@ -307,4 +309,4 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
                 connection.dispatch("GetItem", dict(params))
             assert isinstance(errors.pop(), ChecksumError) and not errors
     finally:
-        _connection._connections.clear()
+        _connection.forget()
