@@ -43,6 +43,7 @@ import json
 import random
 import select
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -165,6 +166,7 @@ class FaultProxy:
         self._in_flight = 0
         self._idle = threading.Condition(self._lock)
         self._server: ThreadingHTTPServer | None = None
+        self._scheme = "http"
         self._thread: threading.Thread | None = None
         #: How many faults of each kind were injected since the proxy started.
         self.injected: dict[Fault, int] = dict.fromkeys(Fault, 0)
@@ -187,16 +189,20 @@ class FaultProxy:
         """The proxy's endpoint URL, ``http://127.0.0.1:<port>``."""
         if self._server is None:
             raise RuntimeError("the proxy is not running")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> str:
-        """Bind a free port on 127.0.0.1, serve in a daemon thread, return :attr:`url`."""
+    def start(self, tls: ssl.SSLContext | None = None) -> str:
+        """Bind a free port on 127.0.0.1, serve in a daemon thread, return :attr:`url`
+        (``https://`` with a server-side ``tls`` context: the proxy is then a TLS endpoint)."""
         proxy = self
 
         class Handler(_Handler):
             owner = proxy
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            server.socket = tls.wrap_socket(server.socket, server_side=True)
+            self._scheme = "https"
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
