@@ -1,11 +1,13 @@
 """The one boundary to DynamoDB: every request goes through a model's PynamoDB connection, once.
 
-``connection_for(meta)`` is a :class:`pynamodb.connection.Connection` built from a model's
-``Meta`` exactly as PynamoDB builds the model's own (region — unset means botocore's own region
-chain —, host, credentials, timeouts, pool size, ``extra_headers``, ``PYNAMODB_CONFIG``
-settings), except that botocore's retries are off: :func:`send` retries itself, so that it knows
-when a resend follows an ambiguous failure. Requests go through ``Connection.dispatch``, so
-PynamoDB's ``pre_dynamodb_send``/``post_dynamodb_send`` signals fire and a mock of
+``connection_for(model)`` is the model's own PynamoDB connection (``model._get_connection()
+.connection``: what PynamoDB itself writes through), its botocore client wired with the request
+path of ``dynaunique._wire``; so the client's event handlers, a ``Stubber`` on it, ``mock_aws``,
+its session and settings apply to the library's requests as to PynamoDB's. Each of the
+library's requests is sent once (``_wire.once``): the client keeps PynamoDB's retry settings for
+PynamoDB's own calls, and :func:`send` retries the library's, so that it knows when a resend
+follows an ambiguous failure. Requests go through ``Connection.dispatch``, so PynamoDB's
+``pre_dynamodb_send``/``post_dynamodb_send`` signals fire and a mock of
 ``Connection._make_api_call`` sees them.
 
 The logic does no I/O itself: :func:`exchange_steps` is a generator that yields each step —
