@@ -1,5 +1,19 @@
-"""botocore's transport settings, as the client resolved them: what the async sender needs to
-send exactly where, and as safely as, botocore's own HTTP session would.
+"""The fence around botocore's private API, and botocore's transport settings as the client
+resolved them.
+
+**The fence** (docs/decisions.md, "The fence"). The fast request path (``dynaunique._wire``,
+``dynaunique._codec``) makes botocore's very request and answer without botocore's pipeline: it
+mirrors what a set of botocore functions do. :data:`MIRRORED` records, for every botocore
+release tested, a hash of each such function's source; :func:`fence` compares the installed
+botocore's once per process. A function whose source matches no tested release's is a change
+the fast path may no longer mirror: the fast path then stands aside for good (every call takes
+botocore's own steps, still checked and sent once) and one WARNING names the functions that
+differed. No version pin: an untested release whose functions are unchanged keeps the fast
+path; CI runs the byte-identity and decode tests against the newest botocore on PyPI
+(``.ci/run``, section "fence").
+
+**The transport**: what the async sender needs to send exactly where, and as safely as,
+botocore's own HTTP session would.
 
 botocore resolves a client's transport when it makes it: ``verify`` (the ``verify=`` argument,
 else ``AWS_CA_BUNDLE`` or ``ca_bundle`` in the config file, else ``REQUESTS_CA_BUNDLE``, else
@@ -15,18 +29,100 @@ environment's proxies), with one WARNING naming what was missing.
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import inspect
+import linecache
 import logging
 import os
 import ssl
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 import attrs
+import botocore
 from botocore.httpsession import get_cert_path
 from botocore.utils import get_environ_proxies
 
 _log = logging.getLogger("dynaunique.connection")
 _warned: set[str] = set()
+
+
+#: The botocore functions the fast path mirrors → the hash of their source (sha256, 16 hex
+#: digits) in each tested botocore release. Add a release's column after its byte-identity
+#: and decode tests pass (``python -m dynaunique._botocore`` prints it).
+MIRRORED: dict[str, dict[str, str]] = {
+    "1.44.8": {
+        "botocore.client.BaseClient._make_api_call": "75ba491f61ffbd4e",
+        "botocore.client.BaseClient._emit_api_params": "a6e9374a2db6a81f",
+        "botocore.client.BaseClient._convert_to_request_dict": "9c9089a6ab3b59d6",
+        "botocore.endpoint.Endpoint.create_request": "3896032f73c0943e",
+        "botocore.endpoint.Endpoint._send_request": "af914535237dd087",
+        "botocore.endpoint.Endpoint._do_get_response": "e1821119dedea32b",
+        "botocore.endpoint.convert_to_response_dict": "4910fc6af731775a",
+        "botocore.auth.SigV4Auth.add_auth": "0a37f12b13c3d758",
+        "botocore.auth.SigV4Auth.canonical_request": "fcddf419e5c48554",
+        "botocore.auth.SigV4Auth.canonical_headers": "b730b3c91eeb2128",
+        "botocore.auth.SigV4Auth.headers_to_sign": "ab710967c39dab72",
+        "botocore.auth.SigV4Auth.string_to_sign": "5b4ddbeef6205bf9",
+        "botocore.auth.SigV4Auth.signature": "e62ff117617719fa",
+        "botocore.auth.SigV4Auth._modify_request_before_signing": "c5366d6e92e5a6c0",
+        "botocore.signers.RequestSigner.sign": "b066ac228d0a9b81",
+        "botocore.handlers.add_retry_headers": "9de75c926ca39ca6",
+        "botocore.handlers.add_recursion_detection_header": "3f859b1770acde71",
+        "botocore.retries.standard.MaxAttemptsSeeder.seed_max_attempts": "fb1c1496baef39fb",
+        "botocore.serialize.JSONSerializer.serialize_to_request": "040af75bce3a010a",
+        "botocore.parsers.BaseJSONParser._handle_structure": "c0149450e9824bc3",
+        "botocore.parsers.JSONParser._do_parse": "c9e6874fbd9ecc86",
+        "botocore.parsers.JSONParser._handle_json_body": "6fdfd1959bfc1dcf",
+        "botocore.awsrequest.prepare_request_dict": "f2fcf2bf122acc77",
+        "botocore.awsrequest.HeadersDict.__setitem__": "8442c519e257dc39",
+    },
+}
+
+
+def _resolve(name: str) -> Any:
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            found = getattr(found, part)
+        return found
+    raise ImportError(name)
+
+
+def source_hash(name: str) -> str:
+    """The hash :data:`MIRRORED` records of the botocore function ``name`` (``"missing"``: it
+    is gone or its source cannot be read)."""
+    try:
+        # inspect.getsource's lines, found without its search of every module's file (0.3 s).
+        code = inspect.unwrap(_resolve(name)).__code__
+        lines = linecache.getlines(code.co_filename)
+        source = "".join(inspect.getblock(lines[code.co_firstlineno - 1:]))
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return "missing"
+    if not source:
+        return "missing"
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+@cache
+def fence() -> tuple[str, ...]:
+    """The mirrored functions whose source matches no tested release's (empty: the fast path
+    may run). Checked once per process; a difference is logged once, as a WARNING."""
+    names = next(iter(MIRRORED.values()))
+    differ = tuple(name for name in names
+                   if source_hash(name) not in {hashes.get(name) for hashes in MIRRORED.values()})
+    if differ:
+        _log.warning(
+            "botocore %s changed %s, which dynaunique's fast request path mirrors (tested: "
+            "botocore %s); every request takes botocore's own steps instead (correct, slower)",
+            botocore.__version__, ", ".join(differ), ", ".join(MIRRORED))
+    return differ
 
 
 @attrs.frozen
@@ -101,3 +197,10 @@ def ssl_context(verify: bool | str, cert: str | tuple[str, str] | None) -> ssl.S
     elif cert:
         context.load_cert_chain(cert)
     return context
+
+
+if __name__ == "__main__":  # the installed botocore's column of MIRRORED
+    print(f'    "{botocore.__version__}": {{')
+    for _name in next(iter(MIRRORED.values())):
+        print(f'        "{_name}": "{source_hash(_name)}",')
+    print("    },")

@@ -45,6 +45,8 @@ from botocore.signers import RequestSigner
 from botocore.useragent import UserAgentString
 from botocore.utils import normalize_url_path
 
+from dynaunique import _botocore
+
 Convert = Callable[[Any], Any]
 
 #: The operations the library sends: their bodies are made by ``_wire.body``.
@@ -157,6 +159,8 @@ def check_client(path: Any) -> bool:
     """Set on the fast path ``path`` the privates of its client it uses; whether the client is
     one it knows."""
     client = path.client
+    if _botocore.fence():       # botocore changed what the fast path mirrors (warned once)
+        return False
     try:
         events = client.meta.events
         path.emitter = events._emitter

@@ -310,3 +310,36 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
             assert isinstance(errors.pop(), ChecksumError) and not errors
     finally:
         _connection.forget()
+
+
+def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The fence: a mirrored botocore function whose source hash matches no tested release's
+    turns the fast path off (botocore's steps carry the calls) and says so once."""
+    from dynaunique import _botocore
+
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert _botocore.fence() == ()
+    changed = "botocore.auth.SigV4Auth.canonical_request"
+    tested = {version: {**hashes, changed: "0" * 16}
+              for version, hashes in _botocore.MIRRORED.items()}
+    monkeypatch.setattr(_botocore, "MIRRORED", tested)
+    _botocore.fence.cache_clear()
+    _connection.forget()
+    try:
+        with caplog.at_level("WARNING", logger="dynaunique.connection"):
+            client = _connection.client_for(Wired)
+            content = json.dumps(_ANSWERS["GetItem"]).encode()
+            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
+                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
+            params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+            assert client.__dict__["_make_api_call"].begin("GetItem", dict(params)) is None
+            for _ in range(2):
+                got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
+                assert got["Item"]["PK"] == {"S": "W#1"}
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1 and changed in warnings[0]
+    finally:
+        _botocore.fence.cache_clear()
+        _connection.forget()
