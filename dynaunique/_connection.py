@@ -196,7 +196,7 @@ def sending_for_models(models: Sequence[Any]) -> tuple[Connection, RetryPolicy]:
     sendings = [sending_for(model) for model in models]
     first = sendings[0][0]
     if len({id(connection) for connection, _ in sendings}) > 1:
-        where = {_target(connection) for connection, _ in sendings}
+        where = {target_of(connection) for connection, _ in sendings}
         if len(where) > 1:
             raise UnsupportedOperationError(
                 "the models of one atomic() block point at different endpoints or regions; one "
@@ -205,7 +205,8 @@ def sending_for_models(models: Sequence[Any]) -> tuple[Connection, RetryPolicy]:
     return first, sendings[0][1]
 
 
-def _target(connection: Connection) -> tuple[str, str]:
+def target_of(connection: Connection) -> tuple[str, str]:
+    """Where a connection's requests go: (region, endpoint URL) of its botocore client."""
     meta = connection.client.meta
     return str(meta.region_name), str(meta.endpoint_url)
 
