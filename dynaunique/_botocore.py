@@ -37,12 +37,18 @@ import logging
 import os
 import ssl
 from collections.abc import Mapping
+from contextvars import ContextVar
 from functools import cache
 from typing import Any
 
 import attrs
 import botocore
+import botocore.awsrequest as _awsrequest
+import botocore.handlers as _handlers
 from botocore.httpsession import get_cert_path
+from botocore.retries import standard as _standard
+from botocore.signers import RequestSigner
+from botocore.useragent import UserAgentString
 from botocore.utils import get_environ_proxies
 
 _log = logging.getLogger("dynaunique.connection")
@@ -123,6 +129,48 @@ def fence() -> tuple[str, ...]:
             "botocore %s); every request takes botocore's own steps instead (correct, slower)",
             botocore.__version__, ", ".join(differ), ", ".join(MIRRORED))
     return differ
+
+
+#: botocore's own handlers of each event the fast path does not emit (it does their work).
+KNOWN: dict[str, frozenset[Any]] = {
+    "provide-client-params": frozenset(), "before-sign": frozenset(),
+    "before-endpoint-resolution": frozenset(),
+    "response-received": frozenset(), "before-parse": frozenset(),
+    "before-parameter-build": frozenset({
+        _handlers.generate_idempotent_uuid,
+        getattr(_handlers, "_handle_request_validation_mode_member", None)}),
+    "before-call": frozenset({_handlers.add_recursion_detection_header,
+                              _handlers.inject_api_version_header_if_needed}),
+    "request-created": frozenset({
+        RequestSigner.handler, getattr(_standard.MaxAttemptsSeeder, "seed_max_attempts", None),
+        UserAgentString.rebuild_and_replace_user_agent_handler, _handlers.add_retry_headers}),
+    "choose-signer": frozenset({_handlers.set_operation_specific_signer,
+                                getattr(_handlers, "_set_auth_scheme_preference_signer", None)}),
+    "needs-retry": frozenset({_standard.RetryHandler.needs_retry}),
+}
+#: botocore's key of a header in a ``HeadersDict`` (``_wire`` makes each name's once).
+HEADER_KEY: Any = getattr(_awsrequest, "_HeaderKey", None)
+#: botocore's loggers: at DEBUG, botocore's path (it logs what the fast path would not).
+LOGGERS = tuple(logging.getLogger(f"botocore.{n}") for n in (
+    "endpoint", "hooks", "auth", "parsers", "client", "regions", "retries.standard", "utils"))
+
+
+def max_attempts(client: Any) -> int:
+    """The attempts the client's retry configuration makes a call (``total_max_attempts``, or
+    ``max_attempts`` retries plus one; botocore's default: 3 in legacy mode, which the fast
+    path leaves to botocore; 0: not known)."""
+    retries = getattr(client.meta.config, "retries", None) or {}
+    if "total_max_attempts" in retries:
+        return int(retries["total_max_attempts"])
+    if "max_attempts" in retries:
+        return int(retries["max_attempts"]) + 1
+    return 0
+
+
+#: Set while the library sends one request (``_connection.answer``): the call is sent once, its
+#: retries being the library's own loop, whatever the client's retry settings. A call without it
+#: (PynamoDB's own ``Model.get`` on the same client) is botocore's, retries and all.
+once: ContextVar[bool] = ContextVar("dynaunique_once", default=False)
 
 
 @attrs.frozen

@@ -4,7 +4,7 @@
 .connection``: what PynamoDB itself writes through), its botocore client wired with the request
 path of ``dynaunique._wire``; so the client's event handlers, a ``Stubber`` on it, ``mock_aws``,
 its session and settings apply to the library's requests as to PynamoDB's. Each of the
-library's requests is sent once (``_wire.once``): the client keeps PynamoDB's retry settings for
+library's requests is sent once (``_botocore.once``): the client keeps PynamoDB's retry settings for
 PynamoDB's own calls, and :func:`send` retries the library's, so that it knows when a resend
 follows an ambiguous failure. Requests go through ``Connection.dispatch``, so PynamoDB's
 ``pre_dynamodb_send``/``post_dynamodb_send`` signals fire and a mock of
@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
-import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from functools import lru_cache
 from itertools import repeat
@@ -39,7 +37,7 @@ from pynamodb import settings as _settings
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
-from dynaunique import _wire
+from dynaunique import _botocore, _clients
 from dynaunique._answers import (
     Ambiguous,
     Answer,
@@ -51,6 +49,14 @@ from dynaunique._answers import (
     error_for,
     retryable,
 )
+
+# The connections' API, kept importable here (the callers' and the tests' one boundary).
+from dynaunique._clients import _connections as _connections
+from dynaunique._clients import client_for as client_for
+from dynaunique._clients import client_hooks as client_hooks
+from dynaunique._clients import connection_for as connection_for
+from dynaunique._clients import forget as forget
+from dynaunique._clients import target_of as target_of
 from dynaunique.errors import DynauniqueError, UnsupportedOperationError
 from dynaunique.observe import connection_logger as _log
 from dynaunique.observe import emit, stats
@@ -101,53 +107,9 @@ def _policy(attempts: int, backoff_ms: float) -> RetryPolicy:
 
 # --- connections ---------------------------------------------------------------------------------
 
-#: The connections wired so far (what ``client_hooks`` were run for), by ``id``.
-_connections: weakref.WeakValueDictionary[int, Connection] = weakref.WeakValueDictionary()
-_connections_lock = threading.Lock()
-#: Called with the botocore client of every connection the library wires (a model's, the first
-#: time the library sends through it, and again when PynamoDB makes it a new client), e.g. to
-#: register botocore event handlers (the benchmarks count requests this way).
-client_hooks: list[Callable[[Any], None]] = _wire.client_hooks
-
-
 def _meta_value(meta: Any, name: str) -> Any:
     value = getattr(meta, name, None)
     return value if value is not None else get_settings_value(name)
-
-
-def connection_for(model: Any) -> Connection:
-    """The PynamoDB connection a model's requests go through: the model's own,
-    ``model._get_connection().connection`` — what PynamoDB itself writes through, so its
-    botocore client's handlers, a ``Stubber`` on it, ``mock_aws``, its session and ``Config``
-    apply to every request of the library as to PynamoDB's — with the library's request path
-    wired into its client (``dynaunique._wire.wire``). The one place a model's client is chosen.
-    """
-    connection: Connection = model._get_connection().connection
-    if _wire.wire(connection):
-        with _connections_lock:
-            _connections[id(connection)] = connection
-            _wired.add(model)
-    return connection
-
-
-#: The models whose connections the library wired (for :func:`forget`).
-_wired: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def forget() -> None:
-    """Drop the PynamoDB connection of every model the library sent through (PynamoDB makes
-    each again on its next request, with a new botocore client): for tests that change the
-    environment a connection was made from, or registered handlers on its client."""
-    with _connections_lock:
-        models, connections = list(_wired), list(_connections.values())
-        _wired.clear()
-        _connections.clear()
-    for model in models:
-        model._connection = None
-    for connection in connections:
-        # A parent's connection its subclasses share: made again too.
-        connection._client = None
-    _sendings.clear()
 
 
 #: The ``Meta`` attributes (own or inherited) a model's connection and retry policy are made of.
@@ -196,24 +158,13 @@ def sending_for_models(models: Sequence[Any]) -> tuple[Connection, RetryPolicy]:
     sendings = [sending_for(model) for model in models]
     first = sendings[0][0]
     if len({id(connection) for connection, _ in sendings}) > 1:
-        where = {target_of(connection) for connection, _ in sendings}
+        where = {_clients.target_of(connection) for connection, _ in sendings}
         if len(where) > 1:
             raise UnsupportedOperationError(
                 "the models of one atomic() block point at different endpoints or regions; one "
                 "transaction can only go to one DynamoDB"
             )
     return first, sendings[0][1]
-
-
-def target_of(connection: Connection) -> tuple[str, str]:
-    """Where a connection's requests go: (region, endpoint URL) of its botocore client."""
-    meta = connection.client.meta
-    return str(meta.region_name), str(meta.endpoint_url)
-
-
-def client_for(model: Any) -> Any:
-    """The botocore client behind :func:`connection_for` (to register event handlers on)."""
-    return connection_for(model).client
 
 
 # --- sending -------------------------------------------------------------------------------------
@@ -248,16 +199,19 @@ Steps = Generator[Step, Any, _T]
 
 def answer(request: Request) -> Answer | BaseException:
     """Send ``request`` through its PynamoDB connection (``Connection.dispatch``), once (the
-    client's own retries are this loop's: ``_wire.once``): its answer, or the exception when it
+    client's own retries are this loop's: ``_botocore.once``): its answer, or the exception when it
     says nothing about the request (:func:`answer_of`)."""
-    token = _wire.once.set(True)
+    client = request.connection.client
+    if "_make_api_call" not in client.__dict__:    # a client PynamoDB made again
+        _clients.install(client)
+    token = _botocore.once.set(True)
     try:
         return Ok(dict(request.connection.dispatch(request.operation, dict(request.params))))
     except Exception as exc:
         failure = answer_of(exc)
         return exc if failure is None else failure
     finally:
-        _wire.once.reset(token)
+        _botocore.once.reset(token)
 
 
 def run(steps: Steps[_T], *, sleep: Callable[[float], None] = time.sleep) -> _T:

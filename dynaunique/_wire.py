@@ -1,14 +1,13 @@
-"""The one botocore shim: the library's requests made, signed, sent and read cheaply.
+"""The library's requests made, signed, sent and read cheaply, below PynamoDB's ``dispatch``.
 
-:func:`install` puts a :class:`FastSerializer` in front of a client's serializer and a
-:class:`FastPath` in place of its ``_make_api_call`` (which PynamoDB's ``_make_api_call``, under
-``dispatch``, still calls). The fast path builds botocore's very request (URL, headers, SigV4
-signature, User-Agent, body) without its event pipeline, endpoint ruleset or request objects,
-emits ``before-send`` and sends through the client's endpoint; a success is decoded by a
-decoder compiled from the output shape, errors and failed sends go to botocore's parser and
-events; botocore's path takes the call whenever anything is not as checked (docs/decisions.md).
-:func:`start` gives a call as steps for ``dynaunique.aio``. What one request does is all here
-(one excursion); what is done once per client, operation or shape is ``dynaunique._codec``'s.
+:class:`FastSerializer` replaces a client's serializer and :class:`FastPath` its
+``_make_api_call`` (``dynaunique._clients.install``). The fast path builds botocore's very
+request (URL, headers, SigV4, User-Agent, body) without its pipeline, emits ``before-send``,
+sends through the client's endpoint and decodes a success by a decoder compiled from the
+output shape; errors go to botocore's parser and events; botocore's steps take the call
+whenever anything is not as checked (docs/decisions.md). :func:`start` gives a call as steps.
+Every answer is checked against ``x-amz-crc32``. What one request does is all here; what is
+done once per client, operation or shape is ``dynaunique._codec``'s.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import logging
 import uuid
 import zlib
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any, NoReturn
 
 import botocore.auth as _auth
@@ -32,12 +30,12 @@ from botocore.client import BaseClient
 from botocore.exceptions import ChecksumError
 from botocore.history import get_global_history_recorder
 from botocore.hooks import first_non_none_response
-from pynamodb.connection import Connection
 
-from dynaunique import _codec
-from dynaunique._codec import HEADER_KEY, LOGGERS, OPERATIONS, Op, signing_key
+from dynaunique import _botocore, _codec
+from dynaunique._botocore import HEADER_KEY, LOGGERS
+from dynaunique._codec import OPERATIONS, Op, signing_key
 
-__all__ = ["OPERATIONS", "FastConnection", "FastPath", "FastSerializer", "body", "start"]
+__all__ = ["OPERATIONS", "FastPath", "FastSerializer", "body", "start"]
 
 
 def _blob(value: Any) -> str:
@@ -67,8 +65,8 @@ class FastSerializer:
         self._templates: dict[str, _codec.Template | None] = {}
 
     def _template(self, operation_model: Any) -> _codec.Template | None:
-        made = self._templates[operation_model.name] = _codec.template(self.inner,
-                                                                       operation_model)
+        made = _codec.template(self.inner, operation_model)
+        self._templates[operation_model.name] = made
         return made
 
     def serialize_to_request(self, parameters: Any, operation_model: Any) -> dict[str, Any]:
@@ -93,72 +91,6 @@ class FastSerializer:
         return getattr(self.inner, name)
 
 
-#: Set while the library sends one request (``_connection.answer``): the call is sent once, its
-#: retries being the library's own loop, whatever the client's retry settings. A call without it
-#: (PynamoDB's own ``Model.get`` on the same client) is botocore's, retries and all.
-once: ContextVar[bool] = ContextVar("dynaunique_once", default=False)
-#: Called with every botocore client :func:`wire` installs the request path in (see
-#: ``dynaunique._connection.client_hooks``, the same list).
-client_hooks: list[Callable[[Any], None]] = []
-
-
-def wire(connection: Connection) -> bool:
-    """Install the request path in a PynamoDB connection's client, and in any client PynamoDB
-    makes for it later (its class becomes :class:`FastConnection`, which adds nothing but
-    that); True when a client was wired just now."""
-    if type(connection) is Connection:
-        connection.__class__ = FastConnection
-    if isinstance(connection, FastConnection):
-        return connection.wire()
-    client = connection.client         # a subclass of the user's: wired as it is asked for
-    if isinstance(client.__dict__.get("_make_api_call"), FastPath):
-        return False
-    install(client)
-    for hook in client_hooks:
-        hook(client)
-    return True
-
-
-def install(client: Any) -> bool:
-    """Serialize ``client``'s requests with :class:`FastSerializer` and send them through a
-    :class:`FastPath`; False (``client`` left as it is) when the private hooks are missing."""
-    inner = getattr(client, "_serializer", None)
-    if not isinstance(inner, FastSerializer):
-        from botocore.serialize import JSONSerializer
-        if not isinstance(inner, JSONSerializer) or not hasattr(inner, "serialize_to_request"):
-            return False
-        client._serializer = FastSerializer(inner)
-    if not isinstance(client.__dict__.get("_make_api_call"), FastPath):
-        client._make_api_call = FastPath(client)
-    return True
-
-
-class FastConnection(Connection):
-    """PynamoDB's ``Connection``, its botocore client wired by :func:`install` (``dispatch``,
-    the signals, the settings and ``_make_api_call``, what PynamoDB's tests mock, are its own)."""
-
-    _wired: Any = None
-
-    @property
-    def client(self) -> Any:
-        """PynamoDB's botocore client (made on first use), with the fast path installed."""
-        client = super().client
-        if client is not self._wired:
-            self.wire()
-        return client
-
-    def wire(self) -> bool:
-        """Install the request path in the current client (True: it was not yet)."""
-        client = super().client
-        if client is self._wired:
-            return False
-        install(client)
-        self._wired = client
-        for hook in client_hooks:
-            hook(client)
-        return True
-
-
 _ORIGINAL = BaseClient._make_api_call
 
 
@@ -180,11 +112,11 @@ class FastPath:
         self.keys: dict[str, Any] = {}        # botocore's HeadersDict key per header name
         self.ready = _codec.check_client(self)
         #: The client makes one attempt a call: any call may take this path.
-        self.single = _codec.max_attempts(client) == 1
+        self.single = _botocore.max_attempts(client) == 1
 
     def __call__(self, operation_name: str, api_params: dict[str, Any]) -> Any:
         client, method = self.client, type(self.client)._make_api_call
-        if method is not _ORIGINAL or not (once.get() or self.single):
+        if method is not _ORIGINAL or not (_botocore.once.get() or self.single):
             # botocore's method is patched (a mock), or a call of PynamoDB's own on a client
             # that retries: botocore's whole path
             return method(client, operation_name, api_params)
@@ -289,8 +221,7 @@ class _Call:
             try:
                 check_crc32(http)
             except ChecksumError as exc:
-                self.client.meta.events.emit(self.op.events["after-call-error"],
-                                             exception=exc, context=context)
+                _codec.emit(self, "after-call-error", exception=exc, context=context)
                 raise
             parsed = None
             decode = self.op.decode
@@ -403,18 +334,12 @@ def signed(headers: dict[str, str], host: str, path: str, payload: bytes, stamp:
 
 
 def check_crc32(http: Any) -> None:
-    """Raise botocore's ``ChecksumError`` when DynamoDB's ``x-amz-crc32`` header does not match
-    the body received (botocore checks it only in its retry handler, whose retries the library
-    turns off; what it compares is this: the CRC32 of the raw body). No header: nothing to
-    check."""
-    headers = http.headers
-    expected = headers.get("x-amz-crc32")
-    if expected is None and type(headers) is not HeadersDict:
-        expected = {k.lower(): v for k, v in headers.items()}.get("x-amz-crc32")
-    if expected is None:
-        return
+    """Raise botocore's ``ChecksumError`` when DynamoDB's ``x-amz-crc32`` header is not the
+    CRC32 of the body received, as botocore's retry handler compares them (no header: no
+    check)."""
+    expected = {k.lower(): v for k, v in http.headers.items()}.get("x-amz-crc32")
     actual = zlib.crc32(http.content) & 0xFFFFFFFF
-    if str(actual) != str(expected).strip():
+    if expected is not None and str(actual) != str(expected).strip():
         raise ChecksumError(checksum_type="crc32", expected_checksum=expected,
                             actual_checksum=actual)
 

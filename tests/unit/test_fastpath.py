@@ -279,6 +279,8 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
     checks it itself, fast or by botocore's steps; no header, nothing to check."""
     from botocore.exceptions import ChecksumError
 
+    from dynaunique import _botocore
+
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
     _connection.forget()
@@ -293,7 +295,7 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
                                     lambda exception, **_: errors.append(exception))
         params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
         connection = _connection.connection_for(Wired)
-        monkeypatch.setattr(_wire, "once", contextvars.ContextVar("once", default=True))
+        monkeypatch.setattr(_botocore, "once", contextvars.ContextVar("once", default=True))
         for fast in (True, False):
             if not fast:
                 client.meta.events.register("before-sign.dynamodb", lambda **_: None)

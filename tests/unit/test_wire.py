@@ -21,7 +21,7 @@ from botocore.serialize import JSONSerializer
 from pynamodb.attributes import MapAttribute
 
 import dynaunique
-from dynaunique import _connection, _wire, audit
+from dynaunique import _clients, _connection, _wire, audit
 from dynaunique.attributes import (
     BinaryAttribute,
     BinarySetAttribute,
@@ -208,13 +208,13 @@ def test_without_the_private_hooks_botocore_serializes(monkeypatch: pytest.Monke
         monkeypatch.setenv(name, value)
     _connection.forget()
     # A botocore whose clients have no _serializer (or another kind of serializer) is left alone.
-    original = _wire.install
+    original = _clients.install
 
     def hookless(client: Any) -> bool:
         del client._serializer
         return original(client)
 
-    monkeypatch.setattr(_wire, "install", hookless)
+    monkeypatch.setattr(_clients, "install", hookless)
     try:
         client = _connection.client_for(Wired)
     finally:
@@ -233,7 +233,7 @@ def test_without_the_private_hooks_botocore_serializes(monkeypatch: pytest.Monke
 def test_without_the_private_hooks_requests_still_go_out(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(_wire, "install", lambda client: False)
+    monkeypatch.setattr(_clients, "install", lambda client: False)
     _connection.forget()
     try:
         client = _connection.client_for(Wired)
