@@ -17,7 +17,7 @@ from pynamodb.connection import Connection
 from pynamodb.models import Model as PynamoModel
 from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 from support.declare import declare
-from support.recorders import listening
+from support.recorders import listening, requests_sent
 
 from dynaunique import DynauniqueError, aio
 from dynaunique import _connection as connection
@@ -137,39 +137,20 @@ def _models_client() -> Any:
 
 def test_the_models_own_connection_carries_every_request(signalled: str) -> None:
     assert connection_for(Signalled) is Signalled._get_connection().connection
-    sent: list[str] = []
-
-    def record(request: Any, **_: Any) -> None:
-        sent.append(request.headers["X-Amz-Target"].decode().rpartition(".")[2])
-
-    client = _models_client()
-    client.meta.events.register("before-send.dynamodb", record)
-    try:
-        record_ = Signalled(pk="S#20", email="hook@x.io")
-        record_.save()
+    with requests_sent(_models_client()) as sent:
+        Signalled(pk="S#20", email="hook@x.io").save()
         Signalled(pk="S#20").delete()          # never loaded: read, then the transaction
-    finally:
-        client.meta.events.unregister("before-send.dynamodb", record)
-    assert sent == ["TransactWriteItems", "GetItem", "TransactWriteItems"]
+    assert [op for op, _ in sent] == ["TransactWriteItems", "GetItem", "TransactWriteItems"]
 
 
 @pytest.mark.anyio
 async def test_the_models_own_connection_carries_every_async_request(signalled: str) -> None:
-    sent: list[str] = []
-
-    def record(request: Any, **_: Any) -> None:
-        sent.append(request.headers["X-Amz-Target"].decode().rpartition(".")[2])
-
-    client = _models_client()
-    client.meta.events.register("before-send.dynamodb", record)
-    try:
+    with requests_sent(_models_client()) as sent:
         async with aio.session():
             await Signalled(pk="S#21", email="ahook@x.io").asave()
             with pytest.raises(Signalled.DoesNotExist):
                 await Signalled.aget_by_unique("email", "nobody@x.io")
-    finally:
-        client.meta.events.unregister("before-send.dynamodb", record)
-    assert sent == ["TransactWriteItems", "GetItem"]
+    assert [op for op, _ in sent] == ["TransactWriteItems", "GetItem"]
 
 
 @pytest.mark.parametrize("way", ["sync", "async"])
