@@ -140,8 +140,8 @@ def sending_for(model: Any) -> tuple[Connection, RetryPolicy]:
     made_of = _made_of(meta)
     known = _sendings.get(model)
     if known is None or known[1] is not model._connection or known[0] != made_of:
-        if known is not None and known[0] != made_of:
-            model._connection = None
+        if known is not None and known[0] != made_of and known[1] is model._connection:
+            model._connection = None    # (unless it was made again already: it is up to date)
         pair = (connection_for(model), policy_for(meta))
         # Copies: a dict changed in place (extra_headers, the settings) is a change.
         known = _sendings[model] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),

@@ -119,3 +119,9 @@ def test_a_models_connection_and_policy_are_kept_until_a_setting_changes(
     sixth = _connection.sending_for(Kept)
     assert sixth[0] is not fifth[0] and _connection.sending_for(Kept) is sixth
     assert len(made) == 6
+    # Re-pointed and reset (use_endpoint), its new client asked for (a hook registered on it)
+    # before the next write: that write goes through that very client.
+    Meta.host = "http://127.0.0.1:3"
+    Kept._connection = None
+    client = _connection.client_for(Kept)
+    assert _connection.sending_for(Kept)[0].client is client
