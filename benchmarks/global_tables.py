@@ -65,7 +65,7 @@ def measure(endpoint: str, rtt_ms: float, saves: int) -> dict[str, float]:
         "local read": lambda n: west.get("warm-w"),
     }
     times: dict[str, list[float]] = {name: [] for name in calls}
-    client = _connection.sending_for(west.Meta)[0].client   # the home region's connection
+    client = _connection.sending_for(west)[0].client   # the home region's connection
     client.meta.events.register_first("before-send.dynamodb", far)
     try:
         for n in range(saves):

@@ -146,7 +146,7 @@ def backfill(endpoint: str, log: RequestLog, model: type[Model], k: int, records
     from dynaunique.migrations import Project, RunState
 
     _fresh(endpoint, model, records)
-    log.attach(connection.client_for(model.Meta))
+    log.attach(connection.client_for(model))
     errors: list[BaseException] = []
     with tempfile.TemporaryDirectory() as directory:
         project = Project("benchmarks.migrate", [model], migrations_dir=Path(directory))

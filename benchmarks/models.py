@@ -42,9 +42,11 @@ def fake_credentials() -> None:
 
 
 def point_at(endpoint: str) -> Any:
-    """Point BenchAccount at ``endpoint``; return dynaunique's client for it."""
-    use_endpoint(endpoint, BenchAccount)
-    return connection.client_for(BenchAccount.Meta)
+    """Point BenchAccount at ``endpoint``; return its client (the one dynaunique sends through).
+    Already pointed there: the same client, so handlers registered on it keep counting."""
+    if BenchAccount.Meta.host != endpoint:
+        use_endpoint(endpoint, BenchAccount)
+    return connection.client_for(BenchAccount)
 
 
 def fresh_table(endpoint: str) -> None:

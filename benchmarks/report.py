@@ -227,7 +227,7 @@ def _overhead(suite: Suite, add: Callable[[str], None]) -> None:
         "renders, sent through dynaunique's own botocore client, its fast request path included — "
         "the floor of dynaunique's request path: what it adds is planning and bookkeeping); the "
         f"**{overhead.TUNED}** (`benchmarks/handwritten.py`, botocore's parameter validation and "
-        f"retries off like dynaunique's client); the **{overhead.DEFAULT}** (what "
+        f"retries off: dynaunique sends each request once); the **{overhead.DEFAULT}** (what "
         f"`boto3.client(\"dynamodb\")` gives you). Times are µs per call, median [p10{D}p90] "
         "(machine-specific; with the stub, the thread's CPU time, so time the OS gives to other "
         "processes is not counted; with the server, wall-clock time). Ratios are dynaunique's "

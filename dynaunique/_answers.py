@@ -107,7 +107,8 @@ def answer_of(exc: BaseException) -> Failure | None:
     the whole response, and PynamoDB's ``PutError``… wrapping either) is :class:`Refused`, or
     :class:`Ambiguous` for a 5xx or an internal error; a connection refused or timed out while
     connecting, and missing credentials, are :class:`Unreachable`; any other connection or HTTP
-    failure (a read timeout, a connection closed) is :class:`Ambiguous`.
+    failure (a read timeout, a connection closed) is :class:`Ambiguous`, and so is an answer
+    whose body does not match its ``x-amz-crc32`` (botocore's ``ChecksumError``).
     """
     if isinstance(exc, PynamoDBException) and not isinstance(exc, botocore.exceptions.ClientError):
         inner = exc.cause if exc.cause is not None else exc.__cause__
@@ -127,8 +128,9 @@ def answer_of(exc: BaseException) -> Failure | None:
         return Unreachable(exc)
     if isinstance(exc, _NO_CREDENTIALS):
         return Unreachable(exc, lasting=True)
-    if isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
-        return Ambiguous(exc)
+    if isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError,
+                        botocore.exceptions.ChecksumError)):
+        return Ambiguous(exc)  # a ChecksumError: an answer damaged on the way, as a 5xx
     return None
 
 

@@ -26,24 +26,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
 import botocore.auth as _auth
-import botocore.awsrequest as _awsrequest
 import botocore.context as _ctx
-import botocore.handlers as _handlers
 import botocore.httpchecksum as _checksum
 from botocore.awsrequest import HeadersDict, prepare_request_dict
 from botocore.compress import maybe_compress_request
 from botocore.endpoint import convert_to_response_dict
-from botocore.retries import standard as _standard
-from botocore.signers import RequestSigner
-from botocore.useragent import UserAgentString
 from botocore.utils import normalize_url_path
+
+from dynaunique import _botocore
+from dynaunique._botocore import HEADER_KEY, KNOWN, max_attempts
 
 Convert = Callable[[Any], Any]
 
@@ -58,30 +55,6 @@ ARN_LISTS = {"keys(RequestItems)": "RequestItems",
              "TransactItems[*].Get.TableName": "TransactItems",
              "TransactItems[*].[ConditionCheck.TableName, Put.TableName, Delete.TableName, "
              "Update.TableName][]": "TransactItems"}
-
-#: botocore's own handlers of each event the fast path does not emit (it does their work).
-KNOWN: dict[str, frozenset[Any]] = {
-    "provide-client-params": frozenset(), "before-sign": frozenset(),
-    "before-endpoint-resolution": frozenset(),
-    "response-received": frozenset(), "before-parse": frozenset(),
-    "before-parameter-build": frozenset({
-        _handlers.generate_idempotent_uuid,
-        getattr(_handlers, "_handle_request_validation_mode_member", None)}),
-    "before-call": frozenset({_handlers.add_recursion_detection_header,
-                              _handlers.inject_api_version_header_if_needed}),
-    "request-created": frozenset({
-        RequestSigner.handler, getattr(_standard.MaxAttemptsSeeder, "seed_max_attempts", None),
-        UserAgentString.rebuild_and_replace_user_agent_handler, _handlers.add_retry_headers}),
-    "choose-signer": frozenset({_handlers.set_operation_specific_signer,
-                                getattr(_handlers, "_set_auth_scheme_preference_signer", None)}),
-    "needs-retry": frozenset({_standard.RetryHandler.needs_retry}),
-}
-#: botocore's key of a header in a ``HeadersDict`` (``_wire`` makes each name's once).
-HEADER_KEY: Any = getattr(_awsrequest, "_HeaderKey", None)
-#: botocore's loggers: at DEBUG, botocore's path (it logs what the fast path would not).
-LOGGERS = tuple(logging.getLogger(f"botocore.{n}") for n in (
-    "endpoint", "hooks", "auth", "parsers", "client", "regions", "retries.standard", "utils"))
-
 
 # --- serializing ---------------------------------------------------------------------------------
 
@@ -125,7 +98,8 @@ def request_context(client: Any, model: Any) -> dict[str, Any]:
 class Op:
     """One operation of one client: what the fast path needs of it, computed once."""
 
-    __slots__ = ("checked", "context", "decode", "endpoints", "events", "member", "model")
+    __slots__ = ("attempts", "checked", "context", "decode", "endpoints", "events", "member",
+                 "model")
 
     def __init__(self, client: Any, model: Any, member: str | None, decode: Any) -> None:
         # Where its table names are (None: none); its answers' decoder (None: botocore's parser).
@@ -136,12 +110,16 @@ class Op:
             *KNOWN, "before-send", "after-call", "after-call-error")}
         self.events["before-endpoint-resolution"] = "before-endpoint-resolution.dynamodb"
         self.checked: Any = None      # the emitter's lookup cache the handlers were checked for
+        #: The client's attempts a call (its retry headers say ``max=`` that; sent once here).
+        self.attempts = max_attempts(client)
 
 
 def check_client(path: Any) -> bool:
     """Set on the fast path ``path`` the privates of its client it uses; whether the client is
     one it knows."""
     client = path.client
+    if _botocore.fence():       # botocore changed what the fast path mirrors (warned once)
+        return False
     try:
         events = client.meta.events
         path.emitter = events._emitter
@@ -205,10 +183,9 @@ def handlers_known(path: Any, op: Op) -> bool:
             kind = type(owner).__name__
             if (kind == "RequestSigner" and owner is not path.signer) or (
                     kind == "UserAgentString" and owner is not path.ua) or (
-                    kind == "MaxAttemptsSeeder" and owner._max_attempts != 1) or (
-                    kind == "RetryHandler" and owner._retry_policy._retry_checker
-                    ._max_attempts_checker._max_attempts != 1):
+                    kind == "MaxAttemptsSeeder" and owner._max_attempts != op.attempts):
                 return False
+    # The retry handler itself is never asked on the fast path: a call is sent once.
     if path.signer._choose_signer(op.model.name, "standard", dict(op.context)) != "v4":
         return False
     op.checked = cache
@@ -282,7 +259,8 @@ def botocore_steps(client: Any, operation_name: str,
     return op, request_dict, client._endpoint.create_request(request_dict, model), None
 
 
-def _emit(call: Any, event: str, **kwargs: Any) -> Any:
+def emit(call: Any, event: str, **kwargs: Any) -> Any:
+    """Emit ``event`` of ``call``'s operation on its client."""
     return call.client.meta.events.emit(call.op.events[event], **kwargs)
 
 
@@ -294,7 +272,7 @@ def parse(call: Any, http: Any) -> Any:
     response_dict = convert_to_response_dict(http, model)
     _checksum.handle_checksum_body(http, response_dict, context, model)
     customized: dict[str, Any] = {}
-    _emit(call, "before-parse", operation_model=model, response_dict=response_dict,
+    emit(call, "before-parse", operation_model=model, response_dict=response_dict,
           customized_response_dict=customized)
     parser = endpoint._response_parser_factory.create_parser(
         model.service_model.resolved_protocol)
@@ -302,7 +280,7 @@ def parse(call: Any, http: Any) -> Any:
     parsed.update(customized)
     if http.status_code >= 300:
         endpoint._add_modeled_error_fields(response_dict, parsed, model, parser)
-    _emit(call, "response-received", response_dict=convert_to_response_dict(http, model),
+    emit(call, "response-received", response_dict=convert_to_response_dict(http, model),
           parsed_response=parsed, context=context, exception=None)
     _retried(call, (http, parsed), None)
     if "ResponseMetadata" in parsed:
@@ -311,7 +289,7 @@ def parse(call: Any, http: Any) -> Any:
 
 
 def _retried(call: Any, response: Any, exception: Any) -> None:
-    _emit(call, "needs-retry", response=response, endpoint=call.client._endpoint,
+    emit(call, "needs-retry", response=response, endpoint=call.client._endpoint,
           operation=call.op.model, attempts=1, caught_exception=exception,
           request_dict=call.request_dict)
 
@@ -319,10 +297,10 @@ def _retried(call: Any, response: Any, exception: Any) -> None:
 def failed(call: Any, exc: Exception) -> None:
     """botocore's events for a send of ``call`` that raised ``exc``."""
     context = call.request_dict["context"]
-    _emit(call, "response-received", response_dict=None, parsed_response=None,
+    emit(call, "response-received", response_dict=None, parsed_response=None,
           context=context, exception=exc)
     _retried(call, None, exc)
-    _emit(call, "after-call-error", exception=exc, context=context)
+    emit(call, "after-call-error", exception=exc, context=context)
 
 
 @lru_cache(maxsize=32)

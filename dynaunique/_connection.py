@@ -1,11 +1,13 @@
 """The one boundary to DynamoDB: every request goes through a model's PynamoDB connection, once.
 
-``connection_for(meta)`` is a :class:`pynamodb.connection.Connection` built from a model's
-``Meta`` exactly as PynamoDB builds the model's own (region — unset means botocore's own region
-chain —, host, credentials, timeouts, pool size, ``extra_headers``, ``PYNAMODB_CONFIG``
-settings), except that botocore's retries are off: :func:`send` retries itself, so that it knows
-when a resend follows an ambiguous failure. Requests go through ``Connection.dispatch``, so
-PynamoDB's ``pre_dynamodb_send``/``post_dynamodb_send`` signals fire and a mock of
+``connection_for(model)`` is the model's own PynamoDB connection (``model._get_connection()
+.connection``: what PynamoDB itself writes through), its botocore client wired with the request
+path of ``dynaunique._wire``; so the client's event handlers, a ``Stubber`` on it, ``mock_aws``,
+its session and settings apply to the library's requests as to PynamoDB's. Each of the
+library's requests is sent once (``_botocore.once``): the client keeps PynamoDB's retry settings for
+PynamoDB's own calls, and :func:`send` retries the library's, so that it knows when a resend
+follows an ambiguous failure. Requests go through ``Connection.dispatch``, so PynamoDB's
+``pre_dynamodb_send``/``post_dynamodb_send`` signals fire and a mock of
 ``Connection._make_api_call`` sees them.
 
 The logic does no I/O itself: :func:`exchange_steps` is a generator that yields each step —
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from functools import lru_cache
@@ -36,7 +37,7 @@ from pynamodb import settings as _settings
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
-from dynaunique import _regions, _wire
+from dynaunique import _botocore, _clients, _regions
 from dynaunique._answers import (
     Ambiguous,
     Answer,
@@ -48,7 +49,16 @@ from dynaunique._answers import (
     error_for,
     retryable,
 )
-from dynaunique.errors import DynauniqueError
+
+# The connections' API, kept importable here (the callers' and the tests' one boundary).
+from dynaunique._clients import _connections as _connections
+from dynaunique._clients import client_for as client_for
+from dynaunique._clients import client_hooks as client_hooks
+from dynaunique._clients import connection_for as connection_for
+from dynaunique._clients import connection_in as connection_in
+from dynaunique._clients import forget as forget
+from dynaunique._clients import target_of as target_of
+from dynaunique.errors import DynauniqueError, UnsupportedOperationError
 from dynaunique.observe import connection_logger as _log
 from dynaunique.observe import emit, stats
 
@@ -98,62 +108,12 @@ def _policy(attempts: int, backoff_ms: float) -> RetryPolicy:
 
 # --- connections ---------------------------------------------------------------------------------
 
-_connections: dict[tuple[Any, ...], Connection] = {}
-_connections_lock = threading.Lock()
-#: Called with the botocore client of every new connection, e.g. to register botocore event
-#: handlers (the benchmarks count requests this way).
-client_hooks: list[Callable[[Any], None]] = []
-
-
 def _meta_value(meta: Any, name: str) -> Any:
     value = getattr(meta, name, None)
     return value if value is not None else get_settings_value(name)
 
 
-def _settings_key(meta: Any) -> tuple[Any, ...]:
-    headers = _meta_value(meta, "extra_headers")
-    return (
-        _meta_value(meta, "region"),
-        _meta_value(meta, "host"),
-        getattr(meta, "aws_access_key_id", None),
-        getattr(meta, "aws_secret_access_key", None),
-        getattr(meta, "aws_session_token", None),
-        _meta_value(meta, "connect_timeout_seconds"),
-        _meta_value(meta, "read_timeout_seconds"),
-        _meta_value(meta, "max_pool_connections"),
-        tuple(sorted(headers.items())) if isinstance(headers, Mapping) else None,
-    )
-
-
-def connection_for(meta: Any) -> Connection:
-    """The PynamoDB connection dynaunique sends a model's requests through (one per settings).
-
-    Built from ``meta`` as PynamoDB builds the model's own connection, with botocore's retries
-    off (``total_max_attempts: 1``): :func:`send` decides every resend.
-    """
-    key = _settings_key(meta)
-    with _connections_lock:
-        connection = _connections.get(key)
-        if connection is None:
-            region, host, key_id, secret, token, connect, read, pool, headers = key
-            connection = _wire.FastConnection(
-                region=region,
-                host=host,
-                connect_timeout_seconds=connect,
-                read_timeout_seconds=read,
-                retry_configuration={"total_max_attempts": 1, "mode": "standard"},
-                max_pool_connections=pool,
-                extra_headers=dict(headers) if headers is not None else None,
-                aws_access_key_id=key_id,
-                aws_secret_access_key=secret,
-                aws_session_token=token,
-            )
-            for hook in client_hooks:
-                hook(connection.client)
-            _connections[key] = connection
-        return connection
-
-
+#: The ``Meta`` attributes (own or inherited) a model's connection and retry policy are made of.
 _META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key", "home_region",
                   "aws_session_token", "connect_timeout_seconds", "read_timeout_seconds",
                   "max_pool_connections", "extra_headers", "max_retry_attempts", "base_backoff_ms",
@@ -161,33 +121,54 @@ _META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key"
 
 
 def _made_of(meta: Any) -> tuple[Any, ...]:
-    # What connection_for and policy_for read: the Meta's settings, PynamoDB's, _regions.forget.
+    # What PynamoDB's connection and policy_for read: the Meta's settings, PynamoDB's, and
+    # _regions.forget's count (a global table's route is made again after it).
     overrides = _settings.override_settings
     return (*map(getattr, repeat(meta), _META_SETTINGS, repeat(None)), overrides,
             _settings.default_settings_dict, getattr(overrides, "__dict__", None), _regions.known)
 
 
-#: Meta → (what its connection and policy were made of, their settings key, the pair).
-_sendings: dict[Any, tuple[tuple[Any, ...], tuple[Any, ...], tuple[Connection, RetryPolicy]]] = {}
+#: model → (what its connection and policy were made of, its TableConnection, the pair).
+_sendings: dict[Any, tuple[tuple[Any, ...], Any, tuple[Connection, RetryPolicy]]] = {}
 
 
-def sending_for(meta: Any) -> tuple[Connection, RetryPolicy]:
-    """``(connection_for(meta), policy_for(meta))``, kept per ``Meta``: made again when one of
-    its settings (``use_endpoint``, ``Meta.host = ...``) or PynamoDB's changed, or the kept
-    connection is no longer the one of those settings (the cache was cleared)."""
+def sending_for(model: Any) -> tuple[Connection, RetryPolicy]:
+    """``(connection_for(model), policy_for(model.Meta))``, kept per model: made again when
+    PynamoDB's connection of the model was replaced (``Model._connection = None``) or one of the
+    settings it is made of changed (``Meta.host = ...``, PynamoDB's settings): then the model's
+    PynamoDB connection is dropped first, so that PynamoDB makes it again from them, as the
+    library's own used to be (a retargeted model needs no reset)."""
+    meta = model.Meta
     made_of = _made_of(meta)
-    known = _sendings.get(meta)
-    if known is None or known[0] != made_of or _connections.get(known[1]) is not known[2][0]:
-        homed = _regions.route(meta, connection_for)  # a global table: its home region
+    known = _sendings.get(model)
+    if known is None or known[1] is not model._connection or known[0] != made_of:
+        if known is not None and known[0] != made_of and known[1] is model._connection:
+            model._connection = None    # (unless it was made again already: it is up to date)
+        # A global table: its home region (its mode asked through the model's own client).
+        homed = _regions.route(meta, lambda _meta: connection_for(model))
+        pair = (_clients.connection_in(model, homed), policy_for(homed))
         # Copies: a dict changed in place (extra_headers, the settings) is a change.
-        known = _sendings[meta] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
-                                   _settings_key(homed), (connection_for(homed), policy_for(homed)))
+        known = _sendings[model] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
+                                    model._connection, pair)
     return known[2]
 
 
-def client_for(meta: Any) -> Any:
-    """The botocore client behind :func:`connection_for` (to register event handlers on)."""
-    return connection_for(meta).client
+def sending_for_models(models: Sequence[Any]) -> tuple[Connection, RetryPolicy]:
+    """The sending of one request that writes items of ``models`` (a unit of work): the first
+    model's, when every model's client goes to the same endpoint and region.
+
+    :raises UnsupportedOperationError: they do not (one transaction goes to one DynamoDB).
+    """
+    sendings = [sending_for(model) for model in models]
+    first = sendings[0][0]
+    if len({id(connection) for connection, _ in sendings}) > 1:
+        where = {_clients.target_of(connection) for connection, _ in sendings}
+        if len(where) > 1:
+            raise UnsupportedOperationError(
+                "the models of one atomic() block point at different endpoints or regions; one "
+                "transaction can only go to one DynamoDB"
+            )
+    return first, sendings[0][1]
 
 
 # --- sending -------------------------------------------------------------------------------------
@@ -221,13 +202,20 @@ Steps = Generator[Step, Any, _T]
 
 
 def answer(request: Request) -> Answer | BaseException:
-    """Send ``request`` through its PynamoDB connection (``Connection.dispatch``): its answer,
-    or the exception when it says nothing about the request (:func:`answer_of`)."""
+    """Send ``request`` through its PynamoDB connection (``Connection.dispatch``), once (the
+    client's own retries are this loop's: ``_botocore.once``): its answer, or the exception when it
+    says nothing about the request (:func:`answer_of`)."""
+    client = request.connection.client
+    if "_make_api_call" not in client.__dict__:    # a client PynamoDB made again
+        _clients.install(client)
+    token = _botocore.once.set(True)
     try:
         return Ok(dict(request.connection.dispatch(request.operation, dict(request.params))))
     except Exception as exc:
         failure = answer_of(exc)
         return exc if failure is None else failure
+    finally:
+        _botocore.once.reset(token)
 
 
 def run(steps: Steps[_T], *, sleep: Callable[[float], None] = time.sleep) -> _T:

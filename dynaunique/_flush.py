@@ -46,6 +46,7 @@ from dynaunique._connection import (
     exchange_steps,
     run,
     sending_for,
+    sending_for_models,
 )
 from dynaunique._heal import LocksMet, heal_steps, healed, met_locks
 from dynaunique._model.mixed import judge, others_guard
@@ -210,7 +211,7 @@ def flush_one(op: Op, *, dry_run: bool = False) -> Flushed:
         try:
             # One object, one endpoint: its connection is known before the steps start, asked
             # in the same excursion into _connection that runs them.
-            sending = sending_for(op.obj.Meta)
+            sending = sending_for(type(op.obj))
             return run(flush_steps(unit, dry_run=dry_run, sending=sending))
         except DynauniqueError as exc:   # as_operation, without a call on success
             for_operation(exc, op.kind.value)
@@ -224,22 +225,16 @@ async def aflush_one(op: Op) -> Flushed:
     unit = Unit()
     unit.add(op)
     with traced(type(op.obj).__name__, op.kind.value), as_operation(op.kind.value):
-        return await arun(flush_steps(unit, sending=sending_for(op.obj.Meta)))
+        return await arun(flush_steps(unit, sending=sending_for(type(op.obj))))
 
 
 # --- flushing ------------------------------------------------------------------------------------
 
 
 def _connection(unit: Unit) -> Any:
-    metas = {id(op.obj.Meta): op.obj.Meta for op in unit.ops.values()}
-    metas.update((id(m.Meta), m.Meta) for m in unit.check_models)
-    sendings = [sending_for(meta) for meta in metas.values()]
-    if len({id(connection) for connection, _ in sendings}) > 1:
-        raise UnsupportedOperationError(
-            "the models of one atomic() block point at different endpoints or regions; one "
-            "transaction can only go to one DynamoDB"
-        )
-    return sendings[0]
+    models = dict.fromkeys(type(op.obj) for op in unit.ops.values())
+    models.update(dict.fromkeys(unit.check_models))
+    return sending_for_models(list(models))
 
 
 def _guard_others(op: Op, plan: Plan, write: RecordPut | RecordUpdate | RecordDelete,

@@ -1,14 +1,13 @@
-"""The one botocore shim: the library's requests made, signed, sent and read cheaply.
+"""The library's requests made, signed, sent and read cheaply, below PynamoDB's ``dispatch``.
 
-:func:`install` puts a :class:`FastSerializer` in front of a client's serializer and a
-:class:`FastPath` in place of its ``_make_api_call`` (which PynamoDB's ``_make_api_call``, under
-``dispatch``, still calls). The fast path builds botocore's very request (URL, headers, SigV4
-signature, User-Agent, body) without its event pipeline, endpoint ruleset or request objects,
-emits ``before-send`` and sends through the client's endpoint; a success is decoded by a
-decoder compiled from the output shape, errors and failed sends go to botocore's parser and
-events; botocore's path takes the call whenever anything is not as checked (docs/decisions.md).
-:func:`start` gives a call as steps for ``dynaunique.aio``. What one request does is all here
-(one excursion); what is done once per client, operation or shape is ``dynaunique._codec``'s.
+:class:`FastSerializer` replaces a client's serializer and :class:`FastPath` its
+``_make_api_call`` (``dynaunique._clients.install``). The fast path builds botocore's very
+request (URL, headers, SigV4, User-Agent, body) without its pipeline, emits ``before-send``,
+sends through the client's endpoint and decodes a success by a decoder compiled from the
+output shape; errors go to botocore's parser and events; botocore's steps take the call
+whenever anything is not as checked (docs/decisions.md). :func:`start` gives a call as steps.
+Every answer is checked against ``x-amz-crc32``. What one request does is all here; what is
+done once per client, operation or shape is ``dynaunique._codec``'s.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ import hmac
 import json
 import logging
 import uuid
+import zlib
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import botocore.auth as _auth
@@ -26,14 +27,15 @@ import botocore.context as _ctx
 import botocore.handlers as _handlers
 from botocore.awsrequest import AWSPreparedRequest, HeadersDict
 from botocore.client import BaseClient
+from botocore.exceptions import ChecksumError
 from botocore.history import get_global_history_recorder
 from botocore.hooks import first_non_none_response
-from pynamodb.connection import Connection
 
-from dynaunique import _codec
-from dynaunique._codec import HEADER_KEY, LOGGERS, OPERATIONS, Op, signing_key
+from dynaunique import _botocore, _codec
+from dynaunique._botocore import HEADER_KEY, LOGGERS
+from dynaunique._codec import OPERATIONS, Op, signing_key
 
-__all__ = ["OPERATIONS", "FastConnection", "FastPath", "FastSerializer", "body", "start"]
+__all__ = ["OPERATIONS", "FastPath", "FastSerializer", "body", "start"]
 
 
 def _blob(value: Any) -> str:
@@ -63,8 +65,8 @@ class FastSerializer:
         self._templates: dict[str, _codec.Template | None] = {}
 
     def _template(self, operation_model: Any) -> _codec.Template | None:
-        made = self._templates[operation_model.name] = _codec.template(self.inner,
-                                                                       operation_model)
+        made = _codec.template(self.inner, operation_model)
+        self._templates[operation_model.name] = made
         return made
 
     def serialize_to_request(self, parameters: Any, operation_model: Any) -> dict[str, Any]:
@@ -89,36 +91,6 @@ class FastSerializer:
         return getattr(self.inner, name)
 
 
-def install(client: Any) -> bool:
-    """Serialize ``client``'s requests with :class:`FastSerializer` and send them through a
-    :class:`FastPath`; False (``client`` left as it is) when the private hooks are missing."""
-    inner = getattr(client, "_serializer", None)
-    if not isinstance(inner, FastSerializer):
-        from botocore.serialize import JSONSerializer
-        if not isinstance(inner, JSONSerializer) or not hasattr(inner, "serialize_to_request"):
-            return False
-        client._serializer = FastSerializer(inner)
-    if not isinstance(client.__dict__.get("_make_api_call"), FastPath):
-        client._make_api_call = FastPath(client)
-    return True
-
-
-class FastConnection(Connection):
-    """PynamoDB's ``Connection``, its botocore client wired by :func:`install` (``dispatch``,
-    the signals, the settings and ``_make_api_call``, what PynamoDB's tests mock, are its own)."""
-
-    _wired: Any = None
-
-    @property
-    def client(self) -> Any:
-        """PynamoDB's botocore client (made on first use), with the fast path installed."""
-        client = super().client
-        if client is not self._wired:
-            install(client)
-            self._wired = client
-        return client
-
-
 _ORIGINAL = BaseClient._make_api_call
 
 
@@ -139,21 +111,16 @@ class FastPath:
         self.uas: dict[Any, str] = {}         # the User-Agent per features
         self.keys: dict[str, Any] = {}        # botocore's HeadersDict key per header name
         self.ready = _codec.check_client(self)
+        #: The client makes one attempt a call: any call may take this path.
+        self.single = _botocore.max_attempts(client) == 1
 
     def __call__(self, operation_name: str, api_params: dict[str, Any]) -> Any:
         client, method = self.client, type(self.client)._make_api_call
-        if method is not _ORIGINAL:            # botocore's method is patched (a mock): use it
+        if method is not _ORIGINAL or not (_botocore.once.get() or self.single):
+            # botocore's method is patched (a mock), or a call of PynamoDB's own on a client
+            # that retries: botocore's whole path
             return method(client, operation_name, api_params)
-        call = self.begin(operation_name, api_params)
-        if call is None:
-            return method(client, operation_name, api_params)
-        try:
-            response = call.before_send()
-            if response is None:
-                response = self.endpoint._send(call.request)
-        except Exception as exc:
-            call.failed(exc)
-        return call.finish(response)
+        return start(client, operation_name, api_params).send(client._endpoint._send)
 
     def begin(self, operation_name: str, params: dict[str, Any]) -> _Call | None:
         """The call's request, built and signed as botocore would; None: botocore's path."""
@@ -199,12 +166,13 @@ class FastPath:
         request_dict["context"] = context
         _handlers.add_recursion_detection_header(request_dict)
         invocation = str(uuid.uuid4())
-        context["retries"] = {"attempt": 1, "invocation-id": invocation, "max": 1}
+        context["retries"] = {"attempt": 1, "invocation-id": invocation, "max": op.attempts}
         stamp = context["timestamp"] = _auth.get_current_datetime().strftime(
             _auth.SIGV4_TIMESTAMP)
         payload = request_dict["body"]
         sent = signed(headers, host, path, payload, stamp, frozen, self.signer._region_name,
-                      self.signer._signing_name, _auth.SIGNED_HEADERS_BLACKLIST, invocation)
+                      self.signer._signing_name, _auth.SIGNED_HEADERS_BLACKLIST, invocation,
+                      op.attempts)
         # botocore's HeadersDict of them, its keys made once per header name.
         keys = self.keys
         prepared = HeadersDict()
@@ -230,20 +198,39 @@ class _Call:
         return first_non_none_response(self.client.meta.events.emit(
             self.op.events["before-send"], request=self.request))
 
+    def send(self, sender: Callable[[Any], Any]) -> Any:
+        """The call made with ``sender`` (botocore's ``Endpoint._send``): its parsed answer."""
+        if self.request is None:             # a before-call handler answered
+            return self.finish(None)
+        try:
+            response = self.before_send()
+            if response is None:
+                response = sender(self.request)
+        except Exception as exc:
+            self.failed(exc)
+        return self.finish(response)
+
     def finish(self, http: Any) -> Any:
-        """The parsed answer; botocore's ClientError for an error answer."""
+        """The parsed answer; botocore's ClientError for an error answer; botocore's
+        ``ChecksumError`` for an answer whose body is not the one its ``x-amz-crc32`` says."""
         context = self.request_dict["context"]
         model = self.op.model
         if self.answered is not None:        # a before-call handler answered (botocore's path)
             http, parsed = self.answered
         else:
+            try:
+                check_crc32(http)
+            except ChecksumError as exc:
+                _codec.emit(self, "after-call-error", exception=exc, context=context)
+                raise
             parsed = None
             decode = self.op.decode
             if http.status_code < 300 and decode is not None:
                 try:
                     content = http.content
                     parsed = decode(json.loads(content.decode("utf-8")) if content else {})
-                    parsed["ResponseMetadata"] = metadata(http.headers, http.status_code)
+                    parsed["ResponseMetadata"] = metadata(http.headers, http.status_code,
+                                                          self.op.attempts == 1)
                 except Exception:  # not what the model says: botocore's parser says what it says
                     parsed = None
             if parsed is None:
@@ -324,7 +311,7 @@ def authorization(headers: dict[str, str], host: str, path: str, payload: bytes,
 
 def signed(headers: dict[str, str], host: str, path: str, payload: bytes, stamp: str,
            credentials: Any, region: str, service: str, unsigned: Any,
-           invocation: str) -> dict[str, Any]:
+           invocation: str, attempts: int = 1) -> dict[str, Any]:
     """The headers botocore sends a POST with, in its order: the request's, the SigV4 ones
     (``X-Amz-Date``, the session token, ``Authorization``), the SDK's retry headers of a first
     attempt, values as UTF-8 bytes, and ``Content-Length``."""
@@ -335,7 +322,7 @@ def signed(headers: dict[str, str], host: str, path: str, payload: bytes, stamp:
     sent["Authorization"] = authorization(sent, host, path, payload, stamp, credentials, region,
                                           service, unsigned)
     sent["amz-sdk-invocation-id"] = invocation
-    sent["amz-sdk-request"] = "attempt=1; max=1"
+    sent["amz-sdk-request"] = f"attempt=1; max={attempts}"
     out: dict[str, Any] = {}
     for name, value in sent.items():
         out[name] = value.encode("utf-8") if isinstance(value, str) else value
@@ -346,9 +333,20 @@ def signed(headers: dict[str, str], host: str, path: str, payload: bytes, stamp:
 # --- the answer ----------------------------------------------------------------------------------
 
 
-def metadata(headers: Any, status: int) -> dict[str, Any]:
-    """The ``ResponseMetadata`` botocore gives an answer at its first and only attempt (its
-    retry handler says ``MaxAttemptsReached`` at attempt 1 of 1)."""
+def check_crc32(http: Any) -> None:
+    """Raise botocore's ``ChecksumError`` when DynamoDB's ``x-amz-crc32`` header is not the
+    CRC32 of the body received, as botocore's retry handler compares them (no header: no
+    check)."""
+    expected = {k.lower(): v for k, v in http.headers.items()}.get("x-amz-crc32")
+    actual = zlib.crc32(http.content) & 0xFFFFFFFF
+    if expected is not None and str(actual) != str(expected).strip():
+        raise ChecksumError(checksum_type="crc32", expected_checksum=expected,
+                            actual_checksum=actual)
+
+
+def metadata(headers: Any, status: int, last: bool = True) -> dict[str, Any]:
+    """The ``ResponseMetadata`` botocore gives an answer at its first attempt (its retry handler
+    says ``MaxAttemptsReached`` when that is the ``last``: attempt 1 of 1)."""
     if type(headers) is HeadersDict:       # botocore's lowercase_dict, read from its keys
         lowered = {key._lower: value for key, value in headers._dict.items()}
     else:
@@ -358,7 +356,8 @@ def metadata(headers: Any, status: int) -> dict[str, Any]:
         meta["RequestId"] = lowered["x-amzn-requestid"]
     meta["HTTPStatusCode"] = status
     meta["HTTPHeaders"] = lowered
-    meta["MaxAttemptsReached"] = True
+    if last:
+        meta["MaxAttemptsReached"] = True
     meta["RetryAttempts"] = 0
     return meta
 

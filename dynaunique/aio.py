@@ -34,7 +34,7 @@ import httpx
 from botocore.awsrequest import AWSResponse, HeadersDict
 from pynamodb.connection import Connection
 
-from dynaunique import _wire
+from dynaunique import _botocore, _wire
 from dynaunique._answers import Ambiguous, Answer, Ok, answer_of
 from dynaunique._connection import Sleep, Steps
 
@@ -42,10 +42,11 @@ __all__ = ["arun", "close", "session"]
 
 _T = TypeVar("_T")
 
-# event loop → connection → its HTTP client. Weak on the loop: a loop that is gone takes its
-# clients' entry with it.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                    dict[int, httpx.AsyncClient]] = weakref.WeakKeyDictionary()
+# event loop → connection → (the botocore client, its HTTP client). Weak on the loop: a loop
+# that is gone takes its clients' entry with it.
+_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop,
+    dict[int, tuple[Any, httpx.AsyncClient]]] = weakref.WeakKeyDictionary()
 
 #: Operations PynamoDB's ``dispatch`` does not add ``ReturnConsumedCapacity`` to.
 _TABLE_OPERATIONS = frozenset({"DescribeTable", "ListTables", "UpdateTable", "UpdateTimeToLive",
@@ -152,31 +153,47 @@ async def _send(connection: Connection, request: Any) -> AWSResponse:
 
 
 def http_client(connection: Connection) -> httpx.AsyncClient:
-    """This event loop's HTTP client for a connection's settings (made on first use).
+    """This event loop's HTTP client for a connection's botocore client (made on first use).
 
-    Timeouts are the botocore client's (``Meta.connect_timeout_seconds`` /
-    ``read_timeout_seconds``); ``Meta.max_pool_connections`` connections are kept alive, and
-    more are opened when more requests are in flight, as botocore's own pool does.
+    It sends as botocore's own HTTP session would (``dynaunique._botocore.transport``): the
+    same CA bundle or ``verify=False``, client certificate, proxy for the endpoint (with its
+    ``proxies_config`` CA bundle and client certificate), connect and read timeouts;
+    ``max_pool_connections`` connections are kept alive, and more are opened when more requests
+    are in flight, as botocore's own pool does. The environment is not read again (botocore
+    read it: ``AWS_CA_BUNDLE``, ``HTTPS_PROXY``, ``NO_PROXY``…).
     """
     loop = asyncio.get_running_loop()
     clients = _clients.setdefault(loop, {})
-    # Keyed by the connection (one per settings, kept for the process): PynamoDB may replace
-    # its botocore client, whose timeouts are the same.
+    client = connection.client
     made = clients.get(id(connection))
-    if made is None or made.is_closed:
-        config = connection.client.meta.config
-        made = clients[id(connection)] = httpx.AsyncClient(
-            timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
-            limits=httpx.Limits(max_connections=None,
-                                max_keepalive_connections=config.max_pool_connections),
-        )
-    return made
+    if made is None or made[1].is_closed or made[0] is not client:
+        made = clients[id(connection)] = (client, _made(_botocore.transport(client)))
+    return made[1]
+
+
+def _made(transport: _botocore.Transport) -> httpx.AsyncClient:
+    proxy = None
+    if transport.proxy is not None:
+        settings = transport.proxy_settings
+        proxy_tls = None
+        if settings.get("proxy_ca_bundle") or settings.get("proxy_client_cert"):
+            proxy_tls = _botocore.ssl_context(settings.get("proxy_ca_bundle") or True,
+                                              settings.get("proxy_client_cert"))
+        proxy = httpx.Proxy(transport.proxy, headers=dict(transport.proxy_headers),
+                            ssl_context=proxy_tls)
+    return httpx.AsyncClient(
+        verify=_botocore.ssl_context(transport.verify, transport.cert),
+        proxy=proxy, trust_env=False,
+        timeout=httpx.Timeout(transport.read_timeout, connect=transport.connect_timeout),
+        limits=httpx.Limits(max_connections=None,
+                            max_keepalive_connections=transport.max_pool_connections),
+    )
 
 
 async def close() -> None:
     """Close this event loop's HTTP clients (they are made again on the next request)."""
     clients = _clients.pop(asyncio.get_running_loop(), {})
-    for made in clients.values():
+    for _, made in clients.values():
         await made.aclose()
 
 

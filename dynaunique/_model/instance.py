@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from pynamodb.connection import Connection
 
 from dynaunique._answers import Refused, error_for
-from dynaunique._connection import RetryPolicy, Steps, connection_for, exchange_steps, policy_for
+from dynaunique._connection import (
+    RetryPolicy,
+    Steps,
+    connection_for,
+    connection_in,
+    exchange_steps,
+    policy_for,
+)
 from dynaunique._items import ModelInfo, lock_inputs
 from dynaunique._regions import route
 from dynaunique._state import state_of
@@ -120,6 +127,6 @@ class InstanceMixin(ModelBase):
         """A strongly consistent read of this object's record (raw item, or None)."""
         info = self._du_info
         assert info is not None
-        meta = route(self.Meta, connection_for, write=False)   # a global table: its home region
-        return (yield from read_steps(connection_for(meta), policy_for(meta),
+        meta = route(self.Meta, lambda _meta: connection_for(type(self)), write=False)  # home
+        return (yield from read_steps(connection_in(type(self), meta), policy_for(meta),
                                       info.table, self._du_key()))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from dynaunique._connection import Steps, connection_for, policy_for
+from dynaunique._connection import Steps, connection_for, connection_in, policy_for
 from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, owner_key, plain_key
 from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique._model.instance import InstanceMixin, read_steps
@@ -43,8 +43,8 @@ class LookupMixin(InstanceMixin):
         wanted = lock_of(info, bound, stored)
         if wanted is None:
             raise cls.DoesNotExist(f"None is never locked ({', '.join(constraint.fields)})")
-        meta = route(cls.Meta, connection_for, write=False)   # a global table: its home region
-        connection, policy = connection_for(meta), policy_for(meta)
+        meta = route(cls.Meta, lambda _meta: connection_for(cls), write=False)  # global: home
+        connection, policy = connection_in(cls, meta), policy_for(meta)
         lock_at = lock_primary_key(info.key_attributes, wanted.key)
         lock = (yield from read_steps(connection, policy, info.table, lock_at))
         # The value as the caller gave it, or <hashed>: the one renderer decides.

@@ -115,7 +115,7 @@ class ReadMixin(InstanceMixin):
         info = cls._du_info
         if info is None:
             raise ConfigurationError(f"{cls.__name__} has no Meta.table_name")
-        item = yield from read_steps(connection_for(cls.Meta), policy_for(cls.Meta), info.table,
+        item = yield from read_steps(connection_for(cls), policy_for(cls.Meta), info.table,
                                      cls._du_key_of(hash_key, range_key),
                                      consistent=consistent_read)
         if not item:

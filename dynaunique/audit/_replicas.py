@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from dynaunique import _regions
-from dynaunique._connection import connection_for, policy_for, send
+from dynaunique._connection import connection_for, connection_in, policy_for, send
 from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX, SYSTEM_PREFIX
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
@@ -87,8 +87,8 @@ def _plain(owner: Mapping[str, Any]) -> str:
     return "/".join(str(next(iter(v.values()))) for v in owner.values()) or "<none>"
 
 
-def _locks_in(meta: Any, table: str, hash_attr: str) -> dict[str, Owner]:
-    connection, policy = connection_for(meta), policy_for(meta)
+def _locks_in(model: type[Model], meta: Any, table: str, hash_attr: str) -> dict[str, Owner]:
+    connection, policy = connection_in(model, meta), policy_for(meta)
     found: dict[str, Owner] = {}
     start: dict[str, Any] | None = None
     while True:
@@ -132,8 +132,9 @@ def compare_regions(models: Sequence[type[Model]], regions: Sequence[str]) -> Re
     for table, model in tables.items():
         info = model._du_info
         assert info is not None
-        modes.append(_regions.table_mode(table, connection_for(model.Meta), model.Meta.host))
-        held = {region: _locks_in(_regions.in_region(model.Meta, region), table, info.hash_attr)
+        modes.append(_regions.table_mode(table, connection_for(model), model.Meta.host))
+        held = {region: _locks_in(model, _regions.in_region(model.Meta, region), table,
+                                  info.hash_attr)
                 for region in wanted}
         for region, locks in held.items():
             counts[region] += len(locks)
@@ -155,5 +156,5 @@ def global_modes(models: Sequence[type[Model]]) -> tuple[_regions.TableMode, ...
     for model in models:
         table = model.Meta.table_name
         if table not in modes:
-            modes[table] = _regions.table_mode(table, connection_for(model.Meta), model.Meta.host)
+            modes[table] = _regions.table_mode(table, connection_for(model), model.Meta.host)
     return tuple(mode for mode in modes.values() if mode.is_global)

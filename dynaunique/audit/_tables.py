@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._connection import RetryPolicy, connection_for, send
+from dynaunique._connection import RetryPolicy, connection_for, send, target_of
 from dynaunique._items import ModelInfo, TypedKey
 from dynaunique._locks import lock_primary_key, secret_id
 from dynaunique.errors import AuditError
@@ -143,13 +143,15 @@ def _info(model: type[Model]) -> ModelInfo:
 
 def _tables(models: Sequence[type[Model]]) -> list[_Table]:
     """The models grouped by table and endpoint, in the order the models first name them."""
-    groups: dict[tuple[str, int], list[type[Model]]] = {}
-    connections: dict[int, Any] = {}
+    groups: dict[tuple[str, tuple[str, str]], list[type[Model]]] = {}
+    connections: dict[tuple[str, str], Any] = {}
     for model in models:
         info = _info(model)
-        connection = connection_for(model.Meta)
-        connections[id(connection)] = connection
-        groups.setdefault((info.table, id(connection)), []).append(model)
+        connection = connection_for(model)
+        # Each model has its own client: a table is one per endpoint and region, not per client.
+        where = target_of(connection)
+        connections.setdefault(where, connection)
+        groups.setdefault((info.table, where), []).append(model)
     tables = []
     for (name, connection_id), members in groups.items():
         keys = {_info(m).key_attributes for m in members}

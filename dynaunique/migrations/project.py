@@ -225,10 +225,10 @@ class Project:
         """The connection of the model that lives in ``table`` (else of any model of the module)."""
         for model in self.models.values():
             if getattr(model.Meta, "table_name", None) == table:
-                return connection_for(model.Meta)
+                return connection_for(model)
         if not self.models:
             raise ConfigurationError(f"{self.module} has no models")
-        return connection_for(next(iter(self.models.values())).Meta)
+        return connection_for(next(iter(self.models.values())))
 
     def recorder(self, loader: MigrationLoader | None = None) -> MigrationRecorder:
         """The ledger of this module's app, in its table."""

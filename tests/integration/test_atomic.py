@@ -75,7 +75,7 @@ def wire(dynaunique_db: str) -> Iterator[Wire]:
     create_tables(User, Workspace)
     recorder = Wire()
     for model in MODELS:
-        recorder.hook(du_connection.client_for(model.Meta))
+        recorder.hook(du_connection.client_for(model))
         recorder.hook(model._get_connection().connection.client)
     yield recorder
     recorder.unhook()

@@ -62,7 +62,7 @@ def test_locks_exact_is_one_consistent_get_item(raw: Any, dynaunique_db: str) ->
     def record(request: Any, **_: Any) -> None:
         sent.append(target_of(request))
 
-    with listening([connection.client_for(Account.Meta)], record):
+    with listening([connection.client_for(Account)], record):
         result = run(dynaunique_db, "locks", "--constraint", "email", "--value", "ADA@x.io",
                      "--exact")
     assert result.exit_code == 0, result.output

@@ -17,9 +17,9 @@ from pynamodb.connection import Connection
 from pynamodb.models import Model as PynamoModel
 from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 from support.declare import declare
-from support.recorders import listening
+from support.recorders import listening, requests_sent
 
-from dynaunique import DynauniqueError
+from dynaunique import DynauniqueError, aio
 from dynaunique import _connection as connection
 from dynaunique._connection import connection_for
 from dynaunique.attributes import UnicodeAttribute
@@ -55,14 +55,14 @@ def regional(dynaunique_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Itera
         model.Meta.region = None
         model._connection = None
     # Connections are cached by settings; this test changes the environment under one key.
-    connection._connections.clear()
+    connection.forget()
     create_tables(PlainRegional)
     yield dynaunique_endpoint
-    connection._connections.clear()
+    connection.forget()
 
 
 def test_a_model_without_region_writes_where_pynamodb_writes(regional: str) -> None:
-    assert connection_for(Regional.Meta).client.meta.region_name == "eu-west-1"
+    assert connection_for(Regional).client.meta.region_name == "eu-west-1"
     Regional(pk="R#1", email="ada@x.io").save()
     # PynamoDB's own model, same settings, reads the record back: same region, same table.
     assert PlainRegional.get("R#1", consistent_read=True).email == "ada@x.io"
@@ -125,14 +125,81 @@ def test_extra_headers_reach_the_wire(signalled: str) -> None:
     def record(request: Any, **_: Any) -> None:
         headers.append(request.headers.get("X-Dynaunique-Test"))
 
-    with listening([connection.client_for(Signalled.Meta)], record):
+    with listening([connection.client_for(Signalled)], record):
         Signalled(pk="S#3", email="x@x.io").save()
     assert headers == ["signalled"]
 
 
-def test_botocore_retries_are_off_so_dynaunique_decides_every_resend(signalled: str) -> None:
-    config = connection_for(Signalled.Meta).client.meta.config
-    assert config.retries == {"total_max_attempts": 1, "mode": "standard"}
+def _models_client() -> Any:
+    """What PynamoDB writes through: the client of the model's own connection."""
+    return Signalled._get_connection().connection.client
+
+
+def test_the_models_own_connection_carries_every_request(signalled: str) -> None:
+    assert connection_for(Signalled) is Signalled._get_connection().connection
+    with requests_sent(_models_client()) as sent:
+        Signalled(pk="S#20", email="hook@x.io").save()
+        Signalled(pk="S#20").delete()          # never loaded: read, then the transaction
+    assert [op for op, _ in sent] == ["TransactWriteItems", "GetItem", "TransactWriteItems"]
+
+
+@pytest.mark.anyio
+async def test_the_models_own_connection_carries_every_async_request(signalled: str) -> None:
+    with requests_sent(_models_client()) as sent:
+        async with aio.session():
+            await Signalled(pk="S#21", email="ahook@x.io").asave()
+            with pytest.raises(Signalled.DoesNotExist):
+                await Signalled.aget_by_unique("email", "nobody@x.io")
+    assert [op for op, _ in sent] == ["TransactWriteItems", "GetItem"]
+
+
+@pytest.mark.parametrize("way", ["sync", "async"])
+def test_a_stubber_on_the_models_connection_intercepts_a_save(signalled: str, way: str) -> None:
+    import asyncio
+
+    from botocore.stub import Stubber
+    from support.invariants import raw_item
+
+    with Stubber(_models_client()) as stub:
+        stub.add_response("transact_write_items", {})
+        record_ = Signalled(pk=f"S#stub-{way}", email=f"stub-{way}@x.io")
+        if way == "sync":
+            record_.save()
+        else:
+            asyncio.run(record_.asave())
+        stub.assert_no_pending_responses()
+    # Nothing reached the server.
+    assert raw_item(signalled, "conn_signalled", {"pk": {"S": f"S#stub-{way}"}}) is None
+
+
+def test_botocores_retries_are_the_loops_so_dynaunique_decides_every_resend(
+        signalled: str) -> None:
+    """The model's client retries PynamoDB's calls as PynamoDB configures it; the library's
+    calls through it are sent once each, resent by its one retry loop only."""
+    from botocore.awsrequest import AWSResponse
+
+    from dynaunique import OutcomeUnknownError
+
+    config = connection_for(Signalled).client.meta.config
+    assert config.retries["total_max_attempts"] > 1             # PynamoDB's own setting
+    sent: list[object] = []
+
+    class Raw:
+        def stream(self, **_: Any) -> Iterator[bytes]:
+            yield b"{}"
+
+    def failing(request: Any, **_: Any) -> AWSResponse:
+        sent.append(request)
+        return AWSResponse(request.url, 500, {}, Raw())
+
+    client = _models_client()
+    client.meta.events.register_last("before-send.dynamodb", failing)
+    try:
+        with pytest.raises(OutcomeUnknownError):
+            Signalled(pk="S#22", email="retry@x.io").save()
+    finally:
+        client.meta.events.unregister("before-send.dynamodb", failing)
+    assert len(sent) == connection.policy_for(Signalled.Meta).max_network_retries + 1
 
 
 def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> None:

@@ -50,7 +50,7 @@ def _same(answer: Any) -> Any:
 def client(dynaunique_db: str) -> Any:
     use_endpoint(dynaunique_db, Blobs)
     create_tables(Blobs)
-    made = _connection.client_for(Blobs.Meta)
+    made = _connection.client_for(Blobs)
     assert isinstance(made.__dict__["_make_api_call"], _wire.FastPath)
     return made
 

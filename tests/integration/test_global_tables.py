@@ -48,11 +48,11 @@ def settle(endpoint: str) -> None:
 def test_the_mode_is_asked_once_per_table_and_process(dynaunique_db: str) -> None:
     east = member_model("gt_once", EAST, dynaunique_db, home=EAST)
     make_global(east, dynaunique_db)
-    with requests_sent(connection_for(east.Meta).client) as sent:
+    with requests_sent(connection_for(east).client) as sent:
         for n in range(3):
             east(pk=f"M{n}", email=f"m{n}@x.io").save()
     assert [op for op, _ in sent] == ["DescribeTable", *["TransactWriteItems"] * 3]
-    assert _regions.table_mode("gt_once", connection_for(east.Meta), dynaunique_db) == \
+    assert _regions.table_mode("gt_once", connection_for(east), dynaunique_db) == \
         _regions.TableMode("gt_once", EAST, (WEST,), "EVENTUAL")
 
 
@@ -60,7 +60,7 @@ def test_without_a_home_region_the_first_write_is_refused_and_nothing_written(
         dynaunique_db: str) -> None:
     west = member_model("gt_nohome", WEST, dynaunique_db)
     make_global(member_model("gt_nohome", EAST, dynaunique_db), dynaunique_db)
-    with requests_sent(connection_for(west.Meta).client) as sent:
+    with requests_sent(connection_for(west).client) as sent:
         for _ in range(2):
             with pytest.raises(GlobalTableError) as refused:
                 west(pk="M1", email="ada@x.io").save()

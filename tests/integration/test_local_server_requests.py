@@ -205,7 +205,7 @@ def test_the_migrations_batches_are_sent_at_dynamodb_s_limits(raw: Any,
     for start in range(0, 200, 25):
         raw.batch_write_item(RequestItems={"wide_audit": [
             {"PutRequest": {"Item": key}} for key in keys[start:start + 25]]})
-    connection = connection_for(Wide.Meta)
+    connection = connection_for(Wide)
     with requests_sent(connection.client) as sent:
         found = batch_get(connection, "wide_audit", keys)
         batch_delete(connection, "wide_audit", keys[:50])

@@ -79,7 +79,7 @@ def wire(*models: type[Model]) -> Iterator[Wire]:
     """What the models' clients (dynaunique's and PynamoDB's) send inside the block."""
     recorder = Wire()
     for model in models:
-        recorder.hook(du_connection.client_for(model.Meta))
+        recorder.hook(du_connection.client_for(model))
         recorder.hook(model._get_connection().connection.client)
     try:
         yield recorder

@@ -66,7 +66,7 @@ async def test_concurrent_async_moves_of_different_accounts_to_one_email(raw: An
 async def test_the_tasks_really_overlap_a_naive_check_then_write_gets_duplicates(
         raw: Any) -> None:
     """Without this, the tests above could pass merely because the tasks ran one by one."""
-    conn = connection.connection_for(Member.Meta)
+    conn = connection.connection_for(Member)
     winners_per_round = []
     for round_ in range(5):
         winners: list[int] = []

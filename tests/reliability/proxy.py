@@ -12,7 +12,9 @@ applied) and, when a queued :class:`Rule` matches its operation, one fault is in
   the client's read timeout, this is a timeout before or after the server applied the write; a
   reply held back stops waiting once the client has closed its connection);
 * ``THROTTLE`` — answer ``400 ProvisionedThroughputExceededException`` without forwarding, as
-  DynamoDB does when a request exceeds the table's capacity: nothing was applied.
+  DynamoDB does when a request exceeds the table's capacity: nothing was applied;
+* ``CORRUPT`` — forward it, then reply with ``rule.body`` (default ``{}``: an empty item) under
+  the true answer's headers, its ``x-amz-crc32`` included: an answer damaged on the way.
 
 Every forwarded request is recorded with its answer's parsed JSON (``Recorded.response``) and
 the time it came back (``Recorded.at``, ``time.monotonic()``): the consumed capacity a request
@@ -41,6 +43,7 @@ import json
 import random
 import select
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -66,6 +69,7 @@ class Fault(enum.Enum):
     DELAY_BEFORE = "delay-before"
     DELAY_AFTER = "delay-after"
     THROTTLE = "throttle"
+    CORRUPT = "corrupt"
 
 
 @attrs.define
@@ -82,6 +86,8 @@ class Rule:
     #: Only requests this picks (operation, parsed body) match; None: every one of
     #: ``operations``.
     when: Callable[[str, dict[str, Any]], bool] | None = None
+    #: The body ``CORRUPT`` replies with instead of the server's.
+    body: bytes = b"{}"
 
 
 @attrs.frozen
@@ -160,6 +166,7 @@ class FaultProxy:
         self._in_flight = 0
         self._idle = threading.Condition(self._lock)
         self._server: ThreadingHTTPServer | None = None
+        self._scheme = "http"
         self._thread: threading.Thread | None = None
         #: How many faults of each kind were injected since the proxy started.
         self.injected: dict[Fault, int] = dict.fromkeys(Fault, 0)
@@ -182,16 +189,20 @@ class FaultProxy:
         """The proxy's endpoint URL, ``http://127.0.0.1:<port>``."""
         if self._server is None:
             raise RuntimeError("the proxy is not running")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> str:
-        """Bind a free port on 127.0.0.1, serve in a daemon thread, return :attr:`url`."""
+    def start(self, tls: ssl.SSLContext | None = None) -> str:
+        """Bind a free port on 127.0.0.1, serve in a daemon thread, return :attr:`url`
+        (``https://`` with a server-side ``tls`` context: the proxy is then a TLS endpoint)."""
         proxy = self
 
         class Handler(_Handler):
             owner = proxy
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            server.socket = tls.wrap_socket(server.socket, server_side=True)
+            self._scheme = "https"
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -220,14 +231,15 @@ class FaultProxy:
     def inject(self, fault: Fault, *, times: int = 1,
                operations: Iterable[str] = WRITE_OPERATIONS, delay: float = 0.0,
                on_applied: Callable[[], None] | None = None, chance: float = 1.0,
-               when: Callable[[str, dict[str, Any]], bool] | None = None) -> Rule:
+               when: Callable[[str, dict[str, Any]], bool] | None = None,
+               body: bytes = b"{}") -> Rule:
         """Queue a rule; rules are consumed in order, each request consuming at most one.
 
         With ``chance`` below 1 each matching request gets the fault with that probability (a
         lossy network: ``inject(Fault.DROP_AFTER, times=10**9, chance=0.02)``). ``when`` narrows
         the rule to the requests it picks by operation and parsed body.
         """
-        rule = Rule(fault, times, frozenset(operations), delay, on_applied, chance, when)
+        rule = Rule(fault, times, frozenset(operations), delay, on_applied, chance, when, body)
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -435,6 +447,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if fault is Fault.DELAY_AFTER and rule is not None:
                 self._hold_reply(rule.delay)
+            if fault is Fault.CORRUPT and rule is not None:
+                response_body = rule.body
             self._reply(status, response_headers, response_body)
         finally:
             proxy._end()

@@ -218,7 +218,7 @@ def backfill(models: tuple[Any, ...], model: Any, table: str) -> Any:
                                                  owner=model.__name__)
     phase = Phase(PhaseKind.FILL, model.__name__, table, constraint)
     run = phase_run(phase, TableKeys(table, info.hash_attr, info.range_attr),
-                    connection_for(model.Meta), {m.__name__: m for m in models})
+                    connection_for(model), {m.__name__: m for m in models})
     runner = SegmentRunner(Keeper(put_locks, delete_lock, lambda: None), _Ledger(),  # type: ignore
                            SilentReporter(), worker="all", threads=1, page_size=100,
                            conflict_cap=100, bucket=None)

@@ -102,7 +102,7 @@ def test_memory_answers_the_recorded_corpus_as_the_server_does(account_on_the_se
     dynaunique_db = account_on_the_server
     create_tables(SimAccount)
     wire = Wire()
-    wire.hook(client_for(SimAccount.Meta))
+    wire.hook(client_for(SimAccount))
     try:
         with simulation():
             _library_calls()

@@ -75,38 +75,53 @@ def test_a_request_with_no_model_setting_makes_as_many_attempts_as_a_save_and_sa
 
 def test_a_models_connection_and_policy_are_kept_until_a_setting_changes(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """``sending_for``: what a write asks once, made again after any change that matters."""
+    """``sending_for``: what a write asks once — the model's own PynamoDB connection — made
+    again after any change that matters."""
     import pynamodb.settings
 
-    from dynaunique import _connection
+    from dynaunique import Model, _connection
+    from dynaunique.attributes import UnicodeAttribute
 
     made: list[object] = []
     real = _connection.connection_for
     monkeypatch.setattr(_connection, "connection_for",
-                        lambda meta: made.append(meta) or real(meta))
+                        lambda model: made.append(model) or real(model))
 
-    class Meta:
-        region = "us-east-1"
-        host = "http://127.0.0.1:1"
-        aws_access_key_id = "fake"
-        aws_secret_access_key = "fake"
-        extra_headers = {"X-Test": "1"}
+    class Kept(Model):
+        class Meta:
+            table_name = "kept"
+            region = "us-east-1"
+            host = "http://127.0.0.1:1"
+            aws_access_key_id = "fake"
+            aws_secret_access_key = "fake"
+            extra_headers = {"X-Test": "1"}
 
-    first = _connection.sending_for(Meta)
-    assert _connection.sending_for(Meta) is first and len(made) == 1   # kept, nothing rebuilt
+        pk = UnicodeAttribute(hash_key=True)
+
+    Meta = Kept.Meta
+    first = _connection.sending_for(Kept)
+    assert first[0] is Kept._get_connection().connection            # the model's own
+    assert _connection.sending_for(Kept) is first and len(made) == 1   # kept, nothing rebuilt
     Meta.host = "http://127.0.0.1:2"                                   # as use_endpoint does
-    second = _connection.sending_for(Meta)
+    second = _connection.sending_for(Kept)
     assert second[0] is not first[0] and second[0].host == "http://127.0.0.1:2"
+    assert second[0] is Kept._get_connection().connection
     Meta.extra_headers["X-Test"] = "2"                                 # changed in place
-    third = _connection.sending_for(Meta)
+    third = _connection.sending_for(Kept)
     assert third[0] is not second[0] and third[0]._extra_headers == {"X-Test": "2"}
-    Meta.max_retry_attempts = 7                                        # the policy only
-    fourth = _connection.sending_for(Meta)
-    assert fourth[0] is third[0] and fourth[1].max_network_retries == 7
+    Meta.max_retry_attempts = 7                                        # PynamoDB's retries too
+    fourth = _connection.sending_for(Kept)
+    assert fourth[0] is not third[0] and fourth[1].max_network_retries == 7
     monkeypatch.setitem(pynamodb.settings.default_settings_dict, "connect_timeout_seconds", 3)
-    fifth = _connection.sending_for(Meta)                              # PynamoDB's settings
-    assert fifth[0] is not fourth[0] and fifth[0]._connect_timeout_seconds == 3
-    monkeypatch.delitem(_connection._connections, _connection._settings_key(Meta))
-    sixth = _connection.sending_for(Meta)                              # the cache was cleared
-    assert sixth[0] is not fifth[0] and _connection.sending_for(Meta) is sixth
+    fifth = _connection.sending_for(Kept)                              # PynamoDB's settings
+    assert fifth[0] is not fourth[0]     # (PynamoDB's Meta took its timeout at class creation)
+    Kept._connection = None                                            # PynamoDB's own reset
+    sixth = _connection.sending_for(Kept)
+    assert sixth[0] is not fifth[0] and _connection.sending_for(Kept) is sixth
     assert len(made) == 6
+    # Re-pointed and reset (use_endpoint), its new client asked for (a hook registered on it)
+    # before the next write: that write goes through that very client.
+    Meta.host = "http://127.0.0.1:3"
+    Kept._connection = None
+    client = _connection.client_for(Kept)
+    assert _connection.sending_for(Kept)[0].client is client

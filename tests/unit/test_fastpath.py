@@ -9,10 +9,12 @@ order, body, context) and the two answers (parsed, or the ClientError's response
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import datetime
 import json
 import uuid
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,8 +50,12 @@ _ANSWERS: dict[str, dict[str, Any]] = {
     "TransactGetItems": {"Responses": [{"Item": _ITEM}, {}]},
     "TransactWriteItems": {"ConsumedCapacity": [], "ItemCollectionMetrics": {}},
 }
-_HEADERS = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "rid",
-            "x-amz-crc32": "1"}
+_HEADERS = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "rid"}
+
+
+def _headers(body: bytes) -> dict[str, str]:
+    """DynamoDB's headers of an answer, its ``x-amz-crc32`` the body's (the library checks it)."""
+    return {**_HEADERS, "x-amz-crc32": str(zlib.crc32(body) & 0xFFFFFFFF)}
 
 
 class _Raw:
@@ -72,9 +78,9 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         state["sent"].append(request)
         operation = request.headers["X-Amz-Target"].decode().split(".")[1]
         if state["error"] is not None:
-            return AWSResponse(request.url, 400, _HEADERS, _Raw(state["error"]))
-        return AWSResponse(request.url, 200, _HEADERS,
-                           _Raw(json.dumps(_ANSWERS[operation]).encode()))
+            return AWSResponse(request.url, 400, _headers(state["error"]), _Raw(state["error"]))
+        content = json.dumps(_ANSWERS[operation]).encode()
+        return AWSResponse(request.url, 200, _headers(content), _Raw(content))
 
     original = _wire.FastPath.__call__
 
@@ -110,17 +116,17 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
     monkeypatch.setattr(_wire.FastPath, "__call__", both)
     state["answer"] = answer
-    _connection._connections.clear()
-    client = _connection.client_for(Wired.Meta)
+    _connection.forget()
+    client = _connection.client_for(Wired)
     client.meta.events.register_last("before-send.dynamodb", answer)
     # Known to have no replica: the first write asks nothing (dynaunique._regions).
     _regions.remember(Wired.Meta.table_name, client.meta.region_name, Wired.Meta.host, {})
     yield state
-    _connection._connections.clear()
+    _connection.forget()
 
 
 def _every_operation() -> None:
-    connection = _connection.connection_for(Wired.Meta)
+    connection = _connection.connection_for(Wired)
     record = _full("W#1")
     record.save()
     record.name = "m"
@@ -160,8 +166,8 @@ def test_with_a_session_token_and_an_outer_user_agent_feature(
     from botocore.useragent import register_feature_id
 
     monkeypatch.setenv("AWS_SESSION_TOKEN", "token/with+chars=")
-    _connection._connections.clear()
-    client = _connection.client_for(Wired.Meta)
+    _connection.forget()
+    client = _connection.client_for(Wired)
     client.meta.events.register_last("before-send.dynamodb", paired["answer"])
     with start_as_current_context():
         register_feature_id("WAITER")
@@ -177,7 +183,7 @@ def test_errors_are_botocores_own(paired: dict[str, Any]) -> None:
         "message": "Transaction cancelled", "CancellationReasons": [
             {"Code": "None"}, {"Code": "ConditionalCheckFailed", "Message": "failed",
                                "Item": _ITEM}]}).encode()
-    connection = _connection.connection_for(Wired.Meta)
+    connection = _connection.connection_for(Wired)
     with pytest.raises(ClientError) as caught:
         _wire.FastPath.__call__(connection.client.__dict__["_make_api_call"],
                                 "TransactWriteItems", {"TransactItems": [
@@ -192,12 +198,13 @@ def test_a_handler_of_its_own_on_a_skipped_event_takes_botocores_path(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection._connections.clear()
+    _connection.forget()
     try:
-        client = _connection.client_for(Wired.Meta)
+        client = _connection.client_for(Wired)
         client.meta.events.register_last("before-send.dynamodb",
                                          lambda request, **_: AWSResponse(
-                                             request.url, 200, _HEADERS, _Raw(b"{}")))
+                                             request.url, 200, _headers(b"{}"),
+                                             _Raw(b"{}")))
         fast = client.__dict__["_make_api_call"]
         params = {"TableName": "wire_records", "Item": {"PK": {"S": "a"}}}
         assert fast.begin("PutItem", dict(params)) is not None
@@ -205,28 +212,28 @@ def test_a_handler_of_its_own_on_a_skipped_event_takes_botocores_path(
         client.meta.events.register("before-call.dynamodb.PutItem",
                                     lambda **_: seen.append("before-call"))
         assert fast.begin("PutItem", dict(params)) is None
-        _connection.connection_for(Wired.Meta).dispatch("PutItem", dict(params))
+        _connection.connection_for(Wired).dispatch("PutItem", dict(params))
         assert seen == ["before-call"]
         # Another operation, debug logging: botocore's path too.
         assert fast.begin("DescribeTable", {"TableName": "wire_records"}) is None
     finally:
-        _connection._connections.clear()
+        _connection.forget()
 
 
 def test_a_patched_botocore_method_is_what_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection._connections.clear()
+    _connection.forget()
     calls: list[str] = []
     from botocore.client import BaseClient
 
     monkeypatch.setattr(BaseClient, "_make_api_call",
                         lambda self, operation, params: calls.append(operation) or {})
     try:
-        _connection.connection_for(Wired.Meta).dispatch("GetItem", {
+        _connection.connection_for(Wired).dispatch("GetItem", {
             "TableName": "wire_records", "Key": {"PK": {"S": "a"}}})
     finally:
-        _connection._connections.clear()
+        _connection.forget()
     assert calls == ["GetItem"]
 
 
@@ -238,15 +245,15 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: _NOW)
     monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=26))
-    _connection._connections.clear()
+    _connection.forget()
     try:
-        client = _connection.client_for(Wired.Meta)
+        client = _connection.client_for(Wired)
         sent: list[Any] = []
 
         def answer(request: Any, **_: Any) -> AWSResponse:
             sent.append(request)
-            return AWSResponse(request.url, 200, _HEADERS,
-                               _Raw(json.dumps(_ANSWERS["GetItem"]).encode()))
+            content = json.dumps(_ANSWERS["GetItem"]).encode()
+            return AWSResponse(request.url, 200, _headers(content), _Raw(content))
 
         client.meta.events.register_last("before-send.dynamodb", answer)
         params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
@@ -265,4 +272,78 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
             assert list(request.headers.items()) == list(botocores.headers.items())
             assert call.finish(answer(request)) == expected
     finally:
-        _connection._connections.clear()
+        _connection.forget()
+
+
+def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore checks ``x-amz-crc32`` only in its retry handler (retries off here): the call
+    checks it itself, fast or by botocore's steps; no header, nothing to check."""
+    from botocore.exceptions import ChecksumError
+
+    from dynaunique import _botocore
+
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    _connection.forget()
+    try:
+        client = _connection.client_for(Wired)
+        content = json.dumps(_ANSWERS["GetItem"]).encode()
+        headers: dict[str, str] = {}
+        client.meta.events.register_last("before-send.dynamodb", lambda request, **_: AWSResponse(
+            request.url, 200, headers, _Raw(content)))
+        errors: list[Any] = []
+        client.meta.events.register("after-call-error.dynamodb",
+                                    lambda exception, **_: errors.append(exception))
+        params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+        connection = _connection.connection_for(Wired)
+        monkeypatch.setattr(_botocore, "once", contextvars.ContextVar("once", default=True))
+        for fast in (True, False):
+            if not fast:
+                client.meta.events.register("before-sign.dynamodb", lambda **_: None)
+            assert (client.__dict__["_make_api_call"].begin("GetItem", dict(params))
+                    is not None) is fast
+            headers.clear()
+            headers.update(_HEADERS)
+            assert connection.dispatch("GetItem", dict(params))["Item"]["PK"] == {"S": "W#1"}
+            headers.update(_headers(content))
+            assert connection.dispatch("GetItem", dict(params))["Item"]["PK"] == {"S": "W#1"}
+            headers["x-amz-crc32"] = str(int(headers["x-amz-crc32"]) ^ 1)
+            with pytest.raises(ChecksumError, match="crc32"):
+                connection.dispatch("GetItem", dict(params))
+            assert isinstance(errors.pop(), ChecksumError) and not errors
+    finally:
+        _connection.forget()
+
+
+def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The fence: a mirrored botocore function whose source hash matches no tested release's
+    turns the fast path off (botocore's steps carry the calls) and says so once."""
+    from dynaunique import _botocore
+
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    assert _botocore.fence() == ()
+    changed = "botocore.auth.SigV4Auth.canonical_request"
+    tested = {version: {**hashes, changed: "0" * 16}
+              for version, hashes in _botocore.MIRRORED.items()}
+    monkeypatch.setattr(_botocore, "MIRRORED", tested)
+    _botocore.fence.cache_clear()
+    _connection.forget()
+    try:
+        with caplog.at_level("WARNING", logger="dynaunique.connection"):
+            client = _connection.client_for(Wired)
+            content = json.dumps(_ANSWERS["GetItem"]).encode()
+            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
+                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
+            params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+            assert client.__dict__["_make_api_call"].begin("GetItem", dict(params)) is None
+            for _ in range(2):
+                got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
+                assert got["Item"]["PK"] == {"S": "W#1"}
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1 and changed in warnings[0]
+    finally:
+        _botocore.fence.cache_clear()
+        _connection.forget()

@@ -21,7 +21,7 @@ from botocore.serialize import JSONSerializer
 from pynamodb.attributes import MapAttribute
 
 import dynaunique
-from dynaunique import _connection, _wire, audit
+from dynaunique import _clients, _connection, _wire, audit
 from dynaunique.attributes import (
     BinaryAttribute,
     BinarySetAttribute,
@@ -98,12 +98,12 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         return fast
 
     monkeypatch.setattr(_wire.FastSerializer, "serialize_to_request", both)
-    _connection._connections.clear()
-    client = _connection.client_for(Wired.Meta)
+    _connection.forget()
+    client = _connection.client_for(Wired)
     assert isinstance(client._serializer, _wire.FastSerializer)
     client.meta.events.register_last("before-send.dynamodb", _answer)
     yield seen
-    _connection._connections.clear()
+    _connection.forget()
 
 
 def _full(pk: str) -> Wired:
@@ -141,7 +141,7 @@ def test_every_operation_the_library_sends_serializes_as_botocore_does(
     rendered = _full("W#r").save(dry_run=True)["TransactItems"]
     items = [slot["Put"]["Item"] for slot in rendered]
     keys = [{"PK": item["PK"], "SK": item["SK"]} for item in items]
-    connection = _connection.connection_for(Wired.Meta)
+    connection = _connection.connection_for(Wired)
     send = _connection.send
     send(connection, "BatchWriteItem", {"RequestItems": {"wire_records": [
         {"PutRequest": {"Item": item}} for item in items] + [
@@ -177,7 +177,7 @@ def test_what_the_fast_path_does_not_know_goes_to_botocore(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    client = _connection.client_for(Wired.Meta)
+    client = _connection.client_for(Wired)
     fast: _wire.FastSerializer = client._serializer
     model = client.meta.service_model
     calls: list[str] = []
@@ -206,19 +206,19 @@ def test_what_the_fast_path_does_not_know_goes_to_botocore(
 def test_without_the_private_hooks_botocore_serializes(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection._connections.clear()
+    _connection.forget()
     # A botocore whose clients have no _serializer (or another kind of serializer) is left alone.
-    original = _wire.install
+    original = _clients.install
 
     def hookless(client: Any) -> bool:
         del client._serializer
         return original(client)
 
-    monkeypatch.setattr(_wire, "install", hookless)
+    monkeypatch.setattr(_clients, "install", hookless)
     try:
-        client = _connection.client_for(Wired.Meta)
+        client = _connection.client_for(Wired)
     finally:
-        _connection._connections.clear()
+        _connection.forget()
     assert not hasattr(client, "_serializer")
     assert original(client) is False
 
@@ -233,10 +233,10 @@ def test_without_the_private_hooks_botocore_serializes(monkeypatch: pytest.Monke
 def test_without_the_private_hooks_requests_still_go_out(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(_wire, "install", lambda client: False)
-    _connection._connections.clear()
+    monkeypatch.setattr(_clients, "install", lambda client: False)
+    _connection.forget()
     try:
-        client = _connection.client_for(Wired.Meta)
+        client = _connection.client_for(Wired)
         assert isinstance(client._serializer, JSONSerializer)
         bodies: list[bytes] = []
 
@@ -252,7 +252,7 @@ def test_without_the_private_hooks_requests_still_go_out(monkeypatch: pytest.Mon
         assert [list(slot) for slot in sent["TransactItems"]] == [["Put"], ["Put"]]
         assert sent["TransactItems"][1]["Put"]["Item"]["PK"] == {"S": "UNIQ#EMAIL#h@example.com"}
     finally:
-        _connection._connections.clear()
+        _connection.forget()
 
 
 def test_a_unit_is_rendered_once_and_shows_the_request_it_sent(
@@ -270,7 +270,7 @@ def test_a_unit_is_rendered_once_and_shows_the_request_it_sent(
     for module in (_flush, _transaction):
         monkeypatch.setattr(module, "render", counting, raising=False)
     sent: list[dict[str, Any]] = []
-    client = _connection.client_for(Wired.Meta)
+    client = _connection.client_for(Wired)
     client.meta.events.register_first(
         "before-call.dynamodb.TransactWriteItems",
         lambda params, **_: sent.append(json.loads(params["body"])))

@@ -40,7 +40,7 @@ class DemoTables:
         info = self.Account._du_info
         assert info is not None
         self.info = info
-        self.client = client_for(self.Account.Meta)
+        self.client = client_for(self.Account)
         credentials: dict[str, str] = {}
         if target.credentials is not None:
             credentials = {"aws_access_key_id": target.credentials[0],

@@ -22,6 +22,6 @@ def wire(dynaunique_db: str) -> Iterator[Wire]:
         use_endpoint(dynaunique_db, *stale)
     recorder = Wire()
     for model in MODELS:
-        recorder.hook(du_connection.client_for(model.Meta))
+        recorder.hook(du_connection.client_for(model))
     yield recorder
     recorder.unhook()
