@@ -121,15 +121,15 @@ _META_SETTINGS = ("region", "host", "aws_access_key_id", "aws_secret_access_key"
 
 
 def _made_of(meta: Any) -> tuple[Any, ...]:
-    # What PynamoDB's connection and policy_for read: the Meta's settings, PynamoDB's, and
-    # _regions.forget's count (a global table's route is made again after it).
+    # What PynamoDB's connection and policy_for read: the Meta's settings, then PynamoDB's.
     overrides = _settings.override_settings
     return (*map(getattr, repeat(meta), _META_SETTINGS, repeat(None)), overrides,
-            _settings.default_settings_dict, getattr(overrides, "__dict__", None), _regions.known)
+            _settings.default_settings_dict, getattr(overrides, "__dict__", None))
 
 
-#: model → (what its connection and policy were made of, its TableConnection, the pair).
-_sendings: dict[Any, tuple[tuple[Any, ...], Any, tuple[Connection, RetryPolicy]]] = {}
+#: model → (what its connection and policy were made of, its TableConnection, the pair, the
+#: count of ``_regions.forget`` calls its route was made after).
+_sendings: dict[Any, tuple[tuple[Any, ...], Any, tuple[Connection, RetryPolicy], int]] = {}
 
 
 def sending_for(model: Any) -> tuple[Connection, RetryPolicy]:
@@ -137,19 +137,23 @@ def sending_for(model: Any) -> tuple[Connection, RetryPolicy]:
     PynamoDB's connection of the model was replaced (``Model._connection = None``) or one of the
     settings it is made of changed (``Meta.host = ...``, PynamoDB's settings): then the model's
     PynamoDB connection is dropped first, so that PynamoDB makes it again from them, as the
-    library's own used to be (a retargeted model needs no reset)."""
+    library's own used to be (a retargeted model needs no reset). A global table's write goes to
+    its home region (``_regions.route``), routed again after ``_regions.forget`` (the model's
+    own connection, and the handlers on its client, are kept then)."""
     meta = model.Meta
     made_of = _made_of(meta)
     known = _sendings.get(model)
-    if known is None or known[1] is not model._connection or known[0] != made_of:
+    if (known is None or known[1] is not model._connection or known[0] != made_of
+            or known[3] != _regions.known):
         if known is not None and known[0] != made_of and known[1] is model._connection:
             model._connection = None    # (unless it was made again already: it is up to date)
-        # A global table: its home region (its mode asked through the model's own client).
-        homed = _regions.route(meta, lambda _meta: connection_for(model))
-        pair = (_clients.connection_in(model, homed), policy_for(homed))
+        routed_after = _regions.known
+        own = connection_for(model)
+        homed = _regions.route(meta, lambda _meta: own)   # its mode asked through its own client
+        pair = (own if homed is meta else _clients.connection_in(model, homed), policy_for(homed))
         # Copies: a dict changed in place (extra_headers, the settings) is a change.
         known = _sendings[model] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
-                                    model._connection, pair)
+                                    model._connection, pair, routed_after)
     return known[2]
 
 
