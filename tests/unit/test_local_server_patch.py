@@ -111,20 +111,27 @@ def test_on_the_verified_python_every_piece_of_the_front_fits() -> None:
 def test_a_piece_of_the_front_whose_source_differs_is_left_out_not_refused(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Another Python (3.10.13 and 3.11.2 have another ``parse_request``) or werkzeug: the
-    piece is reported and left out, moto's patch still fits (it used to refuse to start)."""
+    piece is reported and left out, moto's patch still fits (it used to refuse to start).
+
+    The other pieces are compared with what this Python gives unpatched, not with "all fit":
+    on 3.12.1 and 3.13.0 ``http.client.parse_headers`` and ``random``'s
+    ``_randbelow_with_getrandbits`` differ from the verified Python's too (they are left out
+    there as well, which is the behaviour under test)."""
     import http.server
 
     def parse_request(self: Any) -> bool:  # the same parameters, another source
         return bool(stock(self))
 
+    before, fitting_before = _moto_patch.front(), _moto_patch.fitting_front()
     stock = http.server.BaseHTTPRequestHandler.parse_request
     monkeypatch.setattr(http.server.BaseHTTPRequestHandler, "parse_request", parse_request)
     front = _moto_patch.front()
     (problem,) = front["keep_alive"]
     assert problem.startswith("http.server.BaseHTTPRequestHandler.parse_request has changed "
                               "(source sha256 ")
-    assert front["header_parser"] == front["request_id"] == []
-    assert _moto_patch.fitting_front() == {"header_parser", "request_id"}
+    assert front["header_parser"] == before["header_parser"]
+    assert front["request_id"] == before["request_id"]
+    assert _moto_patch.fitting_front() == fitting_before - {"keep_alive"}
     assert _moto_patch.check() == []
 
 
