@@ -7,6 +7,7 @@ on the other's constraints, and ``migrate`` of each applies only its own.
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,13 +79,9 @@ def test_each_module_migrates_its_own_constraints_into_its_own_ledger(ws: Worksp
     run("makemigrations", ws.module)
     people = _people(ws)
     run("makemigrations", people)
-    ws.client.create_table(
-        TableName=PEOPLE_TABLE,
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
-                   {"AttributeName": "SK", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
-                              {"AttributeName": "SK", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST")
+    people_table = copy.copy(ws)  # the workspace's table helper, for the people's table
+    people_table.table = PEOPLE_TABLE
+    people_table.create_table()
 
     for module in (people, ws.module):
         result = run("migrate", module, "--endpoint", ws.endpoint)
