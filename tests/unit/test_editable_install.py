@@ -46,7 +46,8 @@ def test_the_editable_folder_holds_only_a_link_to_the_package() -> None:
 
 @editable
 def test_the_install_s_path_entry_is_the_editable_folder() -> None:
-    assert [Path(e).resolve() for e in _editable_entries()] == [(ROOT / ".editable").resolve()]
+    assert [Path(e).resolve() for e in _editable_entries()] == [(ROOT / ".editable").resolve()], (
+        "an editable install made before pyproject named .editable/: run `pip install -e .` again")
 
 
 @editable
@@ -57,7 +58,8 @@ def test_from_another_directory_only_dynaunique_is_importable(tmp_path: Path) ->
              f"print([m for m in {(*OTHERS, 'dynaunique')!r} if u.find_spec(m) is not None])")
     found = subprocess.run([sys.executable, "-I", "-c", probe], cwd=tmp_path, text=True,
                            capture_output=True, check=True).stdout.strip()
-    assert found == "['dynaunique']"
+    assert found == "['dynaunique']", "an editable install made before pyproject named " \
+        ".editable/? run `pip install -e .` again"
 
 
 @editable
