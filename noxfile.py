@@ -5,8 +5,9 @@ pytest -q``, on 3.10, 3.11, 3.12 and 3.13, each in a fresh virtualenv under ``.n
 package installed editable with its ``dev`` extra. ``python -m nox -s tests-3.13`` runs one;
 anything after ``--`` goes to pytest (``python -m nox -s tests-3.12 -- tests/unit``).
 
-nox finds each interpreter as ``python3.X`` on ``PATH``; ``.ci/run`` puts pyenv's
-``versions/3.X.Y/bin`` folders there (pyenv's shims need ``PYENV_VERSION`` to pick one).
+nox finds each interpreter as ``python3.X`` on ``PATH``; ``.ci/run`` links pyenv's
+``versions/3.X.Y/bin/python3.X`` into ``.nox/interpreters/`` and puts that first (pyenv's shims
+need ``PYENV_VERSION`` to pick a version).
 CI runs the main interpreter's full run itself and this session on the others
 (``MAIN`` is left out with ``--python``): see ``.ci/run``.
 """
