@@ -189,7 +189,7 @@ def error_for(failure: Failure, operation: str, params: Mapping[str, Any] | None
     params = params or {}
     table = params.get("TableName")
     if isinstance(failure, Refused) and not retryable(failure):
-        return _chained(_refusal(failure, operation, table, error, missing), failure.cause)
+        return _chained(_refusal(failure, operation, params, error, missing), failure.cause)
     found = _loop_error(failure, operation, attempts, ambiguous, resend_safe)
     if issubclass(error, MigrationError) and not isinstance(found, MigrationError):
         return _chained(error(f"{_snake(operation)} on {table!r}: {found}"), found)
@@ -198,8 +198,10 @@ def error_for(failure: Failure, operation: str, params: Mapping[str, Any] | None
     return found
 
 
-def _refusal(refused: Refused, operation: str, table: Any, error: type[DynauniqueError],
+def _refusal(refused: Refused, operation: str, params: Mapping[str, Any],
+             error: type[DynauniqueError],
              missing: type[DynauniqueError] | None) -> DynauniqueError:
+    table = params.get("TableName")
     code, message = refused.code, refused.message
     if issubclass(error, MigrationError):
         if code == "ResourceNotFoundException" and missing is not None:
@@ -221,7 +223,27 @@ def _refusal(refused: Refused, operation: str, table: Any, error: type[Dynauniqu
             for i, r in enumerate(refused.reasons) if r.get("Code") not in (None, "None")
         )
         return error(f"DynamoDB cancelled the transaction: {detail}")
+    if code == "ResourceNotFoundException":
+        # DynamoDB's message ("Requested resource not found") names no table: name them.
+        return error(f"{_missing_tables(params)} (or the endpoint or region is wrong): "
+                     f"DynamoDB refused {operation}: {code}: {message}")
     return error(f"DynamoDB refused the request: {code}: {message}")
+
+
+def _missing_tables(params: Mapping[str, Any]) -> str:
+    """What a ResourceNotFoundException says is missing: the request's table, or one of a
+    transaction's (DynamoDB does not say which)."""
+    tables = [params["TableName"]] if isinstance(params.get("TableName"), str) else []
+    for item in params.get("TransactItems", ()):
+        for action in item.values():
+            if isinstance(action, Mapping) and isinstance(action.get("TableName"), str):
+                tables.append(action["TableName"])
+    named = list(dict.fromkeys(tables))
+    if len(named) == 1:
+        return f"table {named[0]!r} does not exist"
+    if named:
+        return f"one of the tables {', '.join(map(repr, named))} does not exist"
+    return "the table does not exist"
 
 
 def _loop_error(failure: Failure, operation: str, attempts: int, ambiguous: bool,

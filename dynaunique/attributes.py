@@ -101,6 +101,50 @@ class UniqueOptions(_pa.Attribute[_T]):
         self.lock_name = lock_name
         self.hashed = bool(hashed)
 
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        """PynamoDB's naming, plus: a unique attribute on a PynamoDB class that is not a
+        dynaunique Model (a plain ``pynamodb.models.Model``, a ``MapAttribute``) is refused,
+        since nothing there would ever write its lock (docs/decisions.md, "Unique only where a
+        lock is written")."""
+        super().__set_name__(owner, name)
+        if self.unique and isinstance(owner, _pa.AttributeContainerMeta) and not getattr(
+                owner, "_du_declares_constraints", False):
+            _refuse_when_scanned(owner, _misplaced(owner, name))
+
+
+def _misplaced(owner: type[Any], name: str) -> ConfigurationError:
+    """The error for ``owner.name``, a unique attribute of a class that writes no lock."""
+    where = f"{owner.__name__}.{name}"
+    if issubclass(owner, _pa.MapAttribute):
+        return ConfigurationError(
+            f"{where} declares unique=True inside a MapAttribute, where no lock can protect it; "
+            "declare a UniqueConstraint over the model's scalar fields instead"
+        )
+    return ConfigurationError(
+        f"{where} declares unique=True on a pynamodb.models.Model, whose save() writes no lock, "
+        f"so nothing would be enforced; derive {owner.__name__} from dynaunique.Model "
+        "(`from dynaunique import Model`) instead"
+    )
+
+
+class _Refusal:
+    """A class attribute whose every read raises its error (see :func:`_refuse_when_scanned`)."""
+
+    def __init__(self, error: ConfigurationError) -> None:
+        self.error = error
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        raise self.error
+
+
+def _refuse_when_scanned(owner: type[Any], error: ConfigurationError) -> None:
+    # Raised from __set_name__ itself, Python 3.10 and 3.11 would wrap the error in a
+    # RuntimeError ("Error calling __set_name__"). So the class is given an attribute whose
+    # read raises it: PynamoDB's metaclass reads every attribute of the class right after
+    # (AttributeContainerMeta._initialize_attributes, inspect.getmembers), which lets the
+    # ConfigurationError itself end the class definition on every Python.
+    owner._du_misplaced_unique_attribute = _Refusal(error)
+
 
 class UnicodeAttribute(UniqueOptions[str], _pa.UnicodeAttribute):
     """A string attribute (PynamoDB's ``UnicodeAttribute``) that may be unique."""

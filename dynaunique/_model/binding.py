@@ -361,6 +361,9 @@ def table_models(table: str) -> tuple[Any, ...]:
 class ModelMeta(MetaModel):
     """PynamoDB's model metaclass, plus: collect and validate the unique constraints."""
 
+    #: Read by ``UniqueOptions.__set_name__``: a unique attribute belongs on this class.
+    _du_declares_constraints = True
+
     def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
                 discriminator: Any = None) -> ModelMeta:
         # PynamoDB's MapAttribute takes unknown keywords as map values (and drops them when the

@@ -17,13 +17,12 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from dynaunique import audit
 from dynaunique._render import to_json
 from dynaunique.cli._common import CannotRun, endpoint_option, open_models
-from dynaunique.cli._output import Output
+from dynaunique.cli._output import Output, progress_bar
 from dynaunique.cli._regions import compare_regions, print_modes
 from dynaunique.errors import DynauniqueError
 from dynaunique.model import Model
@@ -215,9 +214,8 @@ def _progress(enabled: bool, label: str = "scanning"
     if not enabled or not console.is_terminal:
         yield None
         return
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("scan", total=None)
+    with progress_bar(console, transient=True) as bar:
+        task = bar.add_task(label, total=None)
 
         def update(done: int, total: int | None) -> None:
             bar.update(task, completed=done, total=max(total, done) if total else None)

@@ -17,19 +17,11 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import TaskID
 from rich.text import Text
 
 from dynaunique.cli._common import endpoint_option, exit_code_of, load_models, open_models
-from dynaunique.cli._output import Output
+from dynaunique.cli._output import Output, progress_bar
 from dynaunique.cli._throughput import throughput_options
 from dynaunique.cli._workers import print_result, worker_options
 from dynaunique.errors import DynauniqueError
@@ -178,11 +170,7 @@ class RichReporter(PlainReporter):
 
     def __init__(self, console: Console) -> None:
         super().__init__(console)
-        self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console,
-            transient=False,
-        )
+        self.progress = progress_bar(console, fields="{task.fields[counts]}")
         self._tasks: dict[str, TaskID] = {}
 
     def phase_started(self, label: str, *, estimate: int | None,

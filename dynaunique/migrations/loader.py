@@ -17,7 +17,7 @@ from pathlib import Path
 
 import attrs
 
-from dynaunique.errors import MigrationError
+from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations.operations import Operation
 from dynaunique.migrations.state import ProjectState
 
@@ -25,6 +25,25 @@ from dynaunique.migrations.state import ProjectState
 MIGRATION_NAME = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)$")
 #: ``migrate MODULE zero`` unapplies everything.
 ZERO = "zero"
+#: The first line ``makemigrations`` writes (:func:`dynaunique.migrations.writer.render`): it
+#: names the app (the models module) the migration belongs to.
+_LABEL_LINE = re.compile(r'^"""Migration \S+ of (\S+), written by')
+
+
+def label_of(path: Path) -> str | None:
+    """The app label a migration file names in its first line (None: a hand-written file that
+    does not say)."""
+    with path.open(encoding="utf-8") as file:
+        match = _LABEL_LINE.match(file.readline())
+    return match.group(1) if match else None
+
+
+def labels_in(directory: Path) -> dict[Path, str | None]:
+    """Each migration file of ``directory`` (none if it does not exist) with its label."""
+    if not directory.is_dir():
+        return {}
+    return {path: label_of(path) for path in sorted(directory.glob("*.py"))
+            if MIGRATION_NAME.match(path.stem)}
 
 
 class _UnknownTarget(MigrationError):
@@ -116,14 +135,23 @@ class MigrationLoader:
     ``order`` lists the names so that each follows its dependencies.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, labels: tuple[str, ...] = ()) -> None:
+        """``labels``: the app's names (its label first); a file naming another app is refused
+        before any file runs, so one module never replays another's migrations."""
         self.directory = Path(directory)
         self.migrations: dict[str, Migration] = {}
-        if self.directory.is_dir():
-            for path in sorted(self.directory.glob("*.py")):
-                if MIGRATION_NAME.match(path.stem):
-                    migration = load_file(path)
-                    self.migrations[migration.name] = migration
+        found = labels_in(self.directory)
+        for path, label in found.items():
+            if labels and label is not None and label not in labels:
+                raise ConfigurationError(
+                    f"{path} is a migration of {label}, not of {labels[0]}: each models module "
+                    "keeps its migrations in a directory of its own (replaying another's would "
+                    "remove its constraints); pass another --migrations-dir, or set "
+                    f'migrations_dir under [tool.dynaunique.modules."{labels[0]}"]'
+                )
+        for path in found:
+            migration = load_file(path)
+            self.migrations[migration.name] = migration
         self.order = topological_order(self.migrations)
 
     @classmethod

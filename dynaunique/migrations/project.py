@@ -23,7 +23,7 @@ from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import writer
 from dynaunique.migrations.autodetector import detect_changes, suggest_name
 from dynaunique.migrations.executor import MigrationExecutor
-from dynaunique.migrations.loader import MigrationLoader
+from dynaunique.migrations.loader import MigrationLoader, labels_in
 from dynaunique.migrations.operations import (
     AddUniqueConstraint,
     AlterUniqueConstraint,
@@ -138,21 +138,33 @@ class Project:
         )
 
     def _default_directory(self) -> Path:
+        """``dynamigrations/`` next to the module, unless its files are another module's (two
+        models modules in one package): then ``dynamigrations_<module's last name>/``."""
         module = sys.modules.get(self.module)
         filename = getattr(module, "__file__", None)
         if filename is None:
             raise ConfigurationError(f"cannot tell where {self.module!r} lives; pass "
                                      "--migrations-dir")
-        return Path(filename).resolve().parent / DEFAULT_DIRECTORY
+        parent = Path(filename).resolve().parent
+        labels = {label for label in labels_in(parent / DEFAULT_DIRECTORY).values() if label}
+        if labels and not labels & set(self.labels):
+            return parent / f"{DEFAULT_DIRECTORY}_{self.module.rsplit('.', 1)[-1]}"
+        return parent / DEFAULT_DIRECTORY
 
     @property
     def app(self) -> str:
         """The ledger's app label: ``[tool.dynaunique] app``, else the module's dotted path."""
         return self.settings.app or self.module
 
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The names this module's migration files may carry: its app label, and its dotted
+        path (which the files name when ``app`` was set after they were written)."""
+        return tuple(dict.fromkeys((self.app, self.module)))
+
     def loader(self) -> MigrationLoader:
-        """The migration files on disk."""
-        return MigrationLoader(self.directory)
+        """The migration files on disk (refused if they are another module's)."""
+        return MigrationLoader(self.directory, self.labels)
 
     def live_state(self) -> ProjectState:
         """The constraints the module's models declare now."""
@@ -177,7 +189,7 @@ class Project:
         if not suffix.replace("_", "").isalnum() or not suffix.isascii():
             raise MigrationError(f"--name {suffix!r}: use letters, digits and underscores")
         full = f"{loader.next_number():04d}_{suffix.lower()}"
-        source = writer.render(full, label=self.module, dependencies=[leaf] if leaf else [],
+        source = writer.render(full, label=self.app, dependencies=[leaf] if leaf else [],
                                operations=operations)
         if check:
             return MakeResult(tuple(operations), full, None, source)
@@ -213,11 +225,20 @@ class Project:
                     tables.add(table)
         if not tables:
             tables = {m._du_info.table for m in self.models.values() if m._du_info is not None}
-        if len(tables) != 1:
+        if not tables:
             raise ConfigurationError(
-                f"{self.module}'s models and migrations use tables {sorted(tables)}; set "
-                "ledger_table under [tool.dynaunique] in pyproject.toml to the table that keeps "
-                "the migrations ledger"
+                f"{self.module} has no model with a table, so there is no table to keep its "
+                f"migrations ledger in; set ledger_table = \"<table>\" under "
+                f'[tool.dynaunique.modules."{self.module}"] in pyproject.toml'
+            )
+        if len(tables) != 1:
+            named = sorted(tables)
+            raise ConfigurationError(
+                f"{self.module} spans tables {named} (its models' and migrations' tables), "
+                "and dynaunique records which of its migrations are applied in one table, the "
+                f"ledger, which it cannot choose for you; set ledger_table = \"{named[0]}\" "
+                f'under [tool.dynaunique.modules."{self.module}"] (or [tool.dynaunique] for '
+                "every module) in pyproject.toml, naming the table that should keep the ledger"
             )
         return next(iter(tables))
 

@@ -451,7 +451,7 @@ def test_models_on_several_tables_need_a_ledger_table_setting(ws: Workspace) -> 
     run("makemigrations", ws.module)
     result = migrate(ws, "--plan")
     assert result.exit_code == 2
-    assert "use tables ['mig_cli_accounts', 'mig_cli_pages']; set ledger_table" in result.stderr
+    assert "spans tables ['mig_cli_accounts', 'mig_cli_pages']" in result.stderr
     (ws.root / "pyproject.toml").write_text(
         f'[tool.dynaunique]\nledger_table = "{TABLE}"\n', encoding="utf-8")
     planned = migrate(ws, "--plan")

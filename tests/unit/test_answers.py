@@ -185,8 +185,9 @@ def test_a_refusal_in_the_words_of_each_part_of_the_library() -> None:
     params = {"TableName": "accounts"}
     library = error_for(missing, "GetItem", params)
     assert type(library) is DynauniqueError
-    assert str(library) == ("DynamoDB refused the request: ResourceNotFoundException: Requested "
-                            "resource not found")
+    assert str(library) == ("table 'accounts' does not exist (or the endpoint or region is "
+                            "wrong): DynamoDB refused GetItem: ResourceNotFoundException: "
+                            "Requested resource not found")
     assert library.__cause__ is missing.cause
     audit = error_for(missing, "Scan", params, error=AuditError)
     assert type(audit) is AuditError

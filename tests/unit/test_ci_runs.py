@@ -103,3 +103,34 @@ def test_testpaths_and_an_own_m_keep_their_expression() -> None:
     # No argument given: pytest runs testpaths (README.md is a file, tests/ a folder).
     assert selection.markexpr(selection.DEFAULT, ["README.md"], ROOT, False) == selection.DEFAULT
     assert selection.markexpr("external", ["tests/unit/test_deploy.py"], ROOT, True) == "external"
+
+
+# --- every claimed Python (noxfile.py; issue 40) -----------------------------------------------
+
+
+def _noxfile_constant(name: str) -> Any:
+    import ast
+
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    (value,) = [node.value for node in tree.body if isinstance(node, ast.AnnAssign | ast.Assign)
+                and name in [getattr(t, "id", None) for t in
+                             (node.targets if isinstance(node, ast.Assign) else [node.target])]]
+    return ast.literal_eval(value)
+
+
+def test_the_classifiers_name_exactly_the_pythons_nox_tests() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    claimed = [c.rsplit(" :: ", 1)[1] for c in project["classifiers"]
+               if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)]
+    assert claimed == _noxfile_constant("PYTHONS")
+    assert project["requires-python"] == f">={claimed[0]}"
+
+
+def test_ci_runs_nox_on_every_python_but_the_main_one() -> None:
+    pythons, main = _noxfile_constant("PYTHONS"), _noxfile_constant("MAIN")
+    (line,) = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+               if re.match(r"\s*(\S+=\S+\s+)?python -m nox\b", line)]
+    words = shlex.split(line.split("python -m nox", 1)[1])
+    assert words[0] == "--python"
+    assert words[1:] == [p for p in pythons if p != main]
+    assert main in pythons

@@ -503,3 +503,64 @@ def test_normalizer_identity_is_the_import_path_else_the_object() -> None:
     assert normalizer_identity(one.add) == ("object", one.add)
     assert normalizer_identity(one.add) != normalizer_identity(two.add)
     assert normalizer_identity(one.add) == normalizer_identity(one.add)
+
+
+# --- a dynaunique attribute on a class that is not a dynaunique Model (issue 40, trap 1) -------
+
+
+@pytest.mark.parametrize("options", [
+    {"unique": True},
+    {"unique": True, "normalize": str.lower},
+    {"unique": True, "lock_name": "MAIL"},
+])
+def test_a_unique_attribute_on_a_plain_pynamodb_model_is_refused_as_defined(
+        options: dict[str, Any]) -> None:
+    # A half-converted codebase: the attribute comes from dynaunique, the class from PynamoDB,
+    # whose save() writes no lock. Accepted, it would enforce nothing.
+    from pynamodb.models import Model as PynamoModel
+
+    with pytest.raises(ConfigurationError) as refused:
+        class Account(PynamoModel):
+            class Meta:
+                table_name = "plain-accounts"
+
+            pk = UnicodeAttribute(hash_key=True)
+            email = UnicodeAttribute(**options)
+
+    message = str(refused.value)
+    assert "Account.email" in message
+    assert "pynamodb.models.Model" in message
+    assert "dynaunique.Model" in message  # the fix
+
+
+def test_a_unique_attribute_inside_a_map_attribute_class_is_refused_as_defined() -> None:
+    from pynamodb.attributes import MapAttribute as PynamoMap
+
+    with pytest.raises(ConfigurationError, match=r"Address\.street .*UniqueConstraint"):
+        class Address(PynamoMap[str, Any]):
+            street = UnicodeAttribute(unique=True)
+
+
+def test_plain_attributes_on_a_plain_pynamodb_model_and_mixins_are_accepted() -> None:
+    from pynamodb.models import Model as PynamoModel
+
+    class Plain(PynamoModel):
+        class Meta:
+            table_name = "plain-accounts"
+
+        pk = UnicodeAttribute(hash_key=True)
+        email = UnicodeAttribute()
+
+    # A plain mixin that holds a unique attribute, mixed into a dynaunique Model: the model
+    # declares it (the attribute's owner at definition is the mixin, not a PynamoDB class).
+    class EmailMixin:
+        email = UnicodeAttribute(unique=True)
+
+    class Account(EmailMixin, Model):
+        class Meta:
+            table_name = "mixin-accounts"
+
+        pk = UnicodeAttribute(hash_key=True)
+
+    assert Plain.email.attr_name == "email"
+    assert [c.constraint.fields for c in Account._du_info.constraints] == [("email",)]

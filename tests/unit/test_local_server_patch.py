@@ -111,20 +111,27 @@ def test_on_the_verified_python_every_piece_of_the_front_fits() -> None:
 def test_a_piece_of_the_front_whose_source_differs_is_left_out_not_refused(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Another Python (3.10.13 and 3.11.2 have another ``parse_request``) or werkzeug: the
-    piece is reported and left out, moto's patch still fits (it used to refuse to start)."""
+    piece is reported and left out, moto's patch still fits (it used to refuse to start).
+
+    The other pieces are compared with what this Python gives unpatched, not with "all fit":
+    on 3.12.1 and 3.13.0 ``http.client.parse_headers`` and ``random``'s
+    ``_randbelow_with_getrandbits`` differ from the verified Python's too (they are left out
+    there as well, which is the behaviour under test)."""
     import http.server
 
     def parse_request(self: Any) -> bool:  # the same parameters, another source
         return bool(stock(self))
 
+    before, fitting_before = _moto_patch.front(), _moto_patch.fitting_front()
     stock = http.server.BaseHTTPRequestHandler.parse_request
     monkeypatch.setattr(http.server.BaseHTTPRequestHandler, "parse_request", parse_request)
     front = _moto_patch.front()
     (problem,) = front["keep_alive"]
     assert problem.startswith("http.server.BaseHTTPRequestHandler.parse_request has changed "
                               "(source sha256 ")
-    assert front["header_parser"] == front["request_id"] == []
-    assert _moto_patch.fitting_front() == {"header_parser", "request_id"}
+    assert front["header_parser"] == before["header_parser"]
+    assert front["request_id"] == before["request_id"]
+    assert _moto_patch.fitting_front() == fitting_before - {"keep_alive"}
     assert _moto_patch.check() == []
 
 
@@ -133,8 +140,11 @@ def test_a_piece_of_the_front_whose_function_is_gone_is_left_out(
     import random
 
     monkeypatch.delattr(random.Random, "_randbelow_with_getrandbits")
-    (problem,) = _moto_patch.front()["request_id"]
-    assert problem.startswith("random.Random._randbelow_with_getrandbits is gone (")
+    # On 3.10.13 the piece has a second problem, another random.Random.choice (reported too).
+    problems = _moto_patch.front()["request_id"]
+    assert [p for p in problems if "_randbelow_with_getrandbits" in p] == [
+        "random.Random._randbelow_with_getrandbits is gone (type object 'Random' has no "
+        "attribute '_randbelow_with_getrandbits')"]
     assert "request_id" not in _moto_patch.fitting_front()
 
 
@@ -179,7 +189,7 @@ def test_a_class_source_is_inspects_when_decorated_nested_or_defined_twice(
     text = (
         "import functools\n\n"
         "class Twice:\n    first = 1\n\n"
-        "class Twice:  # the second: inspect (and the hash) take the first\n    second = 2\n\n"
+        "class Twice:  # the second\n    second = 2\n\n"
         "@functools.total_ordering\n# between\nclass Decorated:\n"
         "    def __lt__(self, other):\n        return False\n\n"
         "    class Inner:\n        x = 1\n\n"
@@ -192,7 +202,13 @@ def test_a_class_source_is_inspects_when_decorated_nested_or_defined_twice(
     for cls in (module.Twice, module.Decorated, module.Decorated.Inner, module.make()):
         assert _moto_check._source(cls) == inspect.getsource(cls), cls
     assert _moto_check._source(module.Decorated).startswith("@functools.total_ordering\n")
-    assert _moto_check._source(module.Twice) == "class Twice:\n    first = 1\n"
+    # Which of two definitions of one name: from 3.13 a class records the line it was defined
+    # on (``__firstlineno__``), and inspect (so the hash) takes the definition that made it, the
+    # second; before 3.13 inspect took the first ``class Twice`` of the file.
+    if sys.version_info >= (3, 13):
+        assert _moto_check._source(module.Twice) == "class Twice:  # the second\n    second = 2\n"
+    else:
+        assert _moto_check._source(module.Twice) == "class Twice:\n    first = 1\n"
 
 
 def test_a_changed_source_with_the_same_signature_is_refused(monkeypatch: pytest.MonkeyPatch

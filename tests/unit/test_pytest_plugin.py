@@ -27,7 +27,8 @@ def _is_fixture(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def test_every_fixture_of_the_plugin_is_prefixed() -> None:
     fixtures = {node.name for nodes in _functions().values() for node in nodes
                 if _is_fixture(node)}
-    assert fixtures == {"dynaunique_endpoint", "dynaunique_db", "dynaunique_aio_db"}
+    assert fixtures == {"dynaunique_endpoint", "dynaunique_db", "dynaunique_models",
+                        "dynaunique_aio_db"}
 
 
 def test_the_plugin_implements_no_hook() -> None:

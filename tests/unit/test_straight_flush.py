@@ -15,6 +15,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# benchmarks/trace.py names each function by its code object's co_qualname, new in Python 3.11.
+pytestmark = pytest.mark.skipif(sys.version_info < (3, 11),
+                                reason="benchmarks.trace needs Python 3.11 (code.co_qualname)")
+
 _SCRIPT = """
 import json
 from benchmarks import trace

@@ -23,7 +23,9 @@ from dynaunique.errors import DynauniqueError
               show_default=True, help="Threads racing on one email per round.")
 @click.option("--rounds", type=click.IntRange(1, 100), default=scenario.DEFAULT_ROUNDS,
               show_default=True, help="Race rounds (one fresh email each).")
-def demo(endpoint: str | None, racers: int, rounds: int) -> None:
+@click.option("--verbose", "-v", is_flag=True,
+              help="Also print the signup's request as the JSON that went over the wire.")
+def demo(endpoint: str | None, racers: int, rounds: int, verbose: bool) -> None:
     """Show dynaunique keeping emails unique, with real requests.
 
     Without --endpoint it starts an embedded local DynamoDB (needs dynaunique[local]). With
@@ -41,7 +43,7 @@ def demo(endpoint: str | None, racers: int, rounds: int) -> None:
             say(console, f"tables: {run.table} (records and locks), {run.naive_table} "
                          "(the naive pattern); both are deleted at the end.")
             for report in run.story():
-                show(report, console)
+                show(report, console, verbose)
                 problems.extend(report.problems)
     except scenario.DemoUnavailableError as exc:
         raise CannotRun(str(exc)) from exc

@@ -37,6 +37,9 @@ class SignupReport:
     sent: tuple[Sent, ...]
     #: The lock keys ada now holds.
     locks: tuple[str, ...]
+    #: The items of the requests sent, one line each (the table the demo prints; the JSON
+    #: with ``--verbose``).
+    items: tuple[ItemSummary, ...] = ()
 
     @property
     def request(self) -> Sent | None:

@@ -93,7 +93,7 @@ class Demo:
             ada.save()
         self._ada = ada
         return SignupReport(key=ADA_KEY, email=ADA_EMAIL, dry_run=dry_run, sent=tuple(sent),
-                            locks=self.tables.lock_keys(ada))
+                            locks=self.tables.lock_keys(ada), items=self.tables.items(sent))
 
     def duplicate_signup(self) -> ViolationReport:
         """Another account signs up with ada's email in other case: refused, nothing written."""

@@ -1,7 +1,8 @@
 """The demo's reports printed with rich: one section per step of the story.
 
 Facts are printed on one line whatever the terminal's width (``soft_wrap``), so that they can be
-copied and grepped; requests as JSON, item lists and counts as tables.
+copied and grepped; item lists and counts as tables, and with ``--verbose`` the signup's request
+as the JSON that went over the wire.
 """
 
 from __future__ import annotations
@@ -55,13 +56,14 @@ def _requests(sent: tuple[Sent, ...]) -> str:
 
 
 @functools.singledispatch
-def show(report: object, console: Console) -> None:
-    """Print one step's ``report`` as its section of the story."""
+def show(report: object, console: Console, verbose: bool = False) -> None:
+    """Print one step's ``report`` as its section of the story (``verbose``: with the
+    signup's request as JSON)."""
     raise TypeError(f"no way to show {type(report).__name__}")
 
 
 @show.register
-def _show_signup(report: SignupReport, console: Console) -> None:
+def _show_signup(report: SignupReport, console: Console, verbose: bool = False) -> None:
     _section(console, "1. ada signs up")
     say(console, f"Account(pk={report.key!r}, email={report.email!r}, username='ada', "
                  "tenant='t1', slug='home').save()")
@@ -70,9 +72,14 @@ def _show_signup(report: SignupReport, console: Console) -> None:
     request = report.request
     if request is None:
         return
-    say(console, "The request exactly as it went over the wire (captured from botocore's "
-                 "before-send event):")
-    console.print(Syntax(request.json, "json", background_color="default"), soft_wrap=True)
+    if verbose:
+        say(console, "The request exactly as it went over the wire (captured from botocore's "
+                     "before-send event):")
+        console.print(Syntax(request.json, "json", background_color="default"), soft_wrap=True)
+    else:
+        say(console, "Its items (`dynaunique demo --verbose` prints the request exactly as it "
+                     "went over the wire, as JSON):")
+        console.print(_items_table(report.items))
     if report.matches_dry_run:
         say(console, "It is what ada.save(dry_run=True) returned just before, apart from the "
                      "per-call ClientRequestToken and the locks' created time.")
@@ -81,7 +88,7 @@ def _show_signup(report: SignupReport, console: Console) -> None:
 
 
 @show.register
-def _show_violation(report: ViolationReport, console: Console) -> None:
+def _show_violation(report: ViolationReport, console: Console, verbose: bool = False) -> None:
     _section(console, "2. the same email again, in other case")
     say(console, f"Account(pk={report.key!r}, email={report.email!r}, username='countess', "
                  "...).save()")
@@ -98,7 +105,7 @@ def _show_violation(report: ViolationReport, console: Console) -> None:
 
 
 @show.register
-def _show_race(report: RaceReport, console: Console) -> None:
+def _show_race(report: RaceReport, console: Console, verbose: bool = False) -> None:
     _section(console, f"3. {report.racers} threads sign up with one email at the same moment")
     say(console, "dynaunique: account.save() (record + locks, one transaction).")
     say(console, "naive: scan the table for the email (strongly consistent), and put the "
@@ -129,7 +136,7 @@ def _show_race(report: RaceReport, console: Console) -> None:
 
 
 @show.register
-def _show_change(report: ChangeReport, console: Console) -> None:
+def _show_change(report: ChangeReport, console: Console, verbose: bool = False) -> None:
     _section(console, "4. ada changes her email")
     say(console, f"ada.email = {report.new_email!r}; ada.save()  →  sent "
                  f"{_requests(report.sent)}:")
@@ -142,7 +149,7 @@ def _show_change(report: ChangeReport, console: Console) -> None:
 
 
 @show.register
-def _show_delete(report: DeleteReport, console: Console) -> None:
+def _show_delete(report: DeleteReport, console: Console, verbose: bool = False) -> None:
     _section(console, "5. ada is deleted")
     say(console, f"ada.delete()  →  sent {_requests(report.sent)}:")
     console.print(_items_table(report.items))
@@ -152,7 +159,7 @@ def _show_delete(report: DeleteReport, console: Console) -> None:
 
 
 @show.register
-def _show_locks(report: LockTable, console: Console) -> None:
+def _show_locks(report: LockTable, console: Console, verbose: bool = False) -> None:
     _section(console, f"6. the lock items on table {report.table}")
     table = _table("constraint", "value", "owner", "model")
     table.add_column("owner holds it", justify="center")
