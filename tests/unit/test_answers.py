@@ -370,7 +370,8 @@ def test_agets_refused_read_is_a_dynaunique_error_quoting_dynamodb() -> None:
 
     from dynaunique.attributes import UnicodeAttribute
 
-    read = declare("Read", "answers-read", meta={"host": "http://127.0.0.1:9"},  # never reached
+    read = declare("Read", "answers-read", meta={"host": "http://127.0.0.1:9",  # never reached
+                                                 "region": "us-east-1"},
                    pk=UnicodeAttribute(hash_key=True),
                    email=UnicodeAttribute(unique=True, null=True))
     steps = read._du_get_steps("A", None, True)
