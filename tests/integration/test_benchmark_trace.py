@@ -4,9 +4,17 @@ reach the server, the counts are of the right package), never how many functions
 
 from __future__ import annotations
 
+import sys
+
+import pytest
 from support.invariants import raw_client
 
 from benchmarks import trace
+
+# benchmarks/trace.py names each function by its code object's co_qualname, new in Python 3.11
+# (as tests/unit/test_straight_flush.py says).
+pytestmark = pytest.mark.skipif(sys.version_info < (3, 11),
+                                reason="benchmarks.trace needs Python 3.11 (code.co_qualname)")
 
 
 def test_the_four_saves_are_traced_on_the_server(dynaunique_db: str) -> None:
