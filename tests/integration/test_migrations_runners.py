@@ -89,10 +89,13 @@ def test_an_indexed_job_with_parallelism_1_runs_one_index_after_another(
         ws: Workspace, pods: Forker) -> None:
     """The first pod does the whole migration (rerun on 75 as the policy says); the pods of the
     later indexes find nothing to apply. No pod waits for a pod that never comes."""
-    models = ws.seed_unique_email(30)  # 2 s of writes at the cap: several bounded pods
+    # ~1.1 write units a lock since #36's backfill: 30 locks at 15 units a second are ~2 s of
+    # writes, a segment (~10 locks) ~0.7 s, so a 0.3 s pod stops after its first segment. (At
+    # 60 units a second, CI once finished all three segments inside one 0.3 s pod.)
+    models = ws.seed_unique_email(30)
     assert MANIFEST["spec"]["completionMode"] == "Indexed"
     codes = [_k8s_index(ws, pods, i, 3, "--endpoint", ws.endpoint, "--max-seconds", "0.3",
-                        "--max-wcu", "60") for i in range(3)]
+                        "--max-wcu", "15") for i in range(3)]
     assert codes[0][-1] == 0 and 75 in codes[0]  # time-bounded pods, rerun until done
     assert codes[1:] == [[0], [0]]
     assert ws.locks() == ws.expected_locks()
