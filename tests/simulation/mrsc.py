@@ -90,8 +90,54 @@ def record(pk: str, email: str | None) -> dict[str, Any] | None:
                                        "email": {"S": email}}
 
 
-def writer(op: Op, token: str) -> mrsc.Write:
+@attrs.frozen
+class Repair:
+    """``repair`` (or the stream guard) run beside the writers: one consistent Scan, then each
+    lock met settled by ``_mrsc.Settle`` at the clock of the moment — the same interface as
+    ``_mrsc.Write`` for the scheduler."""
+
+    phase: str = "scan"
+    locks: tuple[mrsc.Met, ...] = ()
+    index: int = 0
+    rule: mrsc.Settle | None = None
+    outcome: str = ""
+
+    def key_text(self) -> tuple[Any, ...]:
+        rule = None if self.rule is None else (self.rule.met, self.rule.verdict, self.rule.done)
+        return (self.phase, self.locks, self.index, rule)
+
+    def advance(self, now: float) -> Repair:
+        return self
+
+    def request(self, now: float) -> tuple[str, dict[str, Any]] | None:
+        if self.phase == "scan":
+            return "Scan", {"TableName": TABLE, "ConsistentRead": True}
+        return None if self.rule is None else self.rule.request()
+
+    def answered(self, now: float, answer: Any, refused: Any) -> Repair:
+        if self.phase == "scan":
+            found = tuple(met for item in answer["Items"]
+                          if item["PK"]["S"].startswith(RESERVED_PREFIX)
+                          for met in [mrsc.Met.of(item, "PK")] if met is not None)
+            return attrs.evolve(self, phase="settle", locks=found, index=-1)._next()
+        assert self.rule is not None
+        rule = self.rule.answered(now, answer)
+        return attrs.evolve(self, rule=rule)._next() if rule.done else attrs.evolve(
+            self, rule=rule)
+
+    def _next(self) -> Repair:
+        index = self.index + 1
+        if index >= len(self.locks):
+            return attrs.evolve(self, phase="done", rule=None, outcome="settled")
+        met = self.locks[index]
+        return attrs.evolve(self, index=index, rule=mrsc.Settle(
+            TABLE, met, lock_key(met.key), locks_for, TIMING))
+
+
+def writer(op: Op, token: str) -> Any:
     """The protocol's machine for one operation."""
+    if op[0] == "repair":
+        return Repair()
     pk = op[1]
     target = record(pk, op[2] if op[0] == "put" else None)
     return mrsc.Write(TABLE, {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}, target, token,
@@ -158,7 +204,7 @@ class Seat:
     index: int
     ops: tuple[Op, ...]
     at: int = 0
-    machine: mrsc.Write | None = None
+    machine: Any = None
     crashed: bool = False
     outcomes: tuple[str, ...] = ()
 
@@ -233,7 +279,7 @@ class Explorer:
         if hit is None:
             memory = self.memory(db)
             answer, refused = handle(memory, *request)
-            after = db if request[0] == "GetItem" else self.intern(memory)
+            after = db if request[0] in ("GetItem", "Scan") else self.intern(memory)
             hit = self.applied[memo] = (answer, refused, after)
         return hit
 
@@ -349,17 +395,19 @@ def menu(record_name: str, values: int) -> list[Op]:
     return [("put", record_name, f"v{v}") for v in range(values)] + [("delete", record_name)]
 
 
-def workloads(clients: int, ops: int, values: int, *, shared: bool = False
-              ) -> Iterator[tuple[tuple[Op, ...], ...]]:
+def workloads(clients: int, ops: int, values: int, *, shared: bool = False,
+              repairer: bool = False) -> Iterator[tuple[tuple[Op, ...], ...]]:
     """Every workload of ``clients`` clients × ``ops`` operations over ``values`` values: each
-    client on its own record ``R<i>`` (``shared``: every client on ``R0``), creates first."""
+    client on its own record ``R<i>`` (``shared``: every client on ``R0``), creates first;
+    ``repairer``: one more client runs ``repair`` once, beside them."""
     per_client = []
     for c in range(clients):
         name = "R0" if shared else f"R{c}"
         firsts = [op for op in menu(name, values) if op[0] == "put"]
         rest = list(itertools.product(menu(name, values), repeat=ops - 1))
         per_client.append([(first, *more) for first in firsts for more in rest])
-    yield from itertools.product(*per_client)
+    extra = [((("repair",),),)] if repairer else []
+    yield from itertools.product(*per_client, *extra)
 
 
 SCENARIOS: dict[str, tuple[tuple[tuple[Op, ...], ...], Callable[[MemoryDynamoDB], None] | None]] = {
@@ -370,6 +418,8 @@ SCENARIOS: dict[str, tuple[tuple[tuple[Op, ...], ...], Callable[[MemoryDynamoDB]
     "same": (((("put", "R0", "v1"),), (("put", "R0", "v1"), ("put", "R0", "v0"))), seed_held),
     # Two creates meet one orphan (a crashed writer's intent, long past its grace period).
     "orphan": (((("put", "R0", "v1"),), (("put", "R1", "v1"),)), seed_orphan),
+    # repair beside a writer that may crash: it must leave a live writer's intent alone.
+    "repair": (((("put", "R0", "v0"), ("put", "R0", "v1")), (("repair",), ("repair",))), None),
     # A delete beside a create of the freed value.
     "delete": (((("delete", "R0"),), (("put", "R1", "v0"),)), seed_held),
 }
@@ -457,10 +507,10 @@ def explore_scenario(name: str, *, crashes: int = 1, ticks: int = 1
 
 
 def explore_all(clients: int, ops: int, values: int, *, crashes: int = 1, ticks: int = 1,
-                shared: bool = False) -> tuple[int, int, list[str]]:
+                shared: bool = False, repairer: bool = False) -> tuple[int, int, list[str]]:
     """(workloads, states, the first violation's trace — empty: none)."""
     count = states = 0
-    for workload in workloads(clients, ops, values, shared=shared):
+    for workload in workloads(clients, ops, values, shared=shared, repairer=repairer):
         count += 1
         explorer = Explorer(workload, crashes, ticks)
         n, schedule, problems = explorer.run()
@@ -479,6 +529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--crashes", type=int, default=1)
     parser.add_argument("--ticks", type=int, default=1)
     parser.add_argument("--shared", action="store_true", help="every client on one record")
+    parser.add_argument("--repairer", action="store_true",
+                        help="one more client runs repair beside the writers")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--mutant", choices=sorted(MUTANTS))
     parser.add_argument("--list-mutants", action="store_true")
@@ -496,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             count, states, trace = explore_all(args.clients, args.ops, args.values,
                                                crashes=args.crashes, ticks=args.ticks,
-                                               shared=args.shared)
+                                               shared=args.shared, repairer=args.repairer)
     print("\n".join(trace))
     print(f"{time.process_time() - began:.1f} CPU seconds")
     print(f"explored {count} workloads, {states} states, {1 if trace else 0} violations")
