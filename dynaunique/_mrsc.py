@@ -6,14 +6,15 @@ database without transactions. One write of a record (create, change of unique v
 is a fixed sequence of single-item conditional requests (docs/global-tables.md, "Strong
 consistency (MRSC)", states it with every crash point):
 
-1. read the record (consistent), then each lock it holds now and will release;
+1. read the record (consistent);
 2. put each new lock with ``attribute_not_exists`` carrying a *pending intent*: the operation's
    token (:data:`TOKEN_ATTR`), :data:`PENDING_ATTR` and when it was put (:data:`AT_ATTR`); a
    lock met instead is judged (:func:`judge`) after reading its owner, and taken over —
    a put conditioned on the exact lock met — only when it is free;
 3. write the record conditioned on what was read, only before the intents' lease ends;
-4. clear each intent (conditioned on the token), then delete each old lock conditioned on
-   being exactly the lock read in step 1 (owner and token).
+4. clear each intent (conditioned on the token);
+5. for each old lock: read it and, when it names this record, read the record again and judge
+   it; a free one is deleted conditioned on being exactly the lock judged (owner and token).
 
 A failed step 3 releases the new locks (conditioned on the token). :class:`Write` is that
 sequence as a state machine: :meth:`Write.request` is the next request (or None: done, with
