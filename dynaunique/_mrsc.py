@@ -266,12 +266,14 @@ class Write:
             if met is None:   # gone since: put it again
                 return attrs.evolve(self, phase="put", met=None)
             return attrs.evolve(self, phase="owner", met=met)
-        if phase == "owner":
+        if phase in ("owner", "judge"):
             assert self.met is not None
             verdict = judge(self.met, (answer or {}).get("Item"), self.locks_for, now,
                             self.timing)
-            if verdict is Verdict.FREE:
-                return attrs.evolve(self, phase="take")
+            if verdict is Verdict.FREE:   # a lock met: take it over; an old lock: delete it
+                return attrs.evolve(self, phase="take" if phase == "owner" else "drop")
+            if phase == "judge":
+                return attrs.evolve(self, index=self.index + 1)._released()
             outcome = "busy" if verdict is Verdict.WAIT else "taken"
             return attrs.evolve(self, outcome=outcome)._undo(self.index)
         if phase == "write":
@@ -285,13 +287,6 @@ class Write:
             if met is None or met.owner != _text(self.key):   # gone, or not this record's
                 return attrs.evolve(self, index=self.index + 1)._released()
             return attrs.evolve(self, phase="judge", met=met)
-        if phase == "judge":
-            assert self.met is not None
-            verdict = judge(self.met, (answer or {}).get("Item"), self.locks_for, now,
-                            self.timing)
-            if verdict is Verdict.FREE:
-                return attrs.evolve(self, phase="drop")
-            return attrs.evolve(self, index=self.index + 1)._released()
         if phase == "drop":
             return attrs.evolve(self, index=self.index + 1)._released()
         if phase == "undo":

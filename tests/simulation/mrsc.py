@@ -420,6 +420,9 @@ SCENARIOS: dict[str, tuple[tuple[tuple[Op, ...], ...], Callable[[MemoryDynamoDB]
     "orphan": (((("put", "R0", "v1"),), (("put", "R1", "v1"),)), seed_orphan),
     # repair beside a writer that may crash: it must leave a live writer's intent alone.
     "repair": (((("put", "R0", "v0"), ("put", "R0", "v1")), (("repair",), ("repair",))), None),
+    # Three clients: a move and two creates over two values.
+    "three": (((("put", "R0", "v0"), ("put", "R0", "v1")), (("put", "R1", "v1"),),
+               (("put", "R2", "v0"),)), None),
     # A delete beside a create of the freed value.
     "delete": (((("delete", "R0"),), (("put", "R1", "v0"),)), seed_held),
 }

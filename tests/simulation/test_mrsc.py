@@ -122,7 +122,8 @@ def test_transactions_are_refused_as_on_an_mrsc_table() -> None:
 # --- the exploration ----------------------------------------------------------------------------
 
 #: Per scenario, the states of its exhaustive exploration (1 crash, 1 tick).
-_STATES = {"race": 4371, "same": 3953, "orphan": 454, "repair": 2445, "delete": 240}
+_STATES = {"race": 4371, "same": 3953, "orphan": 454, "repair": 2445, "delete": 240,
+           "three": 13580}
 
 
 def test_every_scenario_is_pinned() -> None:
