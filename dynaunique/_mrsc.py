@@ -167,6 +167,7 @@ def record_write(table: str, key: Mapping[str, Any], read: Mapping[str, Any] | N
             n = len(pairs) - 1
             parts.append(f"#n{n} = :v{n}" if name in read else f"attribute_not_exists(#n{n})")
         guard = _names(pairs, " AND ".join(parts))
+    guard["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
     if target is None:
         return "DeleteItem", {"TableName": table, "Key": dict(key), **guard}
     return "PutItem", {"TableName": table, "Item": dict(target), **guard}
@@ -193,13 +194,18 @@ class Write:
     lock_key: Callable[[str], Item] = attrs.field(eq=False)
     compared: tuple[str, ...]
     timing: Timing = Timing()
-    #: Where it is: read, put, owner, take, write, clear, seek, judge, drop, undo, done.
+    #: Where it is: read, put, owner, take, write, verify, clear, seek, judge, drop, undo,
+    #: done.
     phase: str = "read"
     read: str = "null"        # the record as read (JSON)
     new: tuple[str, ...] = ()  # the lock keys it puts, in order
     index: int = 0
     met: Met | None = None
     at: float | None = None    # when its first intent was put
+    #: Whether a record write was sent whose answer was lost (it may have been applied).
+    doubt: bool = False
+    #: Intents not to release on undo: locks the record as last read requires.
+    keep: tuple[str, ...] = ()
     outcome: str = ""
 
     @property
@@ -211,7 +217,7 @@ class Write:
     def key_text(self) -> tuple[Any, ...]:
         """What its future depends on (for state hashing)."""
         return (self.phase, self.read, self.new, self.index, self.met, self.at,
-                self.outcome, self.token)
+                self.outcome, self.token, self.doubt, self.keep)
 
     def request(self, now: float) -> tuple[str, Item] | None:
         """The next request at time ``now`` (None: done, see :attr:`outcome`)."""
@@ -229,6 +235,8 @@ class Write:
             return "PutItem", intent_put(table, lock, self.token, now, self.met)
         if phase == "write":
             return record_write(table, self.key, self.record, self.target, self.compared)
+        if phase == "verify":
+            return _get(table, self.key)
         if phase == "clear":
             return "UpdateItem", intent_clear(table, self.lock_key(self.new[self.index]),
                                               self.token)
@@ -265,6 +273,9 @@ class Write:
             met = Met.of(refused.get("Item"), next(iter(self.key)))
             if met is None:   # gone since: put it again
                 return attrs.evolve(self, phase="put", met=None)
+            if met.token == self.token:   # our own earlier attempt, its answer lost
+                at = self.at if self.at is not None else met.at
+                return attrs.evolve(self, index=self.index + 1, met=None, at=at)._put_or_write()
             return attrs.evolve(self, phase="owner", met=met)
         if phase in ("owner", "judge"):
             assert self.met is not None
@@ -276,10 +287,15 @@ class Write:
                 return attrs.evolve(self, index=self.index + 1)._released()
             outcome = "busy" if verdict is Verdict.WAIT else "taken"
             return attrs.evolve(self, outcome=outcome)._undo(self.index)
-        if phase == "write":
-            if refused is not None:
-                return attrs.evolve(self, outcome="conflict")._undo(len(self.new))
-            return attrs.evolve(self, outcome="written", phase="clear", index=0)._cleared()
+        if phase in ("write", "verify"):
+            current = (answer or {}).get("Item") if phase == "verify" else (
+                None if refused is None else refused.get("Item"))
+            if (phase == "write" and refused is None) or current == self.target:
+                # applied, now or by an attempt whose answer was lost
+                return attrs.evolve(self, outcome="written", phase="clear", index=0)._cleared()
+            keep = tuple(sorted(set(self.locks_for(current)) & set(self.new)))
+            outcome = "conflict" if phase == "write" else "expired"
+            return attrs.evolve(self, outcome=outcome, keep=keep)._undo(len(self.new))
         if phase == "clear":
             return attrs.evolve(self, index=self.index + 1)._cleared()
         if phase == "seek":
@@ -312,17 +328,28 @@ class Write:
         return attrs.evolve(self, phase="done", met=None)
 
     def _undo(self, count: int) -> Write:
-        """Release the first ``count`` new locks (this operation's), last first."""
+        """Release the first ``count`` new locks (this operation's), last first, but those the
+        record as last read requires (:attr:`keep`)."""
+        while count > 0 and self.new[count - 1] in self.keep:
+            count -= 1
         if count == 0:
             return attrs.evolve(self, phase="done", met=None)
         return attrs.evolve(self, phase="undo", index=count - 1, met=None)
 
     def advance(self, now: float) -> Write:
         """The machine at ``now`` before it sends: a record write whose lease ended is not
-        sent; the intents are released instead (outcome ``expired``)."""
+        sent; the intents are released instead (outcome ``expired``) — after reading the
+        record again when an earlier attempt's answer was lost."""
         if self.phase == "write" and not self.writable(now):
+            if self.doubt:
+                return attrs.evolve(self, phase="verify")
             return attrs.evolve(self, outcome="expired")._undo(len(self.new))
         return self
+
+    def lost(self) -> Write:
+        """The machine after its request's answer was lost (the driver resends it): only a
+        record write's loss matters — it may have been applied."""
+        return attrs.evolve(self, doubt=True) if self.phase == "write" else self
 
 
 @attrs.frozen

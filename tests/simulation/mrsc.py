@@ -109,6 +109,9 @@ class Repair:
     def advance(self, now: float) -> Repair:
         return self
 
+    def lost(self) -> Repair:
+        return self
+
     def request(self, now: float) -> tuple[str, dict[str, Any]] | None:
         if self.phase == "scan":
             return "Scan", {"TableName": TABLE, "ConsistentRead": True}
@@ -223,7 +226,7 @@ class Seat:
                             at=self.at + 1)
 
 
-Step = tuple[int, str]   # (client, "go" | "crash"), or (-1, "tick")
+Step = tuple[int, str]   # (client, "go" | "crash" | "lost"), or (-1, "tick")
 
 
 @attrs.define
@@ -234,6 +237,7 @@ class Explorer:
     crashes: int = 1
     ticks: int = 1
     seed: Callable[[MemoryDynamoDB], None] | None = None
+    lost: int = 0
     dbs: dict[Any, int] = attrs.field(factory=dict)
     states: list[dict[str, Any]] = attrs.field(factory=list)
     problems: list[list[str]] = attrs.field(factory=list)
@@ -259,16 +263,19 @@ class Explorer:
         if self.seed is not None:
             self.seed(memory)
         seats = tuple(Seat(i, tuple(ops)).next_op() for i, ops in enumerate(self.workload))
-        return self.intern(memory), seats, 0, self.crashes, self.ticks
+        return self.intern(memory), seats, 0, self.crashes, self.ticks, self.lost
 
     def steps(self, state: tuple[Any, ...]) -> list[Step]:
-        _, seats, _, crashes, ticks = state
+        _, seats, now, crashes, ticks, lost = state
         out: list[Step] = []
         for seat in seats:
             if seat.active:
                 out.append((seat.index, "go"))
                 if crashes:
                     out.append((seat.index, "crash"))
+                request = seat.machine.advance(float(now)).request(float(now)) if lost else None
+                if request is not None and request[0] not in ("GetItem", "Scan"):
+                    out.append((seat.index, "lost"))
         if ticks and out:
             out.append((-1, "tick"))
         return out
@@ -285,24 +292,31 @@ class Explorer:
 
     def child(self, state: tuple[Any, ...], step: Step, log: list[str] | None = None
               ) -> tuple[Any, ...]:
-        db, seats, now, crashes, ticks = state
+        db, seats, now, crashes, ticks, lost = state
         index, kind = step
         if kind == "tick":
             if log is not None:
                 log.append("the clock moves one lease on: every intent put so far is past "
                            "its grace period")
-            return db, seats, now + 1, crashes, ticks - 1
+            return db, seats, now + 1, crashes, ticks - 1, lost
         seat = seats[index]
         assert seat.machine is not None
         if kind == "crash":
             if log is not None:
                 log.append(f"client {index} CRASHES (stops forever)")
             seat = attrs.evolve(seat, crashed=True)
-            return db, _put(seats, seat), now, crashes - 1, ticks
+            return db, _put(seats, seat), now, crashes - 1, ticks, lost
         machine = seat.machine.advance(float(now))
         request = machine.request(float(now))
         if request is None:   # the lease ended before the record write, nothing to undo
             seat = attrs.evolve(seat, machine=machine)
+        elif kind == "lost":
+            _, refused, db = self.send(db, request)
+            if log is not None:
+                log.append(f"client {index}: {describe(request)} -> "
+                           f"{'ConditionalCheckFailed' if refused else 'ok'}, ANSWER LOST")
+            seat = attrs.evolve(seat, machine=machine.lost())
+            return db, _put(seats, seat), now, crashes, ticks, lost - 1
         else:
             answer, refused, db = self.send(db, request)
             if log is not None:
@@ -314,11 +328,11 @@ class Explorer:
             if log is not None:
                 log.append(f"client {index}: {seat.ops[seat.at - 1]} ends: {machine.outcome}")
             seat = attrs.evolve(seat, outcomes=(*seat.outcomes, machine.outcome)).next_op()
-        return db, _put(seats, seat), now, crashes, ticks
+        return db, _put(seats, seat), now, crashes, ticks, lost
 
     def verdict(self, state: tuple[Any, ...]) -> list[str]:
         """What is wrong in ``state``: its safety problems, and at quiescence what is left."""
-        db, seats, now, _, _ = state
+        db, seats, now, _, _, _ = state
         found = list(self.problems[db])
         if found or any(seat.active for seat in seats):
             return found
@@ -334,8 +348,8 @@ class Explorer:
             for key in pending_intents(memory)]
 
     def key(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
-        db, seats, now, crashes, ticks = state
-        return db, tuple(s.key() for s in seats), now, crashes, ticks
+        db, seats, now, crashes, ticks, lost = state
+        return db, tuple(s.key() for s in seats), now, crashes, ticks, lost
 
     def run(self) -> tuple[int, tuple[Step, ...] | None, list[str]]:
         """(states met, the shortest schedule to a violation or None, its problems)."""
@@ -475,6 +489,21 @@ def _mutant_no_lease() -> Any:
     return patched(mrsc.Write, "writable", lambda _: lambda self, now: True)
 
 
+def _mutant_lost_blind() -> Any:
+    """The first machine: a lost record write's answer ignored, and an undo releasing every
+    intent of the operation, even one the record (written by the lost attempt) requires."""
+    @contextlib.contextmanager
+    def both() -> Iterator[None]:
+        def undo(original: Any) -> Any:
+            def blind(self: Any, count: int) -> Any:
+                return original(attrs.evolve(self, keep=()), count)
+            return blind
+        with patched(mrsc.Write, "lost", lambda _: lambda self: self), \
+                patched(mrsc.Write, "_undo", undo):
+            yield
+    return both()
+
+
 #: name → (what it breaks, patcher, the scenario that catches it).
 MUTANTS: dict[str, tuple[str, Callable[[], Any], str]] = {
     "takeover-any": ("a takeover conditioned on the lock existing, not on the exact intent met",
@@ -486,6 +515,9 @@ MUTANTS: dict[str, tuple[str, Callable[[], Any], str]] = {
     "intent-unmarked": ("locks put without the pending mark: the intent cleared before the "
                         "record write", _mutant_unmarked, "race"),
     "no-lease": ("a record write sent after its lease ended", _mutant_no_lease, "race"),
+    "lost-answer-blind": ("a record write whose answer was lost taken as not applied: its "
+                          "intents released (explored with --lost 1)", _mutant_lost_blind,
+                          "race"),
 }
 
 
@@ -498,10 +530,10 @@ def mutant(name: str | None) -> Iterator[None]:
         yield
 
 
-def explore_scenario(name: str, *, crashes: int = 1, ticks: int = 1
+def explore_scenario(name: str, *, crashes: int = 1, ticks: int = 1, lost: int = 0
                      ) -> tuple[int, list[str]]:
     workload, seed = SCENARIOS[name]
-    explorer = Explorer(workload, crashes, ticks, seed)
+    explorer = Explorer(workload, crashes, ticks, seed, lost)
     states, schedule, problems = explorer.run()
     if schedule is None:
         return states, []
@@ -510,12 +542,13 @@ def explore_scenario(name: str, *, crashes: int = 1, ticks: int = 1
 
 
 def explore_all(clients: int, ops: int, values: int, *, crashes: int = 1, ticks: int = 1,
-                shared: bool = False, repairer: bool = False) -> tuple[int, int, list[str]]:
+                shared: bool = False, repairer: bool = False, lost: int = 0
+                ) -> tuple[int, int, list[str]]:
     """(workloads, states, the first violation's trace — empty: none)."""
     count = states = 0
     for workload in workloads(clients, ops, values, shared=shared, repairer=repairer):
         count += 1
-        explorer = Explorer(workload, crashes, ticks)
+        explorer = Explorer(workload, crashes, ticks, lost=lost)
         n, schedule, problems = explorer.run()
         states += n
         if schedule is not None:
@@ -531,6 +564,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--values", type=int, default=2)
     parser.add_argument("--crashes", type=int, default=1)
     parser.add_argument("--ticks", type=int, default=1)
+    parser.add_argument("--lost", type=int, default=0,
+                        help="up to K write requests applied with their answer lost (resent)")
     parser.add_argument("--shared", action="store_true", help="every client on one record")
     parser.add_argument("--repairer", action="store_true",
                         help="one more client runs repair beside the writers")
@@ -546,12 +581,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with mutant(args.mutant):
         if args.scenario:
             states, trace = explore_scenario(args.scenario, crashes=args.crashes,
-                                             ticks=args.ticks)
+                                             ticks=args.ticks, lost=args.lost)
             count = 1
         else:
             count, states, trace = explore_all(args.clients, args.ops, args.values,
                                                crashes=args.crashes, ticks=args.ticks,
-                                               shared=args.shared, repairer=args.repairer)
+                                               shared=args.shared, repairer=args.repairer,
+                                               lost=args.lost)
     print("\n".join(trace))
     print(f"{time.process_time() - began:.1f} CPU seconds")
     print(f"explored {count} workloads, {states} states, {1 if trace else 0} violations")
