@@ -16,7 +16,11 @@ consistency (MRSC)", states it with every crash point):
 5. for each old lock: read it and, when it names this record, read the record again and judge
    it; a free one is deleted conditioned on being exactly the lock judged (owner and token).
 
-A failed step 3 releases the new locks (conditioned on the token). :class:`Write` is that
+A failed step 3 releases the new locks (conditioned on the token) that the record, as it now
+is, does not require. A lost answer (the driver resends the request; :meth:`Write.lost`) is
+recognised: a resent intent refused by its own token is a success, a resent record write
+refused by its own earlier attempt is judged by the record it returns (``ALL_OLD``), and one
+whose lease ended before the resend by reading the record again. :class:`Write` is that
 sequence as a state machine: :meth:`Write.request` is the next request (or None: done, with
 :attr:`Write.outcome`), :meth:`Write.answered` the machine after its answer. :class:`Settle` is
 the rule a contender, ``repair`` or the stream guard applies to one lock met. Nothing here sends

@@ -215,7 +215,8 @@ def test_every_workload_two_clients_two_ops_two_values() -> None:
 @pytest.mark.parametrize(("options", "expected"), [
     ({"shared": True}, (36, 288476, [])),
     ({"ticks": 2}, (36, 232036, [])),
+    ({"lost": 1}, (36, 315098, [])),
 ])
-def test_every_workload_larger(options: dict[str, bool], expected: tuple[int, int, list[str]]
+def test_every_workload_larger(options: dict[str, int], expected: tuple[int, int, list[str]]
                                ) -> None:
     assert explore_all(2, 2, 2, **options) == expected  # type: ignore[arg-type]
