@@ -210,6 +210,10 @@ class Write:
     doubt: bool = False
     #: Intents not to release on undo: locks the record as last read requires.
     keep: tuple[str, ...] = ()
+    #: How it ended: ``written``, ``unchanged`` (the record already was the target), ``taken``
+    #: (a live lock holds a value: a UniqueViolation), ``busy`` (a pending intent within its
+    #: grace period), ``conflict`` (the record changed since read), ``expired`` (the lease
+    #: ended before the record write).
     outcome: str = ""
 
     @property
@@ -224,7 +228,8 @@ class Write:
                 self.outcome, self.token, self.doubt, self.keep)
 
     def request(self, now: float) -> tuple[str, Item] | None:
-        """The next request at time ``now`` (None: done, see :attr:`outcome`)."""
+        """The next request at time ``now`` (None: done, see :attr:`outcome`), of the machine
+        :meth:`advance` returned for ``now``."""
         phase, table = self.phase, self.table
         if phase == "read":
             return _get(table, self.key)
