@@ -147,6 +147,29 @@ def test_a_lost_record_write_is_recognised_after_the_lease() -> None:
     assert mrsc.PENDING_ATTR not in stored[1]
 
 
+@pytest.mark.parametrize(("holder", "now", "sent", "left"), [
+    ("v0", 0.0, ["GetItem", "UpdateItem"], {mrsc.TOKEN_ATTR, mrsc.AT_ATTR}),  # live: cleared
+    ("v1", 0.5, ["GetItem"], {mrsc.TOKEN_ATTR, mrsc.PENDING_ATTR, mrsc.AT_ATTR}),  # grace: left
+    ("v1", 1.0, ["GetItem", "DeleteItem"], None),                   # free: deleted
+])
+def test_settle(holder: str, now: float, sent: list[str], left: set[str] | None) -> None:
+    memory = new_memory()
+    memory.handle("PutItem", {"TableName": TABLE, "Item": record("R0", holder)})
+    lock = mrsc.intent_put(TABLE, locks_for(record("R0", "v0"))["UNIQ#EMAIL#v0"], "t1", 0.0,
+                           None)
+    memory.handle("PutItem", lock)
+    met = mrsc.Met.of(lock["Item"], "PK")
+    assert met is not None
+    rule = mrsc.Settle(TABLE, met, lock_key(met.key), locks_for, TIMING)
+    operations = []
+    while (request := rule.request()) is not None:
+        operations.append(request[0])
+        rule = rule.answered(now, handle(memory, *request)[0])
+    assert operations == sent
+    stored = memory.get(TABLE, lock_key(met.key))
+    assert (None if stored is None else {k for k in stored if k.startswith("mrsc_")}) == left
+
+
 def test_transactions_are_refused_as_on_an_mrsc_table() -> None:
     with pytest.raises(Exception, match="not supported for global tables configured with "
                                         "multi-Region strong consistency"):
