@@ -11,7 +11,7 @@ library reads: ``dynaunique._regions``).
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from dynaunique.migrations.operations import (
     Operation,
     RemoveUniqueConstraint,
 )
+from dynaunique.migrations.options import MigrationOptions, ProgressCallback
 from dynaunique.migrations.recorder import MigrationRecorder, describe_table
 from dynaunique.migrations.state import ProjectState
 
@@ -93,6 +94,19 @@ def load_settings(module: str, directory: Path | None = None) -> Settings:
     if "migrations_dir" in values:
         values["migrations_dir"] = (root / values["migrations_dir"]).resolve()
     return Settings(**values)
+
+
+def options_from(settings: Settings, **changes: Any) -> MigrationOptions:
+    """:class:`MigrationOptions` from ``[tool.dynaunique]``'s ``segments``, ``max_wcu``,
+    ``max_rcu``, ``concurrency`` and ``lease_seconds`` over the defaults, then ``changes`` (a
+    change of None keeps the setting).
+
+    :raises InvalidOptionError: an unknown option, or a value out of range.
+    """
+    values = {"segments": settings.segments, "max_wcu": settings.max_wcu,
+              "max_rcu": settings.max_rcu, "concurrency": settings.concurrency,
+              "lease_seconds": settings.lease_seconds, **changes}
+    return MigrationOptions().replace(**{k: v for k, v in values.items() if v is not None})
 
 
 @attrs.frozen
@@ -203,7 +217,8 @@ class Project:
         return MakeResult(tuple(operations), full, path, source)
 
     def pending_changes(self) -> list[Operation]:
-        """Changes the models have that no migration holds yet (``migrate`` warns about them)."""
+        """Changes the models have that no migration holds yet (what ``makemigrations
+        --check`` reports; ``migrate`` does not look)."""
         return detect_changes(self.loader().state(), self.live_state())
 
     # --- the ledger ------------------------------------------------------------------------------
@@ -257,20 +272,19 @@ class Project:
         client = self.client_for(table)
         return MigrationRecorder(client, describe_table(client, table), self.app)
 
-    def executor(self, **options: Any) -> MigrationExecutor:
-        """A :class:`MigrationExecutor` over this module (``options`` as the executor takes;
-        unset ones fall back to the settings)."""
+    def options(self, **changes: Any) -> MigrationOptions:
+        """The :class:`MigrationOptions` of a run of this module: :func:`options_from` its
+        settings and ``changes``."""
+        return options_from(self.settings, **changes)
+
+    def executor(self, options: MigrationOptions | None = None, *,
+                 progress_callback: ProgressCallback | None = None,
+                 **changes: Any) -> MigrationExecutor:
+        """A :class:`MigrationExecutor` over this module, run with ``options`` (default:
+        :meth:`options`) changed by ``changes`` (``executor(page_size=10)``)."""
         loader = self.loader()
-        defaults: Mapping[str, Any] = {
-            "segments": self.settings.segments,
-            "max_wcu": self.settings.max_wcu,
-            "max_rcu": self.settings.max_rcu,
-            "concurrency": self.settings.concurrency,
-            "lease_seconds": self.settings.lease_seconds,
-        }
-        for key, value in defaults.items():
-            if options.get(key) is None and value is not None:
-                options[key] = value
-        options = {k: v for k, v in options.items() if v is not None}
-        return MigrationExecutor(loader, self.recorder(loader), self.models,
-                                 client_for=self.client_for, **options)
+        options = self.options(**changes) if options is None else options.replace(
+            **{k: v for k, v in changes.items() if v is not None})
+        return MigrationExecutor(loader, self.recorder(loader), self.models, options,
+                                 client_for=self.client_for,
+                                 progress_callback=progress_callback)
