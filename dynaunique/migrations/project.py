@@ -105,7 +105,8 @@ def options_from(settings: Settings, **changes: Any) -> MigrationOptions:
     """
     values = {"segments": settings.segments, "max_wcu": settings.max_wcu,
               "max_rcu": settings.max_rcu, "concurrency": settings.concurrency,
-              "lease_seconds": settings.lease_seconds, **changes}
+              "lease_seconds": settings.lease_seconds}
+    values.update((k, v) for k, v in changes.items() if v is not None)
     return MigrationOptions().replace(**{k: v for k, v in values.items() if v is not None})
 
 
