@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from support.cli_process import Forker
+from support.migration_progress import Counting
 from support.migrations_workspace import (
     DYNAUNIQUE,
     LiveWriters,
@@ -26,7 +27,7 @@ from support.migrations_workspace import (
 
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError
-from dynaunique.migrations import Counters, RunState
+from dynaunique.migrations import RunState
 from dynaunique.migrations._budget import budget_key
 from dynaunique.migrations._dynamo import LEDGER_ATTR
 from dynaunique.migrations._lease import Lease, SegmentLost
@@ -61,27 +62,6 @@ def _cli(ws: Workspace, workers: Forker, *args: str,
     return workers.run(_migrate(ws, *args), cwd=ws.root, env=ws.process_env(), timeout=timeout)
 
 
-class Counting:
-    """A reporter that sums the records processed."""
-
-    def __init__(self) -> None:
-        self.records = 0
-        self.notes: list[str] = []
-
-    def phase_started(self, label: str, *, estimate: int | None,
-                      so_far: Counters | None = None) -> None:
-        pass
-
-    def advance(self, label: str, delta: Counters) -> None:
-        self.records += delta.records
-
-    def phase_finished(self, label: str, totals: Counters) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-
-
 # --- one after the other, side by side -----------------------------------------------------------
 
 
@@ -108,7 +88,8 @@ def test_workers_side_by_side_split_the_backfill(ws: Workspace) -> None:
     def worker(index: int) -> None:
         try:
             ws.project().executor(worker=(index, 2), page_size=5, poll_seconds=0.05,
-                                  wait_seconds=30, reporter=reporters[index]).migrate()
+                                  wait_seconds=30,
+                                  progress_callback=reporters[index]).migrate()
         except BaseException as exc:
             errors.append(exc)
 
