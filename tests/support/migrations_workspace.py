@@ -79,9 +79,13 @@ class Workspace:
 
     def deploy(self, *, email: str = "", meta: str = "", extra: str = "") -> Any:
         """Write ``models.py`` with these options and (re)import it; returns the module."""
-        source = MODELS.format(table=self.table, email=email,
-                               meta=textwrap.indent(meta, " " * 8) if meta else "",
-                               extra=textwrap.indent(extra, " " * 4) if extra else "")
+        return self.deploy_source(MODELS.format(
+            table=self.table, email=email, meta=textwrap.indent(meta, " " * 8) if meta else "",
+            extra=textwrap.indent(extra, " " * 4) if extra else ""))
+
+    def deploy_source(self, source: str) -> Any:
+        """Write ``source`` as ``models.py``, (re)import it and point its models at the server;
+        returns the module."""
         (self.directory / "models.py").write_text(source, encoding="utf-8")
         sys.modules.pop(self.module, None)
         importlib.invalidate_caches()
