@@ -136,3 +136,31 @@ def test_a_reporter_gets_each_event_at_its_method() -> None:
     forward(ProgressEvent(ProgressState.NOTE, text="Applied 0001"))
     assert calls == [("started", "p", 40, Counters(duplicates=1)), ("advance", "p", page),
                      ("finished", "p", totals), ("note", "Applied 0001")]
+
+
+def test_the_executors_old_keywords_and_reporter_still_work_deprecated() -> None:
+    from types import SimpleNamespace
+
+    from dynaunique.migrations import MigrationExecutor
+
+    ledger = SimpleNamespace(table="t", keys=None, client=None, app="a")  # no cap: no read
+    with pytest.warns(DeprecationWarning, match=r"MigrationExecutor\(\.\.\., page_size=10, "
+                      r"segments=2\) is deprecated"):
+        executor = MigrationExecutor(None, ledger, {}, page_size=10,  # type: ignore[arg-type]
+                                     segments=2)
+    assert executor.options == MigrationOptions(page_size=10, segments=2)
+    notes: list[str] = []
+
+    class Notes:
+        def note(self, text: str) -> None:
+            notes.append(text)
+
+    with pytest.warns(DeprecationWarning, match=r"reporter=\.\.\.\) is deprecated: pass "
+                      "progress_callback="):
+        executor = MigrationExecutor(None, ledger, {}, reporter=Notes())  # type: ignore[arg-type]
+    assert executor.options == MigrationOptions()
+    assert executor.progress_callback is not None
+    executor.progress_callback(ProgressEvent(ProgressState.NOTE, text="Applying 0001"))
+    assert notes == ["Applying 0001"]
+    with pytest.raises(InvalidOptionError, match="no such migration option: pagesize"):
+        MigrationExecutor(None, ledger, {}, pagesize=10)  # type: ignore[arg-type]
