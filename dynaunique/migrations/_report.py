@@ -67,6 +67,8 @@ def reporter_callback(reporter: Reporter) -> ProgressCallback:
     """The progress callback that hands each event to ``reporter``'s method for it (``record``
     events have none)."""
     def forward(event: ProgressEvent) -> None:
+        if event.state == ProgressState.RECORD:  # one a record: nothing to hand on
+            return
         counters = event.counters if event.counters is not None else Counters()
         if event.state == ProgressState.STARTED:
             reporter.phase_started(event.label, estimate=event.estimate, so_far=event.counters)
