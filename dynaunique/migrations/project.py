@@ -17,8 +17,10 @@ from typing import Any
 
 import attrs
 
+from dynaunique._clients import connection_in
 from dynaunique._connection import connection_for
 from dynaunique._pyproject import tool_settings
+from dynaunique._regions import route
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import writer
 from dynaunique.migrations.autodetector import detect_changes, suggest_name
@@ -259,13 +261,20 @@ class Project:
         return next(iter(tables))
 
     def client_for(self, table: str) -> Any:
-        """The connection of the model that lives in ``table`` (else of any model of the module)."""
-        for model in self.models.values():
-            if getattr(model.Meta, "table_name", None) == table:
-                return connection_for(model)
-        if not self.models:
-            raise ConfigurationError(f"{self.module} has no models")
-        return connection_for(next(iter(self.models.values())))
+        """The connection of the model that lives in ``table`` (else of any model of the
+        module) — on a global table with a home region, signed for the home region
+        (docs/global-tables.md): the ledger, the scans and the lock writes all go there."""
+        model = next((m for m in self.models.values()
+                      if getattr(m.Meta, "table_name", None) == table), None)
+        if model is None:
+            if not self.models:
+                raise ConfigurationError(f"{self.module} has no models")
+            model = next(iter(self.models.values()))
+        own = connection_for(model)
+        # As a consistent lookup routes (never refused): home when the table has one, else
+        # where the model points, as before.
+        homed = route(model.Meta, lambda _meta: own, write=False)
+        return own if homed is model.Meta else connection_in(model, homed)
 
     def recorder(self, loader: MigrationLoader | None = None) -> MigrationRecorder:
         """The ledger of this module's app, in its table."""
