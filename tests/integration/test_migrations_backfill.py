@@ -5,13 +5,12 @@ the same code through ``dynaunique migrate``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from support.migration_progress import InjectedCrash
-from support.migrations_workspace import LiveWriters, Workspace, open_workspace
+from support.migrations_workspace import LiveWriters, Workspace, workspace_fixture
 
 from dynaunique._locks import lock_key, secret_id
 from dynaunique.errors import UniqueViolation
@@ -26,9 +25,7 @@ TABLE = "mig_backfill_accounts"
 UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 def _seed(ws: Workspace, count: int, prefix: str = "user") -> None:

@@ -7,13 +7,11 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from support.migrations_workspace import Workspace, open_workspace
+from support.migrations_workspace import Workspace, workspace_fixture
 
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError
@@ -23,9 +21,7 @@ TABLE = "mig_cli_accounts"
 UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 def run(*args: str) -> Result:

@@ -13,13 +13,12 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from support.invariants import assert_clean
-from support.migrations_workspace import LiveWriters, Workspace, open_workspace
+from support.migrations_workspace import LiveWriters, Workspace, workspace_fixture
 
 from dynaunique.cli import cli
 from dynaunique.migrations import DuplicatesFound, MigrationOptions, RunState, run_on_dask
@@ -43,9 +42,7 @@ IDLE_SETTINGS = {
 }
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 @pytest.fixture(scope="module")

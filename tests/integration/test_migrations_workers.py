@@ -11,7 +11,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from support.migrations_workspace import (
     DYNAUNIQUE,
     LiveWriters,
     Workspace,
-    open_workspace,
+    workspace_fixture,
 )
 
 from dynaunique.cli import cli
@@ -38,9 +37,7 @@ TABLE = "mig_workers_accounts"
 JOB = "0001_initial#0#F#0"
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 @pytest.fixture(scope="module")

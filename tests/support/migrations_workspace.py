@@ -267,6 +267,18 @@ def open_workspace(root: Path, endpoint: str, table: str,
     return workspace
 
 
+def workspace_fixture(table: str) -> Any:
+    """The ``ws`` fixture of a migrations test file: ``ws = workspace_fixture(TABLE)`` gives each
+    test an :func:`open_workspace` on the server, its table ``table``."""
+    import pytest
+
+    @pytest.fixture
+    def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+        return open_workspace(tmp_path, dynaunique_db, table, monkeypatch)
+
+    return ws
+
+
 class LiveWriters:
     """The application writing while a migration runs: ``threads`` threads that move records
     ``ACCT#000``.. to new emails, create ``NEW#`` accounts and delete records, through the
