@@ -10,8 +10,8 @@ plain and moving a lock, a never-loaded save of an existing record, a refused du
 ``atomic()`` swap, an unconstrained model's write on the shared table, an orphan lock taken
 over). Every HTTP request is recorded (operation and body bytes) where botocore hands it to its
 HTTP session, then the tables' items at the end. The values that change from run to run — the
-token and the times (a lock's ``created``, also in a takeover's guard) — are replaced by placeholders; everything else is the
-bytes sent. Two captures are equal when the write path sends the same requests.
+token and the times (a lock's ``created``, also in a takeover's guard) — are replaced by
+placeholders; everything else is the bytes sent. Two captures are equal when the write path sends the same requests.
 """
 
 from __future__ import annotations
@@ -107,10 +107,8 @@ def steps() -> tuple[list[tuple[str, Callable[[], Any]]], dict[int, Any]]:
 
     def duplicate() -> None:
         BenchAccount(pk="D#1", email="d@x.io", username="d1").save()
-        try:
+        with contextlib.suppress(dynaunique.UniqueViolation):
             BenchAccount(pk="D#2", email="D@x.io", username="d2").save()
-        except dynaunique.UniqueViolation:
-            pass
 
     def never_loaded_save() -> None:
         BenchAccount(pk="D#1", email="d@x.io", username="d1", name="again").save()
