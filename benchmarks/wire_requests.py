@@ -11,7 +11,8 @@ plain and moving a lock, a never-loaded save of an existing record, a refused du
 over). Every HTTP request is recorded (operation and body bytes) where botocore hands it to its
 HTTP session, then the tables' items at the end. The values that change from run to run — the
 token and the times (a lock's ``created``, also in a takeover's guard) — are replaced by
-placeholders; everything else is the bytes sent. Two captures are equal when the write path sends the same requests.
+placeholders; everything else is the bytes sent. Two captures are equal when the write path
+sends the same requests.
 """
 
 from __future__ import annotations
