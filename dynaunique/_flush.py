@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 from pynamodb.connection import Connection
 
-from dynaunique import _writes, observe
+from dynaunique import _writes
 from dynaunique._answers import Ok, error_for
 from dynaunique._connection import (
     DEFAULT_POLICY,
@@ -82,7 +82,9 @@ from dynaunique.errors import (
 from dynaunique.observe import emit, stats, traced
 from dynaunique.observe import write_logger as _log
 
-#: How many times one flush plans and sends before giving up on a record that keeps changing.
+#: The one retry budget of a write that meets a record (or lock) that keeps changing: how many
+#: times a flush plans and sends, a lookup follows a moved lock, the audit's repair re-reads
+#: and retries an action, and the migrations' backfill re-settles one lock.
 MAX_ATTEMPTS = 4
 
 
@@ -203,19 +205,8 @@ def flush_one(op: Op, *, dry_run: bool = False) -> Flushed:
     the call (its errors are also PynamoDB's PutError/DeleteError/UpdateError)."""
     unit = Unit()
     unit.add(op)
-    # observe.traced's check on its own names, made here: an untraced write makes no call
-    # into observe (issue #26's straight path).
-    provider = observe._tracer_provider
-    untraced = provider is None or isinstance(provider(), observe._UNSET_PROVIDER)
-    with observe._UNTRACED if untraced else observe._span(type(op.obj).__name__, op.kind.value):
-        try:
-            # One object, one endpoint: its connection is known before the steps start, asked
-            # in the same excursion into _connection that runs them.
-            sending = sending_for(type(op.obj))
-            return run(flush_steps(unit, dry_run=dry_run, sending=sending))
-        except DynauniqueError as exc:   # as_operation, without a call on success
-            for_operation(exc, op.kind.value)
-            raise
+    with traced(type(op.obj).__name__, op.kind.value), as_operation(op.kind.value):
+        return run(flush_steps(unit, dry_run=dry_run, sending=sending_for(type(op.obj))))
 
 
 async def aflush_one(op: Op) -> Flushed:

@@ -600,19 +600,17 @@ def test_one_record_written_twice_in_one_unit_is_refused() -> None:
         merge([plan_of(first), plan_of(twin)])
 
 
-def test_item_identity_is_the_table_and_typed_key_in_any_order() -> None:
-    from dynaunique._plan import _item_id
+def test_key_identity_is_the_typed_key_in_any_order() -> None:
+    # The one identity of an item's key (_items.key_id): the merge keys items by (table, it).
+    from dynaunique._items import key_id
 
     key = {"pk": {"S": "A"}, "sk": {"S": "LOCK"}}
-    assert _item_id("t", key) == (
-        "t", (("pk", (("S", "A"),)), ("sk", (("S", "LOCK"),))))
-    assert _item_id("t", {"sk": {"S": "LOCK"}, "pk": {"S": "A"}}) == _item_id("t", key)
-    assert _item_id("u", key) != _item_id("t", key)
-    assert _item_id("t", {"pk": {"N": "1"}}) != _item_id("t", {"pk": {"S": "1"}})
-    # An unhashable value keeps its repr as before, apart from the same bytes.
-    assert _item_id("t", {"pk": {"B": bytearray(b"x")}}) == (
-        "t", "[('pk', [('B', bytearray(b'x'))])]")
-    assert _item_id("t", {"pk": {"B": bytearray(b"x")}}) != _item_id("t", {"pk": {"B": b"x"}})
+    assert key_id(key) == (("pk", (("S", "A"),)), ("sk", (("S", "LOCK"),)))
+    assert key_id({"sk": {"S": "LOCK"}, "pk": {"S": "A"}}) == key_id(key)
+    assert key_id({"pk": {"N": "1"}}) != key_id({"pk": {"S": "1"}})
+    # An unhashable value keeps its repr, apart from the same bytes.
+    assert key_id({"pk": {"B": bytearray(b"x")}}) == "[('pk', [('B', bytearray(b'x'))])]"
+    assert key_id({"pk": {"B": bytearray(b"x")}}) != key_id({"pk": {"B": b"x"}})
 
 
 def test_merge_of_one_plan_is_that_plan() -> None:
