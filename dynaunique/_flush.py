@@ -49,24 +49,20 @@ from dynaunique._connection import (
     sending_for_models,
 )
 from dynaunique._heal import LocksMet, heal_steps, healed, met_locks
-from dynaunique._model.mixed import judge, others_guard
+from dynaunique._model.mixed import judge
 from dynaunique._plan import Plan, merge
 from dynaunique._record import needs_stored
 from dynaunique._record import plan as plan_op
 from dynaunique._render import outgoing, render
-from dynaunique._state import Op, OpKind, finish_steps, loaded_for_key
+from dynaunique._state import Basis, Op, OpKind, Stored, finish_steps, loaded_for_key
 from dynaunique._transaction import (
     earlier_attempt_applied,
     failures_error,
     failures_of,
-    settle_steps,
 )
+from dynaunique._transaction import settle_steps as settle_record_steps
 from dynaunique._writes import (
-    RECORD_WRITES,
-    Absent,
     ConditionCheck,
-    RecordDelete,
-    RecordPut,
     RecordUpdate,
     Write,
 )
@@ -228,18 +224,6 @@ def _connection(unit: Unit) -> Any:
     return sending_for_models(list(models))
 
 
-def _guard_others(op: Op, plan: Plan, write: RecordPut | RecordUpdate | RecordDelete,
-                  judged: Mapping[str, Any] | None) -> Plan:
-    """``plan`` with its record ``write`` (not a create's) guarded off other models' locks
-    (``_model.mixed``); a table only its model uses needs no such guard."""
-    others = others_guard(op, judged, write.guard)
-    if others is None:
-        return plan
-    # The item is judged from what DynamoDB returns with a failed guard: ALL_OLD is asked for.
-    return attrs.evolve(plan, writes=(attrs.evolve(write, others=others), *plan.writes[1:]),
-                        pynamodb=False)
-
-
 def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
     """Plan ``unit`` and send it as one request (see the module docstring for the steps).
 
@@ -254,99 +238,142 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
     """:func:`flush` without I/O: yields its reads and its write, receives their answers.
     ``sending``: the unit's connection and retry policy, when the caller knows them."""
     connection, policy = sending if sending is not None else _connection(unit)
-    # The stored state each op is planned from; `fresh`: found by this flush, not the caller.
-    stored: dict[int, dict[str, Any] | None] = {}
-    fresh: set[int] = set()
-    done: set[int] = set()
-    # The item each op met and judged to hold no lock of another model (_model.mixed).
-    judged: dict[int, dict[str, Any] | None] = {}
-    for ident, op in unit.ops.items():
-        loaded = loaded_for_key(op.obj)
-        if loaded is None and op.kind is not OpKind.SAVE and needs_stored(op):
-            loaded = yield from op.obj._du_read_steps()
-            fresh.add(ident)
-        if loaded is not None:
-            # Judged before anything is sent: refused if it holds another model's locks, else
-            # the write is guarded on exactly it (no request fails only to return what is known).
-            judge(op, loaded)
-        judged[ident] = loaded
-        stored[ident] = loaded
-    foreign: set[str] = set()
-    takeovers: dict[str, _writes.Takeover] = {}   # orphan locks met, by key (_heal)
+    basis = yield from collect_steps(unit)
     for _ in range(MAX_ATTEMPTS):
-        records: dict[int, Write | None] = {}
-        plans = []
-        now = _writes.Stamp()   # every lock of the unit: one `created`
-        for ident, op in unit.ops.items():
-            if ident in done or (op.kind is OpKind.DELETE and stored[ident] is None
-                                 and ident in fresh):
-                records[ident] = None   # deleting what does not exist: nothing to do
-                continue
-            plan = plan_op(op, stored[ident], now)
-            write = plan.writes[0] if plan.writes else None
-            if isinstance(write, RECORD_WRITES) and not isinstance(write.guard, Absent):
-                # A create needs no guard off other models' locks: the item must not exist.
-                plan = _guard_others(op, plan, write, judged.get(ident))
-                write = plan.writes[0]
-            records[ident] = write
-            plans.append(plan)
-        # One object's plan is as DynamoDB needs it (no item twice); a unit's is merged.
-        plan = plans[0] if len(plans) == 1 and not unit.checks else merge(plans, unit.checks)
-        if foreign:
-            plan = plan.without_deletes(foreign)
-        if takeovers:
-            plan = plan.taking_over(takeovers)
-        st = stats()
-        if st is not None:
-            st.plan = plan
+        attempt = plan_unit(unit, basis)
         if dry_run:
-            return Flushed(plan, {}, records)
-        response: dict[str, Any] = {}
-        request = None
-        if plan.writes:
-            repeats = []   # record writes repeating a call whose outcome was unknown
-            for i, w in records.items():
-                if w is not None and unit.ops[i].obj._du_state.unknown == w:
-                    repeats.append(w)
-            request = render(plan)
-            sent = outgoing(plan, request)   # rendered once: what is sent, and its token
+            return Flushed(attempt.plan, {}, attempt.records)
+        request, response = None, {}
+        if attempt.plan.writes:
+            request = render(attempt.plan)
             try:
-                response = yield from execute_steps(plan, connection, policy=policy, heal=True,
-                                                    repeats=repeats, request=request, sent=sent)
-            except LocksMet as exc:   # other records' locks: orphans are taken over next
-                yield from heal_steps(exc, plan, takeovers, connection, policy)
+                response = yield from send_steps(unit, attempt, request, connection, policy)
+            except (LocksMet, ConcurrentModificationError, OutcomeUnknownError) as exc:
+                decision = yield from settle_steps(unit, attempt, basis, exc, connection, policy)
+                if isinstance(decision, Raise):   # the refusal itself: its cause stays its own
+                    raise decision.error  # noqa: B904
+                basis = decision.basis
                 continue
-            except ForeignLockError as exc:
-                # Locks another record holds were never this unit's to delete: leave them.
-                # The next request carries every record guard again.
-                foreign.update(exc.lock_keys)
-                for key in exc.lock_keys:
-                    emit(_log, logging.INFO, "foreign_lock_skipped",
-                         f"{exc.model}: leaving the lock {key} to the record that holds it and "
-                         "writing again without deleting it", model=exc.model, lock_key=key)
-                continue
-            except ConcurrentModificationError as exc:
-                if not (yield from settle_steps(unit.ops, records, exc, stored, fresh, done,
-                                                judged)):
-                    _log_stale(exc)
-                    raise
-                continue
-            except OutcomeUnknownError:
-                for ident, write in records.items():
-                    if write is not None:
-                        unit.ops[ident].obj._du_state.unknown = write
-                raise
         for ident, op in unit.ops.items():
-            yield from finish_steps(op, records[ident], response)
-        if takeovers:
-            healed(plan)
-        return Flushed(plan, response, records, request)
+            yield from finish_steps(op, attempt.records[ident], response)
+        if basis.takeovers:
+            healed(attempt.plan)
+        return Flushed(attempt.plan, response, attempt.records, request)
     gave_up = ConcurrentModificationError(
         "the records of this write kept changing while it was retried; try again",
         model=type(next(iter(unit.ops.values())).obj).__name__ if unit.ops else "",
     )
     _log_stale(gave_up)
     raise gave_up
+
+
+def collect_steps(unit: Unit) -> Steps[Basis]:
+    """Each op's stored state: its snapshot, or for an object never loaded whose plan needs
+    it one consistent read; judged before anything is sent — refused if it holds another
+    model's locks, else the write is guarded on exactly it (no request fails only to return
+    what is known)."""
+    stored: dict[int, Stored] = {}
+    for ident, op in unit.ops.items():
+        loaded = loaded_for_key(op.obj)
+        fresh = loaded is None and op.kind is not OpKind.SAVE and needs_stored(op)
+        if fresh:
+            loaded = yield from op.obj._du_read_steps()
+        if loaded is not None:
+            judge(op, loaded)
+        stored[ident] = Stored(loaded, fresh=fresh, judged=loaded)
+    return Basis(stored)
+
+
+@attrs.frozen
+class Attempt:
+    """One attempt of a flush: the unit's plan and the record write of each op (by
+    ``id(obj)``; None: nothing to do)."""
+
+    plan: Plan
+    records: dict[int, Write | None]
+
+
+def plan_unit(unit: Unit, basis: Basis) -> Attempt:
+    """Plan every op of ``unit`` from ``basis`` (each from its own :class:`Stored`) and merge
+    the plans into one, as DynamoDB needs it."""
+    records: dict[int, Write | None] = {}
+    plans = []
+    now = _writes.Stamp()   # every lock of the unit: one `created`
+    for ident, op in unit.ops.items():
+        plan = plan_op(op, basis.stored[ident], now)
+        records[ident] = plan.writes[0] if plan is not None and plan.writes else None
+        if plan is not None:
+            plans.append(plan)
+    # One object's plan is as DynamoDB needs it (no item twice); a unit's is merged.
+    plan = plans[0] if len(plans) == 1 and not unit.checks else merge(plans, unit.checks)
+    if basis.foreign:
+        plan = plan.without_deletes(basis.foreign)
+    if basis.takeovers:
+        plan = plan.taking_over(basis.takeovers)
+    st = stats()
+    if st is not None:
+        st.plan = plan
+    return Attempt(plan, records)
+
+
+def send_steps(unit: Unit, attempt: Attempt, request: dict[str, Any], connection: Connection,
+               policy: RetryPolicy) -> Steps[dict[str, Any]]:
+    """Send ``attempt``'s ``request`` (its plan rendered) as one request: DynamoDB's response,
+    or the refusal as an error for :func:`settle_steps`."""
+    # Record writes repeating a call whose outcome was unknown.
+    repeats = [w for i, w in attempt.records.items()
+               if w is not None and unit.ops[i].obj._du_state.unknown == w]
+    return (yield from execute_steps(attempt.plan, connection, policy=policy, heal=True,
+                                     repeats=repeats, request=request,
+                                     sent=outgoing(attempt.plan, request)))
+
+
+@attrs.frozen
+class Replan:
+    """Settled: send again, planned from ``basis``."""
+
+    basis: Basis
+
+
+@attrs.frozen
+class Raise:
+    """Settled: the caller sees ``error``."""
+
+    error: DynauniqueError
+
+
+def settle_steps(unit: Unit, attempt: Attempt, basis: Basis,
+                 exc: LocksMet | ConcurrentModificationError | OutcomeUnknownError,
+                 connection: Connection, policy: RetryPolicy) -> Steps[Replan | Raise]:
+    """A refused (or unanswered) attempt → the decision: replan from a new basis, or raise.
+
+    Locks other records hold: an orphan is taken over next (``_heal``; a lock its owner holds
+    raises its ``UniqueViolation`` here). A lock another record holds that this unit would
+    delete was never its to delete: left out. A failed record guard: replanned where that is
+    safe by construction (``_transaction.settle_steps``), else the caller's error. An unknown
+    outcome: each object remembers its write, so that repeating the call recognises it.
+    """
+    if isinstance(exc, LocksMet):
+        takeovers = yield from heal_steps(exc, attempt.plan, basis.takeovers, connection, policy)
+        return Replan(attrs.evolve(basis, takeovers=takeovers))
+    if isinstance(exc, OutcomeUnknownError):
+        for ident, write in attempt.records.items():
+            if write is not None:
+                unit.ops[ident].obj._du_state.unknown = write
+        return Raise(exc)
+    if isinstance(exc, ForeignLockError):
+        # The next request carries every record guard again.
+        for key in exc.lock_keys:
+            emit(_log, logging.INFO, "foreign_lock_skipped",
+                 f"{exc.model}: leaving the lock {key} to the record that holds it and "
+                 "writing again without deleting it", model=exc.model, lock_key=key)
+        return Replan(attrs.evolve(basis, foreign=basis.foreign | set(exc.lock_keys)))
+    settled = yield from settle_record_steps(unit.ops, attempt.records, exc, basis.stored)
+    if settled is None:
+        _log_stale(exc)
+        return Raise(exc)
+    ident, state = settled
+    return Replan(attrs.evolve(basis, stored={**basis.stored, ident: state}))
 
 
 def _resend_is_safe(plan: Plan) -> bool:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+import attrs
 from pynamodb.attributes import Attribute, ListAttribute, MapAttribute
 from pynamodb.exceptions import AttributeNullError
 from pynamodb.expressions.condition import Condition
@@ -35,10 +36,10 @@ from dynaunique._locks import (
     is_utf8,
     stored_lock_refs,
 )
-from dynaunique._model.mixed import judge_result, of_another_model, others_fields
+from dynaunique._model.mixed import judge_result, of_another_model, others_fields, others_guard
 from dynaunique._plan import Plan, Record, action_target, predict
-from dynaunique._state import InstanceState, Op, OpKind, loaded_for_key
-from dynaunique._writes import Expression
+from dynaunique._state import InstanceState, Op, OpKind, Stored, loaded_for_key
+from dynaunique._writes import RECORD_WRITES, Absent, Expression
 from dynaunique.errors import InvalidValueError, format_value
 
 
@@ -393,14 +394,27 @@ def needs_stored(op: Op) -> bool:
     return info.has_conditions or bool(touched & relevant)
 
 
-def plan(op: Op, loaded: Mapping[str, Any] | None,
-         now: _writes.Stamp | str | None = None) -> Plan:
-    """Plan ``op`` from the stored state ``loaded`` (pure): the flush's one call per object."""
+def plan(op: Op, stored: Stored, now: _writes.Stamp | str | None = None) -> Plan | None:
+    """Plan ``op`` from the one state its flush knows of its record (pure; None: nothing to do
+    — done, or a delete of a record the flush found absent). A write that may meet an existing
+    item is also guarded off other models' locks (``_model.mixed``)."""
+    loaded = stored.item
+    if stored.done or (op.kind is OpKind.DELETE and loaded is None and stored.fresh):
+        return None
     if op.kind is OpKind.SAVE:
-        return plan_save_from(op.obj, loaded, op.condition, op.add_version_condition, now)
-    if op.kind is OpKind.DELETE:
-        if loaded is None:
-            # No stored state known (a model without constraints deletes by key).
-            loaded = op.obj._du_key()
-        return plan_delete(op.obj, loaded, op.condition, op.add_version_condition)
-    return plan_update(op, loaded, now)
+        plan = plan_save_from(op.obj, loaded, op.condition, op.add_version_condition, now)
+    elif op.kind is OpKind.DELETE:
+        # No stored state known: a model without constraints deletes by key.
+        plan = plan_delete(op.obj, loaded if loaded is not None else op.obj._du_key(),
+                           op.condition, op.add_version_condition)
+    else:
+        plan = plan_update(op, loaded, now)
+    write = plan.writes[0] if plan.writes else None
+    if not isinstance(write, RECORD_WRITES) or isinstance(write.guard, Absent):
+        return plan   # a create needs no guard off other models' locks: the item must not exist
+    others = others_guard(op, stored.judged, write.guard)
+    if others is None:
+        return plan   # a table only its model uses
+    # The item is judged from what DynamoDB returns with a failed guard: ALL_OLD is asked for.
+    return attrs.evolve(plan, writes=(attrs.evolve(write, others=others), *plan.writes[1:]),
+                        pynamodb=False)
