@@ -1,34 +1,30 @@
-"""Flush a unit of work: plan every object, send ONE request, settle, then update object state.
+"""Flush a unit of work: collect → plan → render → send → settle → finish, ONE request a try.
 
 Every write of a model with constraints, or on a table that holds locks, goes through
 :func:`flush`: a ``save()``, ``delete()`` or ``update()`` outside ``atomic()`` is a unit of one;
-``atomic()`` collects a unit and flushes it when its block ends. The steps, as SQLAlchemy's
-``Session.flush``:
+``atomic()`` collects a unit and flushes it when its block ends. :func:`flush_steps` reads as
+the steps, as SQLAlchemy's ``Session.flush``:
 
-1. know each object's stored state — its snapshot (``dynaunique._state``), or for an object
-   never loaded whose plan needs it (a delete, an update of a lock input) one consistent read;
-2. build each object's Record (``dynaunique._record``), plan it (pure: ``dynaunique._plan``),
-   and merge a unit's plans into one — calling no method of the model;
-3. send it as one request (:func:`execute_steps`, refusals mapped by ``_transaction``): each
-   record write in it is guarded on the state it was planned from, each lock write on its owner;
-4. when a guard failed (``_transaction.settle_steps``), replan only where a fresh plan is safe
-   by construction — an object this flush read itself (or never loaded) adopts the state
-   DynamoDB returned, a lock another record holds is left out, an orphan lock met is taken
-   over (``_heal``) — and send again, every write guarded anew; a stale copy the caller
-   loaded is never "repaired" behind its back: that is a ``ConcurrentModificationError``;
-5. only after success, update each object's snapshot (``dynaunique._state.finish_steps``).
+1. collect (:func:`collect_steps`): each op's stored state, one :class:`~dynaunique._state.Stored`
+   — its snapshot, or for an object never loaded whose plan needs it one consistent read;
+2. plan (:func:`plan_unit`): each op by the one planner (``_record.plan`` → ``_plan``, pure,
+   calling no method of the model), the unit's plans merged into one;
+3. render and send it as one request (:func:`send_steps`): each record write guarded on the
+   state it was planned from, each lock write on its owner;
+4. settle a refusal (:func:`settle_steps`): a decision, replan from a new basis or raise —
+   an object this flush read itself (or never loaded) adopts the state DynamoDB returned, a
+   lock another record holds is left out, an orphan met is taken over (``_heal``); a stale
+   copy the caller loaded is never "repaired" behind its back (``ConcurrentModificationError``);
+5. finish, only after success: each object's new snapshot (``_state.finish_steps``).
 
 No request after the first relies on what an earlier request saw: each is planned from the
 state it guards on, so another writer acting between two requests makes it fail, not err.
-:func:`flush_steps` is all of this without I/O, yielding each read and write and receiving
-their answers: :func:`flush` drives it synchronously, ``dynaunique.aio`` under asyncio.
-"""
+The steps yield each read and write and receive their answers (no I/O): :func:`flush` drives
+them synchronously, ``dynaunique.aio`` under asyncio."""
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import sys
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -72,7 +68,6 @@ from dynaunique.errors import (
     ForeignLockError,
     Operation,
     OutcomeUnknownError,
-    UnsupportedOperationError,
     for_operation,
 )
 from dynaunique.observe import emit, stats, traced
@@ -120,50 +115,6 @@ class Unit:
         del self.check_models[checks:]
 
 
-# --- the current unit (atomic) --------------------------------------------------------------------
-
-_current: contextvars.ContextVar[Any] = contextvars.ContextVar("dynaunique_atomic", default=None)
-
-
-def current_unit() -> Any:
-    """The open ``atomic()`` block this thread or task is inside, if any.
-
-    A block belongs to the asyncio task that opened it. Another task that sees it (a task
-    started inside the block copies the context: ``asyncio.gather(a.asave(), ...)``,
-    ``asyncio.to_thread``) may not write into it: that would race the block's end. It gets an
-    ``UnsupportedOperationError`` rather than a write outside the transaction it expects.
-    """
-    unit = _own_unit()
-    if unit is None and _current.get() is not None and not _current.get().closed:
-        raise UnsupportedOperationError(
-            "this atomic() block belongs to another asyncio task (or thread); await asave() / "
-            "adelete() in the task that opened it — asyncio.gather() runs each coroutine in a "
-            "task of its own"
-        )
-    return unit
-
-
-def _own_unit() -> Any:
-    """The open ``atomic()`` block of this context if this task opened it, else None."""
-    unit = _current.get()
-    if unit is None or unit.closed or unit.task is not running_task():
-        return None
-    return unit
-
-
-def running_task() -> object | None:
-    """The asyncio task running this code (None outside a running event loop)."""
-    # asyncio is not imported here: a program that never imported it runs no event loop.
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return None
-    try:
-        task: object | None = asyncio.current_task()
-    except RuntimeError:
-        return None
-    return task
-
-
 @contextmanager
 def as_operation(operation: Operation) -> Iterator[None]:
     """A dynaunique error leaving this block is also PynamoDB's error for ``operation``
@@ -174,26 +125,6 @@ def as_operation(operation: Operation) -> Iterator[None]:
     except DynauniqueError as exc:
         for_operation(exc, operation)
         raise
-
-
-@contextmanager
-def collecting(block: Any) -> Iterator[None]:
-    """Make ``block`` the current unit of this context while the ``with`` body runs."""
-    token = _current.set(block)
-    try:
-        yield
-    finally:
-        _current.reset(token)
-
-
-def collect(obj: Any, kind: OpKind, condition: Any, add_version_condition: bool) -> bool:
-    """Inside ``atomic()``: hand this save or delete to the current unit (True); else False."""
-    unit = current_unit()
-    if unit is None:
-        return False
-    add = unit.add_save if kind is OpKind.SAVE else unit.add_delete
-    add(obj, condition, add_version_condition)
-    return True
 
 
 def flush_one(op: Op, *, dry_run: bool = False) -> Flushed:
