@@ -1,10 +1,9 @@
 """Keys and lock writes: a record's primary key, the locks its stored values require (over the
 class's template, ``ModelInfo``), their items and their writes — the one builder of each. No I/O.
 
-A create's planning is one straight line through this module (:mod:`dynaunique._record` calls
-:func:`record_key`, :func:`stored_lock_refs`, :func:`diff_locks` and :func:`lock_puts` in a
-row); the scheme's constants, the spelling of numbers and keys read back are
-:mod:`dynaunique._lockcode`'s, re-exported here.
+The planner (:mod:`dynaunique._plan`, through :mod:`dynaunique._record`) builds every write's
+keys, locks and lock writes here; the scheme's constants, the spelling of numbers and keys read
+back are :mod:`dynaunique._lockcode`'s, re-exported here.
 
 A lock's hash key is ``UNIQ#<LOCK_NAME>#<encoded value>``. The encoding is injective:
 

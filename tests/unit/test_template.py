@@ -110,7 +110,7 @@ def test_a_string_attribute_that_deserializes_is_locked_on_its_python_value() ->
     assert lock.key == "UNIQ#MIRRORED#abc"
 
 
-def test_a_lone_surrogate_in_a_locked_string_is_refused_on_the_straight_line() -> None:
+def test_a_lone_surrogate_in_a_locked_string_is_refused_when_its_lock_is_read() -> None:
     info = Templated._du_info
     with pytest.raises(InvalidValueError, match="not valid UTF-8"):
         stored_lock_refs(info, {"PK": {"S": "P#1"}, "SK": {"S": "R"}, "handle": {"S": "a\ud800"}})
