@@ -168,6 +168,26 @@ def test_create_plan_is_record_put_plus_one_lock_put_per_unique_field() -> None:
     assert plan.is_transaction
 
 
+def test_the_pure_planner_plans_a_create_from_a_never_loaded_record() -> None:
+    # The create goes through the one planner (_plan.plan_save): a Record loaded as None.
+    record = {"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}, "username": {"S": "ada"}}
+    handle = LockRef("HANDLE", ("username",), "UNIQ#HANDLE#ada", "ada")
+    plan = plan_save(Record(info_of(Account), None, {}, record, {"HANDLE": handle}, now=NOW))
+    assert plan.writes == (
+        RecordPut("uow_accounts", "Account", A1, record, Absent(), None, create=True),
+        LockPut("uow_accounts", "Account", handle, A1,
+                lock_entry("UNIQ#HANDLE#ada", "ada", "HANDLE", A1),
+                HeldBy((A1,)), {"PK": {"S": "UNIQ#HANDLE#ada"}, "SK": {"S": "LOCK"}}),
+    )
+    assert plan.changes == (LockChange("HANDLE", None, handle),)
+    assert plan.is_transaction
+    # No lock to take: one put guarded on absence, not a transaction.
+    alone = plan_save(Record(info_of(Account), None, item=dict(A1), now=NOW))
+    assert alone.writes == (RecordPut("uow_accounts", "Account", A1, A1, Absent(), None,
+                                      create=True),)
+    assert not alone.is_transaction and not alone.pynamodb
+
+
 def test_create_request() -> None:
     acct = Account(pk="ACCT#1", email="Ada@Lovelace.io", username="ada", name="Ada")
     assert acct.save(dry_run=True) == {"TransactItems": [
