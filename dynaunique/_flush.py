@@ -55,8 +55,8 @@ from dynaunique._transaction import (
     earlier_attempt_applied,
     failures_error,
     failures_of,
+    settle_record_steps,
 )
-from dynaunique._transaction import settle_steps as settle_record_steps
 from dynaunique._writes import (
     ConditionCheck,
     RecordUpdate,
@@ -281,7 +281,7 @@ def settle_steps(unit: Unit, attempt: Attempt, basis: Basis,
     Locks other records hold: an orphan is taken over next (``_heal``; a lock its owner holds
     raises its ``UniqueViolation`` here). A lock another record holds that this unit would
     delete was never its to delete: left out. A failed record guard: replanned where that is
-    safe by construction (``_transaction.settle_steps``), else the caller's error. An unknown
+    safe by construction (``_transaction.settle_record_steps``), else the caller's error. An unknown
     outcome: each object remembers its write, so that repeating the call recognises it.
     """
     if isinstance(exc, LocksMet):

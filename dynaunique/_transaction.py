@@ -6,7 +6,7 @@ condition is never retried and nothing is ever sent after it: the refusal become
 dynaunique error (:func:`failures_error`), except that after an ambiguous failure (or when repeating
 a call whose outcome was unknown) a record slot that already holds exactly this call's write
 proves the earlier attempt landed, whole — that is success (:func:`earlier_attempt_applied`).
-A failed record guard of a flush is settled here (:func:`settle_steps`): the op's next state
+A failed record guard of a flush is settled here (:func:`settle_record_steps`): the op's next state
 where a replan is safe by construction, else None (the caller's error).
 """
 
@@ -227,7 +227,7 @@ def _versioned(op: Op) -> bool:
     return info is not None and info.version_attr is not None
 
 
-def settle_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
+def settle_record_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
                  exc: ConcurrentModificationError,
                  known: Mapping[int, Stored]) -> Steps[tuple[int, Stored] | None]:
     """A record guard of a flush failed: the op whose write it was and the state to plan it
