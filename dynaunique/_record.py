@@ -395,8 +395,8 @@ def needs_stored(op: Op) -> bool:
 
 
 def plan(op: Op, stored: Stored, now: _writes.Stamp | str | None = None) -> Plan | None:
-    """Plan ``op`` from the one state its flush knows of its record (pure; None: nothing to do
-    — done, or a delete of a record the flush found absent). A write that may meet an existing
+    """Plan ``op`` from the one state its flush knows of its record (no I/O; None: nothing to
+    do — done, or a delete of a record the flush found absent). A write that may meet an existing
     item is also guarded off other models' locks (``_model.mixed``)."""
     loaded = stored.item
     if stored.done or (op.kind is OpKind.DELETE and loaded is None and stored.fresh):
