@@ -7,12 +7,12 @@ names one): the benchmark's cases (a create, a change of a unique value and of a
 the k = 2 model, ``atomic()`` of 10 items, creates with k = 1, 2, 5 and 10) and the other shapes
 of the write path (a delete, a never-loaded delete of a record and of nothing, ``update(actions)``
 plain and moving a lock, a never-loaded save of an existing record, a refused duplicate, an
-``atomic()`` swap, an unconstrained model's write on the shared table, an orphan lock taken
-over). Every HTTP request is recorded (operation and body bytes) where botocore hands it to its
-HTTP session, then the tables' items at the end. The values that change from run to run — the
-token and the times (a lock's ``created``, also in a takeover's guard) — are replaced by
-placeholders; everything else is the bytes sent. Two captures are equal when the write path
-sends the same requests.
+``atomic()`` swap, an unconstrained model's writes on a table a constrained one shares, an
+orphan lock taken over). Every HTTP request is recorded (operation and body bytes) where
+botocore hands it to its HTTP session, then the tables' items at the end. The values that
+change from run to run — the token and the times (a lock's ``created``, also in a takeover's
+guard) — are replaced by placeholders; everything else is the bytes sent. Two captures are
+equal when the write path sends the same requests.
 """
 
 from __future__ import annotations
@@ -58,29 +58,34 @@ def recording() -> Iterator[list[dict[str, Any]]]:
         sent.append({"operation": target.rsplit(".", 1)[-1], "body": normalized(body)})
         return original(self, request)
 
-    botocore.httpsession.URLLib3Session.send = send  # type: ignore[method-assign]
+    botocore.httpsession.URLLib3Session.send = send
     try:
         yield sent
     finally:
-        botocore.httpsession.URLLib3Session.send = original  # type: ignore[method-assign]
+        botocore.httpsession.URLLib3Session.send = original
 
 
-class Note(dynaunique.Model):
-    """A model without constraints on the benchmark's table (a mixed table)."""
+def mixed_models() -> tuple[Any, Any]:
+    """A constrained model and one without constraints sharing a table of their own (made when
+    a capture runs, so that importing this module makes no other table a mixed one)."""
+    meta = {"table_name": "wire_mixed", "region": "us-east-1", "host": "http://127.0.0.1:9"}
+    account = type("WireAccount", (dynaunique.Model,), {
+        "Meta": type("Meta", (), meta),
+        "pk": UnicodeAttribute(hash_key=True, attr_name="PK"),
+        "sk": UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE"),
+        "email": UnicodeAttribute(unique=True)})
+    note = type("WireNote", (dynaunique.Model,), {
+        "Meta": type("Meta", (), meta),
+        "pk": UnicodeAttribute(hash_key=True, attr_name="PK"),
+        "sk": UnicodeAttribute(range_key=True, attr_name="SK", default="NOTE"),
+        "text": UnicodeAttribute(null=True)})
+    return account, note
 
-    class Meta:
-        table_name = "bench_accounts"
-        region = "us-east-1"
-        host = "http://127.0.0.1:9"
 
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="NOTE")
-    text = UnicodeAttribute(null=True)
-
-
-def steps() -> tuple[list[tuple[str, Callable[[], Any]]], dict[int, Any]]:
-    """The sequence of calls, each named."""
-    ks = {k: k_model(k) for k in (1, 2, 5, 10)}
+def steps() -> tuple[list[tuple[str, Callable[[], Any]]], list[Any]]:
+    """The sequence of calls, each named, and the models they write besides BenchAccount."""
+    ks: dict[int, Any] = {k: k_model(k) for k in (1, 2, 5, 10)}
+    account, note_model = mixed_models()
     held: dict[str, Any] = {}
 
     def create() -> None:
@@ -142,8 +147,9 @@ def steps() -> tuple[list[tuple[str, Callable[[], Any]]], dict[int, Any]]:
             model(pk=f"K#{k}", name="n", **{f"u{j}": f"k{j}" for j in range(k)}).save()
 
     def mixed() -> None:
-        Note(pk="C#1", text="t").save()
-        note = Note.get("C#1", "NOTE")
+        account(pk="M#1", email="m@x.io").save()
+        note_model(pk="M#1", text="t").save()
+        note = note_model.get("M#1", "NOTE")
         note.text = "u"
         note.save()
         note.delete()
@@ -158,23 +164,23 @@ def steps() -> tuple[list[tuple[str, Callable[[], Any]]], dict[int, Any]]:
     return [(f.__name__, f) for f in (
         create, loaded, change_unique, change_plain, update_plain, update_unique, delete,
         duplicate, never_loaded_save, never_loaded_delete, never_loaded_update, atomic_10, swap,
-        k_creates, mixed, orphan)], ks
+        k_creates, mixed, orphan)], [*ks.values(), account, note_model]
 
 
 def capture(endpoint: str) -> dict[str, Any]:
     """Run :func:`steps` on ``endpoint`` (reset first): the requests of each, then the items."""
     fake_credentials()
     fresh_table(endpoint)
-    named, ks = steps()
-    use_endpoint(endpoint, Note, *ks.values())
-    create_tables(Note, *ks.values())
+    named, models = steps()
+    use_endpoint(endpoint, *models)
+    create_tables(*models)
     out: dict[str, Any] = {"requests": {}, "items": {}}
     for name, call in named:
         with recording() as sent:
             call()
         out["requests"][name] = sent
     client = _connection.client_for(BenchAccount)
-    for table in ["bench_accounts", *(f"bench_k{k}" for k in ks)]:
+    for table in ["bench_accounts", *(m.Meta.table_name for m in models)]:
         items = client.scan(TableName=table, ConsistentRead=True)["Items"]
         rows = sorted(normalized(json.dumps(i, sort_keys=True).encode()) for i in items)
         out["items"][table] = rows
