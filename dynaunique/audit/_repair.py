@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from dynaunique._flush import MAX_ATTEMPTS as _REPAIR_ATTEMPTS
 from dynaunique._flush import execute
 from dynaunique.errors import AuditError, DynauniqueError, WriteConflict
 
@@ -18,9 +19,6 @@ from ._judge import Finding, _involved, _recheck
 from ._kinds import ActionKind, RepairStatus
 from ._plan import RepairAction, RepairPlan, _action, _Secrets, remedy
 from ._tables import Cost, _Meter, _Table, _table_for, _tables
-
-# How often apply_repair re-reads and retries an action whose guard failed.
-_REPAIR_ATTEMPTS = 4
 
 
 @attrs.frozen
