@@ -182,6 +182,15 @@ def _at_home(table: _Table) -> _Table:
     return attrs.evolve(table, connection=connection_in(model, meta))
 
 
+def _in_region(table: _Table, region: str) -> _Table:
+    """``table`` read in ``region``'s replica: its models' settings signed for that region."""
+    model = table.models[0]
+    meta = _regions.in_region(model.Meta, region)
+    if meta is model.Meta:
+        return table
+    return attrs.evolve(table, connection=connection_in(model, meta))
+
+
 def _table_for(tables: Sequence[_Table], name: str) -> _Table:
     for table in tables:
         if table.name == name:
