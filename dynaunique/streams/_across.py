@@ -31,7 +31,7 @@ import attrs
 from dynaunique._items import TypedKey, key_id, owner_key
 from dynaunique._locks import split_lock_key
 from dynaunique.audit._reads import _read_key
-from dynaunique.audit._stored import RecordRef, _json_value, _lock_info, _Record, _shown
+from dynaunique.audit._stored import RecordRef, _json_value, _lock_info, _Record
 from dynaunique.audit._tables import _Meter, _Table
 from dynaunique.errors import AuditError
 
@@ -79,7 +79,7 @@ class DoubleGrant:
     def message(self) -> str:
         """One sentence naming each region and the record it granted the value to."""
         shown = f"{self.constraint} (hashed)" if self.hashed else \
-            f"{self.constraint} {_shown(self.value)!s}"
+            f"{self.constraint} {self.value!r}"
         parts = ", ".join(
             f"{g.region} to {g.holder.label} (the lock there names {g.lock_owner})"
             if g.lock_owner != "-" else f"{g.region} to {g.holder.label} (no lock there)"

@@ -1,0 +1,104 @@
+"""The stream guard on a global table (dynaunique/streams/_across.py): run per region, it reads
+each replica's stream and every lock key a change touches in each region, and reports a value
+granted in two regions — a raw boto3 write in the non-home region racing a save in the home
+region — naming both regions; saves routed home from both regions, hand-overs included, are
+never reported, though the replicas disagree while replication is in flight."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import support.global_stream_models as gsm
+from click.testing import CliRunner
+from support.global_tables import EAST, WEST, make_global, member_model, regional_client
+
+from dynaunique.cli import cli
+from dynaunique.streams import BatchResult, Guard, Reader
+from dynaunique.testing import replication_state, set_replication_delay
+
+DELAY = 0.3
+LOCK = "UNIQ#EMAIL#ada@x.io"
+
+
+def bypass_in_west(endpoint: str, table: str, pk: str, lock: dict[str, Any]) -> None:
+    """Another application in eu-west-1: the record and a lock naming it, the lock put with
+    ``attribute_not_exists`` in eu-west-1's replica (which has not seen the home region's)."""
+    regional_client(endpoint, WEST).transact_write_items(TransactItems=[
+        {"Put": {"TableName": table, "Item": {"PK": {"S": pk}, "email": {"S": "ada@x.io"}}}},
+        {"Put": {"TableName": table, "Item": {**lock, "owner": {"M": {"PK": {"S": pk}}}},
+                 "ConditionExpression": "attribute_not_exists(PK)"}}])
+
+
+def drain(endpoint: str) -> None:
+    """Wait until every replicated version has been applied."""
+    deadline = time.monotonic() + 10
+    while replication_state(endpoint)["pending"]:
+        assert time.monotonic() < deadline, "replication did not drain"
+        time.sleep(DELAY / 3)
+
+
+def home_lock(endpoint: str, table: str) -> dict[str, Any]:
+    item: dict[str, Any] = regional_client(endpoint, EAST).get_item(
+        TableName=table, Key={"PK": {"S": LOCK}}, ConsistentRead=True)["Item"]
+    return item
+
+
+def test_watch_regions_names_both_regions_of_a_bypass_double_grant(dynaunique_db: str) -> None:
+    home = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
+    make_global(home, dynaunique_db)
+    set_replication_delay(dynaunique_db, DELAY)
+    home(pk="M1", email="ada@x.io").save()   # us-east-1, the home region
+    bypass_in_west(dynaunique_db, "gt_watch", "M2", home_lock(dynaunique_db, "gt_watch"))
+    assert replication_state(dynaunique_db)["pending"] > 0   # the race is still in flight
+    result = CliRunner().invoke(cli, [
+        "watch", gsm.__name__, "--once", "--json", "--regions", f"{EAST},{WEST}", "--settle",
+        "10", "--endpoint", dynaunique_db])
+    assert result.exit_code == 1, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    grants = [line for line in lines if line["kind"] == "double_grant"]
+    assert [(g["lock_key"], g["regions"],
+             [(x["region"], x["holder"]["key"]["PK"], x["lock_owner"]) for x in g["grants"]])
+            for g in grants] == [
+        (LOCK, [EAST, WEST], [(EAST, "M1", "M1"), (WEST, "M2", "M2")])]
+    assert grants[0]["message"] == (
+        "EMAIL 'ada@x.io' was granted in 2 regions before replication settled: us-east-1 to "
+        "M1 (the lock there names M1), eu-west-1 to M2 (the lock there names M2); once the "
+        "replicas agreed, 2 records hold it (a write bypassed the home region)")
+    # Once converged, each replica holds the duplicate itself: the other region's stream,
+    # read after that, reports it as the ordinary duplicate.
+    assert {(line["kind"], line["lock_key"]) for line in lines if line is not grants[0]} == {
+        ("duplicate", LOCK)}
+
+
+def test_saves_routed_home_from_both_regions_are_never_reported(dynaunique_db: str) -> None:
+    east = member_model("gt_quiet", EAST, dynaunique_db, home=EAST, stream=True)
+    west = member_model("gt_quiet", WEST, dynaunique_db, home=EAST, stream=True)
+    make_global(east, dynaunique_db)
+    set_replication_delay(dynaunique_db, DELAY)
+    guard = Guard([east], regions=[EAST, WEST], settle_seconds=10)
+    batches: list[BatchResult] = []
+    readers = [Reader(guard, guard.tables["gt_quiet"], region=r, consumer="quiet")
+               for r in (EAST, WEST)]
+    ada = east(pk="A", email="ada@x.io")
+    ada.save()
+    west(pk="B", email="bob@x.io").save()
+    for reader in readers:
+        reader.read_all(batches.append)
+    drain(dynaunique_db)
+    ada.email = "ann@x.io"
+    ada.save()                                  # ada@x.io released in the home region ...
+    west(pk="C", email="ADA@x.io").save()       # ... and taken there, from eu-west-1
+    # eu-west-1's replica still grants ada@x.io to A: the replicas disagree until it settles.
+    assert regional_client(dynaunique_db, WEST).get_item(
+        TableName="gt_quiet", Key={"PK": {"S": LOCK}}, ConsistentRead=True,
+    )["Item"]["owner"]["M"]["PK"] == {"S": "A"}
+    for reader in readers:
+        reader.read_all(batches.append)
+    drain(dynaunique_db)
+    for reader in readers:   # the replicated writes in each stream
+        reader.read_all(batches.append)
+    assert sum(b.records for b in batches) > 0
+    assert [(b.findings, b.double_grants, b.failed) for b in batches
+            if b.findings or b.double_grants or b.failed] == []
