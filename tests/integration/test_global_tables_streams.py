@@ -7,18 +7,26 @@ never reported, though the replicas disagree while replication is in flight."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
+import boto3
+import pytest
 import support.global_stream_models as gsm
 from click.testing import CliRunner
 from support.global_tables import EAST, WEST, make_global, member_model, regional_client
+from support.log_events import configured_by_the_application, events
 
 from dynaunique.cli import cli
+from dynaunique.errors import ConfigurationError
 from dynaunique.streams import BatchResult, Guard, Reader
 from dynaunique.testing import replication_state, set_replication_delay
 
 DELAY = 0.3
+#: The race's replication delay: long enough that the guard (a CLI run, a Lambda invocation on a
+#: loaded machine) reads the regions before replication settles.
+RACE = 2.0
 LOCK = "UNIQ#EMAIL#ada@x.io"
 
 
@@ -48,7 +56,7 @@ def home_lock(endpoint: str, table: str) -> dict[str, Any]:
 def test_watch_regions_names_both_regions_of_a_bypass_double_grant(dynaunique_db: str) -> None:
     home = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
     make_global(home, dynaunique_db)
-    set_replication_delay(dynaunique_db, DELAY)
+    set_replication_delay(dynaunique_db, RACE)
     home(pk="M1", email="ada@x.io").save()   # us-east-1, the home region
     bypass_in_west(dynaunique_db, "gt_watch", "M2", home_lock(dynaunique_db, "gt_watch"))
     assert replication_state(dynaunique_db)["pending"] > 0   # the race is still in flight
@@ -102,3 +110,48 @@ def test_saves_routed_home_from_both_regions_are_never_reported(dynaunique_db: s
     assert sum(b.records for b in batches) > 0
     assert [(b.findings, b.double_grants, b.failed) for b in batches
             if b.findings or b.double_grants or b.failed] == []
+
+
+def west_stream(endpoint: str, table: str) -> list[dict[str, Any]]:
+    """Every record of eu-west-1's replica's stream so far, as Lambda delivers them there."""
+    arn = regional_client(endpoint, WEST).describe_table(TableName=table)["Table"][
+        "LatestStreamArn"]
+    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name=WEST,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+    records: list[dict[str, Any]] = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        records += [{**r, "eventSourceARN": arn}
+                    for r in streams.get_records(ShardIterator=iterator)["Records"]]
+    return records
+
+
+def test_the_lambda_handler_of_the_other_region_names_both_regions(
+        dynaunique_db: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from dynaunique.streams import aws_lambda
+
+    home = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
+    make_global(home, dynaunique_db)
+    set_replication_delay(dynaunique_db, RACE)
+    home(pk="M1", email="ada@x.io").save()
+    bypass_in_west(dynaunique_db, "gt_watch", "M2", home_lock(dynaunique_db, "gt_watch"))
+    records = west_stream(dynaunique_db, "gt_watch")   # the bypass only: nothing replicated yet
+    assert [r["dynamodb"]["Keys"]["PK"]["S"] for r in records] == ["M2", LOCK]
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", gsm.__name__)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
+    monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST}, {WEST}")
+    monkeypatch.setattr(aws_lambda, "_guards", {})
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
+        assert aws_lambda.handler({"Records": records}) == {"batchItemFailures": []}
+    (grant,) = events(caplog, "stream_double_grant")
+    assert (grant["regions"], grant["sequences"]) == (
+        [EAST, WEST], [r["dynamodb"]["SequenceNumber"] for r in records])
+
+
+def test_a_guard_needs_two_regions_to_compare(dynaunique_db: str) -> None:
+    home = member_model("gt_one", EAST, dynaunique_db, home=EAST, stream=True)
+    with pytest.raises(ConfigurationError, match=r"two regions or more, not \['us-east-1'\]"):
+        Guard([home], regions=[EAST, EAST])
