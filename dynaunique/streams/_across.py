@@ -41,6 +41,11 @@ __all__ = ["DoubleGrant", "RegionGrant", "read_across"]
 POLL_SECONDS = 0.1
 
 
+def _pause(seconds: float) -> None:
+    """The wait between two reads of the regions (a test replaces it to release replication)."""
+    time.sleep(seconds)
+
+
 @attrs.frozen
 class RegionGrant:
     """One record holding the value in one region's replica, with that replica's lock owner."""
@@ -140,7 +145,6 @@ def _agree(seen: Mapping[str, _Snapshot]) -> bool:
 
 def read_across(tables: Mapping[str, _Table], key: str, records: Sequence[TypedKey],
                 meter: _Meter, *, settle_seconds: float,
-                sleep: Callable[[float], None] = time.sleep,
                 clock: Callable[[], float] = time.monotonic) -> DoubleGrant | None:
     """Read lock ``key`` (with ``records``) in each region of ``tables`` (region → the table
     read there) and report a double grant made in two of them (see the module).
@@ -163,7 +167,7 @@ def read_across(tables: Mapping[str, _Table], key: str, records: Sequence[TypedK
             raise AuditError(
                 f"lock {key!r} is held by different records in different replicas, and the "
                 f"replicas did not agree within {settle_seconds:g} s: read again later")
-        sleep(POLL_SECONDS)
+        _pause(POLL_SECONDS)
         seen = _read_all(tables, key, involved, meter)
     still = {key_id(r.ref.key) for r in _holders(key, next(iter(seen.values()))[1])}
     if len(still & held_by) < 2:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import Any
 
 import boto3
@@ -20,14 +19,28 @@ from support.log_events import configured_by_the_application, events
 
 from dynaunique.cli import cli
 from dynaunique.errors import ConfigurationError
-from dynaunique.streams import BatchResult, Guard, Reader
+from dynaunique.streams import BatchResult, Guard, Reader, _across
 from dynaunique.testing import replication_state, set_replication_delay
 
-DELAY = 0.3
-#: The race's replication delay: long enough that the guard (a CLI run, a Lambda invocation on a
-#: loaded machine) reads the regions before replication settles.
-RACE = 2.0
+#: Replication held back: nothing reaches the other replica until the test releases it.
+HELD = 60.0
 LOCK = "UNIQ#EMAIL#ada@x.io"
+
+
+@pytest.fixture
+def pauses(dynaunique_db: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The guard's waits for the replicas to agree: the first releases the held replication
+    (delay 0: everything in flight is applied before the next read), so the guard's first read
+    of the regions surely comes before replication and its second after — on any machine."""
+    waited: list[float] = []
+
+    def pause(seconds: float) -> None:
+        if not waited:
+            set_replication_delay(dynaunique_db, 0)
+        waited.append(seconds)
+
+    monkeypatch.setattr(_across, "_pause", pause)
+    return waited
 
 
 def bypass_in_west(endpoint: str, table: str, pk: str, lock: dict[str, Any]) -> None:
@@ -39,24 +52,17 @@ def bypass_in_west(endpoint: str, table: str, pk: str, lock: dict[str, Any]) -> 
                  "ConditionExpression": "attribute_not_exists(PK)"}}])
 
 
-def drain(endpoint: str) -> None:
-    """Wait until every replicated version has been applied."""
-    deadline = time.monotonic() + 10
-    while replication_state(endpoint)["pending"]:
-        assert time.monotonic() < deadline, "replication did not drain"
-        time.sleep(DELAY / 3)
-
-
 def home_lock(endpoint: str, table: str) -> dict[str, Any]:
     item: dict[str, Any] = regional_client(endpoint, EAST).get_item(
         TableName=table, Key={"PK": {"S": LOCK}}, ConsistentRead=True)["Item"]
     return item
 
 
-def test_watch_regions_names_both_regions_of_a_bypass_double_grant(dynaunique_db: str) -> None:
+def test_watch_regions_names_both_regions_of_a_bypass_double_grant(
+        dynaunique_db: str, pauses: list[float]) -> None:
     home = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
     make_global(home, dynaunique_db)
-    set_replication_delay(dynaunique_db, RACE)
+    set_replication_delay(dynaunique_db, HELD)
     home(pk="M1", email="ada@x.io").save()   # us-east-1, the home region
     bypass_in_west(dynaunique_db, "gt_watch", "M2", home_lock(dynaunique_db, "gt_watch"))
     assert replication_state(dynaunique_db)["pending"] > 0   # the race is still in flight
@@ -64,6 +70,7 @@ def test_watch_regions_names_both_regions_of_a_bypass_double_grant(dynaunique_db
         "watch", gsm.__name__, "--once", "--json", "--regions", f"{EAST},{WEST}", "--settle",
         "10", "--endpoint", dynaunique_db])
     assert result.exit_code == 1, result.output
+    assert pauses == [_across.POLL_SECONDS]   # split at the first read, agreed at the second
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     grants = [line for line in lines if line["kind"] == "double_grant"]
     assert [(g["lock_key"], g["regions"],
@@ -80,11 +87,12 @@ def test_watch_regions_names_both_regions_of_a_bypass_double_grant(dynaunique_db
         ("duplicate", LOCK)}
 
 
-def test_saves_routed_home_from_both_regions_are_never_reported(dynaunique_db: str) -> None:
+def test_saves_routed_home_from_both_regions_are_never_reported(
+        dynaunique_db: str, pauses: list[float]) -> None:
     east = member_model("gt_quiet", EAST, dynaunique_db, home=EAST, stream=True)
     west = member_model("gt_quiet", WEST, dynaunique_db, home=EAST, stream=True)
     make_global(east, dynaunique_db)
-    set_replication_delay(dynaunique_db, DELAY)
+    set_replication_delay(dynaunique_db, HELD)
     guard = Guard([east], regions=[EAST, WEST], settle_seconds=10)
     batches: list[BatchResult] = []
     readers = [Reader(guard, guard.tables["gt_quiet"], region=r, consumer="quiet")
@@ -92,9 +100,12 @@ def test_saves_routed_home_from_both_regions_are_never_reported(dynaunique_db: s
     ada = east(pk="A", email="ada@x.io")
     ada.save()
     west(pk="B", email="bob@x.io").save()
-    for reader in readers:
+    for reader in readers:   # us-east-1 holds A and B, eu-west-1 nothing yet: no split
         reader.read_all(batches.append)
-    drain(dynaunique_db)
+    assert pauses == []
+    set_replication_delay(dynaunique_db, 0)
+    assert replication_state(dynaunique_db)["pending"] == 0
+    set_replication_delay(dynaunique_db, HELD)
     ada.email = "ann@x.io"
     ada.save()                                  # ada@x.io released in the home region ...
     west(pk="C", email="ADA@x.io").save()       # ... and taken there, from eu-west-1
@@ -102,9 +113,10 @@ def test_saves_routed_home_from_both_regions_are_never_reported(dynaunique_db: s
     assert regional_client(dynaunique_db, WEST).get_item(
         TableName="gt_quiet", Key={"PK": {"S": LOCK}}, ConsistentRead=True,
     )["Item"]["owner"]["M"]["PK"] == {"S": "A"}
-    for reader in readers:
+    for reader in readers:   # split (C in us-east-1, A in eu-west-1) until released
         reader.read_all(batches.append)
-    drain(dynaunique_db)
+    assert pauses == [_across.POLL_SECONDS]
+    assert replication_state(dynaunique_db)["pending"] == 0
     for reader in readers:   # the replicated writes in each stream
         reader.read_all(batches.append)
     assert sum(b.records for b in batches) > 0
@@ -128,13 +140,13 @@ def west_stream(endpoint: str, table: str) -> list[dict[str, Any]]:
 
 
 def test_the_lambda_handler_of_the_other_region_names_both_regions(
-        dynaunique_db: str, monkeypatch: pytest.MonkeyPatch,
+        dynaunique_db: str, pauses: list[float], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     from dynaunique.streams import aws_lambda
 
     home = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
     make_global(home, dynaunique_db)
-    set_replication_delay(dynaunique_db, RACE)
+    set_replication_delay(dynaunique_db, HELD)
     home(pk="M1", email="ada@x.io").save()
     bypass_in_west(dynaunique_db, "gt_watch", "M2", home_lock(dynaunique_db, "gt_watch"))
     records = west_stream(dynaunique_db, "gt_watch")   # the bypass only: nothing replicated yet
@@ -146,6 +158,7 @@ def test_the_lambda_handler_of_the_other_region_names_both_regions(
     configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
         assert aws_lambda.handler({"Records": records}) == {"batchItemFailures": []}
+    assert pauses == [_across.POLL_SECONDS]
     (grant,) = events(caplog, "stream_double_grant")
     assert (grant["regions"], grant["sequences"]) == (
         [EAST, WEST], [r["dynamodb"]["SequenceNumber"] for r in records])
