@@ -168,3 +168,22 @@ def test_a_guard_needs_two_regions_to_compare(dynaunique_db: str) -> None:
     home = member_model("gt_one", EAST, dynaunique_db, home=EAST, stream=True)
     with pytest.raises(ConfigurationError, match=r"two regions or more, not \['us-east-1'\]"):
         Guard([home], regions=[EAST, EAST])
+
+
+def test_a_record_written_in_another_region_beside_the_home_region_s_lock_is_named(
+        dynaunique_db: str, pauses: list[float]) -> None:
+    home = member_model("gt_record", EAST, dynaunique_db, home=EAST, stream=True)
+    make_global(home, dynaunique_db)
+    set_replication_delay(dynaunique_db, HELD)
+    home(pk="M1", email="ada@x.io").save()
+    # An application in eu-west-1 that knows nothing of locks: the record alone.
+    regional_client(dynaunique_db, WEST).put_item(
+        TableName="gt_record", Item={"PK": {"S": "M2"}, "email": {"S": "ada@x.io"}})
+    guard = Guard([home], regions=[EAST, WEST])
+    batches: list[BatchResult] = []
+    Reader(guard, guard.tables["gt_record"], region=WEST).read_all(batches.append)
+    assert pauses == [_across.POLL_SECONDS]
+    (grant,) = [g for b in batches for g in b.double_grants]
+    assert [(g.region, g.holder.label, g.lock_owner) for g in grant.grants] == [
+        (EAST, "M1", "M1"), (WEST, "M2", "-")]
+    assert "eu-west-1 to M2 (no lock there)" in grant.message
