@@ -13,7 +13,8 @@ the records holding the value are split — one record holds it in one replica, 
 another, and no replica shows both — that is either a double grant or a lock handed over whose
 replication is still in flight (the replica that has not seen the handover still holds the old
 owner). One snapshot cannot tell them apart; replication can: the guard reads the regions again
-until they agree on the lock and those records (``settle_seconds`` at most), and reports a
+until they agree on the lock's owner and on which of those records hold the value
+(``settle_seconds`` at most), and reports a
 :class:`DoubleGrant` only when two of the records still hold the value then. A handover settles
 into one holder and is never reported. Regions that have not agreed by then are an
 :class:`~dynaunique.errors.AuditError`: the stream records are handled again later.
@@ -21,7 +22,6 @@ into one holder and is never reported. Regions that have not agreed by then are 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -134,13 +134,20 @@ def _read_all(tables: Mapping[str, _Table], key: str, records: Sequence[TypedKey
     raise AuditError(f"lock {key!r} kept changing owner in the replicas while it was read")
 
 
-def _agree(seen: Mapping[str, _Snapshot]) -> bool:
-    """Whether every replica holds the same lock item and the same records."""
-    states = [json.dumps([lock_item, sorted(json.dumps([r.ref.key, r.item], sort_keys=True,
-                                                       default=repr) for r in read)],
-                         sort_keys=True, default=repr)
-              for lock_item, read in seen.values()]
-    return all(state == states[0] for state in states[1:])
+def _facts(table: _Table, key: str, snapshot: _Snapshot) -> tuple[str, tuple[str, ...]]:
+    """What a replica says of the value: the lock's owner and the records holding it (their
+    other attributes may differ while unrelated writes replicate)."""
+    lock_item, read = snapshot
+    owner = (owner_key(table.key_attributes, _lock_info(table, lock_item).owner)
+             if lock_item is not None else None)
+    return (repr(key_id(owner)) if owner is not None else "-" if lock_item is None else "?",
+            tuple(sorted(repr(key_id(r.ref.key)) for r in _holders(key, read))))
+
+
+def _agree(tables: Mapping[str, _Table], key: str, seen: Mapping[str, _Snapshot]) -> bool:
+    """Whether every replica names the same lock owner and the same records holding the value."""
+    facts = [_facts(tables[region], key, snapshot) for region, snapshot in seen.items()]
+    return all(fact == facts[0] for fact in facts[1:])
 
 
 def read_across(tables: Mapping[str, _Table], key: str, records: Sequence[TypedKey],
@@ -162,7 +169,7 @@ def read_across(tables: Mapping[str, _Table], key: str, records: Sequence[TypedK
     deadline = clock() + settle_seconds
     involved = [r.ref.key for _, read in first.values() for r in read]
     seen = first
-    while not _agree(seen):
+    while not _agree(tables, key, seen):
         if clock() >= deadline:
             raise AuditError(
                 f"lock {key!r} is held by different records in different replicas, and the "
