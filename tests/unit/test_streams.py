@@ -181,7 +181,8 @@ class RecordingGuard:
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
 
-    def judge(self, records: Any, *, table: str | None = None) -> BatchResult:
+    def judge(self, records: Any, *, table: str | None = None,
+              region: str | None = None) -> BatchResult:
         self.batches.append([r["dynamodb"]["SequenceNumber"] for r in records])
         return BatchResult(len(self.batches[-1]), (), (), (), None, Cost())
 
