@@ -33,7 +33,13 @@ from dynaunique._locks import untyped
 from dynaunique._writes import now
 from dynaunique.audit._tables import _in_region, _Table
 from dynaunique.errors import ConfigurationError, DynauniqueError
-from dynaunique.migrations._dynamo import LEDGER_ATTR, ConditionFailed, TableKeys, call
+from dynaunique.migrations._dynamo import (
+    LEDGER_ATTR,
+    ConditionFailed,
+    MissingTableError,
+    TableKeys,
+    call,
+)
 from dynaunique.migrations._kinds import LedgerKind
 from dynaunique.migrations._ledger import STREAM_PREFIX, ledger_key
 
@@ -198,7 +204,15 @@ class Reader:
         return send(self.streams, operation, params, policy=_POLICY, error=StreamsError)
 
     def _stream(self) -> tuple[str, str]:
-        table = call(self.table.connection, "describe_table", TableName=self.table.name)["Table"]
+        try:
+            table = call(self.table.connection, "describe_table",
+                         TableName=self.table.name)["Table"]
+        except MissingTableError:
+            if self.region is None:
+                raise
+            raise ConfigurationError(
+                f"table {self.table.name!r} has no replica in {self.region}: --regions names "
+                "the regions of a global table's replicas") from None
         spec = table.get("StreamSpecification") or {}
         arn = table.get("LatestStreamArn")
         if not spec.get("StreamEnabled") or not arn:

@@ -20,7 +20,7 @@ from support.log_events import configured_by_the_application, events
 from dynaunique.cli import cli
 from dynaunique.errors import ConfigurationError
 from dynaunique.streams import BatchResult, Guard, Reader, _across
-from dynaunique.testing import replication_state, set_replication_delay
+from dynaunique.testing import create_tables, replication_state, set_replication_delay
 
 #: Replication held back: nothing reaches the other replica until the test releases it.
 HELD = 60.0
@@ -187,3 +187,12 @@ def test_a_record_written_in_another_region_beside_the_home_region_s_lock_is_nam
     assert [(g.region, g.holder.label, g.lock_owner) for g in grant.grants] == [
         (EAST, "M1", "M1"), (WEST, "M2", "-")]
     assert "eu-west-1 to M2 (no lock there)" in grant.message
+
+
+def test_a_region_without_a_replica_is_named(dynaunique_db: str) -> None:
+    create_tables(member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True))
+    result = CliRunner().invoke(cli, [
+        "watch", gsm.__name__, "--once", "--regions", f"{EAST},{WEST}", "--endpoint",
+        dynaunique_db])
+    assert result.exit_code == 2, result.output
+    assert "table 'gt_watch' has no replica in eu-west-1" in " ".join(result.output.split())
