@@ -186,12 +186,11 @@ def read_across(tables: Mapping[str, _Table], key: str, records: Sequence[TypedK
         for record in found:
             grants.append(RegionGrant(region, record.ref,
                                       lock.owner_label if lock is not None else "-"))
-    ref = grants[0].holder
-    holder = next(r for r in holding[grants[0].region] if r.ref == ref)
-    assert holder.requires is not None
+    holder = next(found[0] for found in holding.values() if found)
+    assert holder.requires is not None   # it holds the value: its locks were computed
     lock_ref = holder.requires[key]
     parsed = split_lock_key(key)
-    return DoubleGrant(tables[grants[0].region].name, key,
+    return DoubleGrant(holder.ref.table, key,
                        parsed[0] if parsed is not None else lock_ref.constraint,
                        None if lock_ref.hashed else lock_ref.value, lock_ref.hashed,
                        tuple(grants))
