@@ -34,7 +34,7 @@ class Keeper:
     def __init__(self, put: Put, delete: Delete, tick: Callable[[], None]) -> None:
         self.put = put
         self.delete = delete
-        #: Called after each record a page processed (the test-only crash hook counts them).
+        #: Called after each record a page processed (a `record` progress event).
         self.tick = tick
 
     def settle(self, seg: Segment, owner: TypedKey, written: set[str],
