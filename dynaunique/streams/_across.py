@@ -114,11 +114,15 @@ def _holders(key: str, records: Sequence[_Record]) -> list[_Record]:
 def _read_all(tables: Mapping[str, _Table], key: str, records: Sequence[TypedKey],
               meter: _Meter) -> dict[str, _Snapshot]:
     """Each region's snapshot, every region read with the same records: those asked for and
-    every owner a replica's lock names (a second round when a replica named a new one)."""
+    every owner a replica's lock names (a region read again only when another replica named an
+    owner its read did not include)."""
     wanted = {key_id(k): k for k in records}
+    seen: dict[str, _Snapshot] = {}
     for _ in range(3):
-        seen = {region: _read_key(table, key, list(wanted.values()), meter)
-                for region, table in tables.items()}
+        for region, table in tables.items():
+            if region not in seen or not wanted.keys() <= {key_id(r.ref.key)
+                                                            for r in seen[region][1]}:
+                seen[region] = _read_key(table, key, list(wanted.values()), meter)
         more = dict(wanted)
         for region, (lock_item, read) in seen.items():
             for record in read:
