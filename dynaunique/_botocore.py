@@ -36,15 +36,20 @@ import linecache
 import logging
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import botocore
+import botocore.auth as _auth
 import botocore.awsrequest as _awsrequest
 import botocore.handlers as _handlers
+import botocore.useragent as _useragent
+from botocore.awsrequest import HeadersDict
+from botocore.client import BaseClient
+from botocore.history import get_global_history_recorder
 from botocore.httpsession import get_cert_path
 from botocore.retries import standard as _standard
 from botocore.signers import RequestSigner
@@ -55,9 +60,46 @@ _log = logging.getLogger("dynaunique.connection")
 _warned: set[str] = set()
 
 
-#: The botocore functions the fast path mirrors → the hash of their source (sha256, 16 hex
-#: digits) in each tested botocore release. Add a release's column after its byte-identity
-#: and decode tests pass (``python -m dynaunique._botocore`` prints it).
+#: The botocore functions whose behaviour the request path relies on: the ones the fast path
+#: mirrors (it does what they do, without them), then the private ones it and botocore's steps
+#: call (``dynaunique._wire.botocore_steps``: a change there is a change to what is called).
+CHECKED: tuple[str, ...] = (
+    "botocore.client.BaseClient._make_api_call",
+    "botocore.client.BaseClient._emit_api_params",
+    "botocore.client.BaseClient._convert_to_request_dict",
+    "botocore.endpoint.Endpoint.create_request",
+    "botocore.endpoint.Endpoint._send_request",
+    "botocore.endpoint.Endpoint._do_get_response",
+    "botocore.endpoint.convert_to_response_dict",
+    "botocore.auth.SigV4Auth.add_auth",
+    "botocore.auth.SigV4Auth.canonical_request",
+    "botocore.auth.SigV4Auth.canonical_headers",
+    "botocore.auth.SigV4Auth.headers_to_sign",
+    "botocore.auth.SigV4Auth.string_to_sign",
+    "botocore.auth.SigV4Auth.signature",
+    "botocore.auth.SigV4Auth._modify_request_before_signing",
+    "botocore.signers.RequestSigner.sign",
+    "botocore.handlers.add_retry_headers",
+    "botocore.handlers.add_recursion_detection_header",
+    "botocore.retries.standard.MaxAttemptsSeeder.seed_max_attempts",
+    "botocore.serialize.JSONSerializer.serialize_to_request",
+    "botocore.parsers.BaseJSONParser._handle_structure",
+    "botocore.parsers.JSONParser._do_parse",
+    "botocore.parsers.JSONParser._handle_json_body",
+    "botocore.awsrequest.prepare_request_dict",
+    "botocore.awsrequest.HeadersDict.__setitem__",
+    "botocore.client.BaseClient._resolve_endpoint_ruleset",
+    "botocore.endpoint.Endpoint._send",
+    "botocore.endpoint.Endpoint._update_retries_context",
+    "botocore.endpoint.Endpoint._add_modeled_error_fields",
+    "botocore.parsers.ResponseParserFactory.create_parser",
+    "botocore.signers.RequestSigner._choose_signer",
+)
+
+#: Each tested botocore release → the hash of each :data:`CHECKED` function's source (sha256,
+#: 16 hex digits; ``python -m dynaunique._botocore`` prints the installed release's). A release
+#: is added once the byte-identity and decode tests pass against it (docs/decisions.md, "The
+#: fence"). The fence accepts a function whose hash is any tested release's.
 MIRRORED: dict[str, dict[str, str]] = {
     "1.44.8": {
         "botocore.client.BaseClient._make_api_call": "75ba491f61ffbd4e",
@@ -84,6 +126,12 @@ MIRRORED: dict[str, dict[str, str]] = {
         "botocore.parsers.JSONParser._handle_json_body": "6fdfd1959bfc1dcf",
         "botocore.awsrequest.prepare_request_dict": "f2fcf2bf122acc77",
         "botocore.awsrequest.HeadersDict.__setitem__": "8442c519e257dc39",
+        "botocore.client.BaseClient._resolve_endpoint_ruleset": "3f25c08bf2b07c9a",
+        "botocore.endpoint.Endpoint._send": "b3217a41d9801162",
+        "botocore.endpoint.Endpoint._update_retries_context": "f50793020b61fed6",
+        "botocore.endpoint.Endpoint._add_modeled_error_fields": "b1920c6acf170ec0",
+        "botocore.parsers.ResponseParserFactory.create_parser": "d680c348280e42bb",
+        "botocore.signers.RequestSigner._choose_signer": "cbc77f5a8e9afeca",
     },
 }
 
@@ -120,8 +168,7 @@ def source_hash(name: str) -> str:
 def fence() -> tuple[str, ...]:
     """The mirrored functions whose source matches no tested release's (empty: the fast path
     may run). Checked once per process; a difference is logged once, as a WARNING."""
-    names = next(iter(MIRRORED.values()))
-    differ = tuple(name for name in names
+    differ = tuple(name for name in CHECKED
                    if source_hash(name) not in {hashes.get(name) for hashes in MIRRORED.values()})
     if differ:
         _log.warning(
@@ -131,6 +178,18 @@ def fence() -> tuple[str, ...]:
     return differ
 
 
+#: The botocore handlers of :data:`KNOWN` this botocore does not have (the fast path then
+#: stands aside: ``_wire.check_client``).
+MISSING: list[str] = []
+
+
+def _found(owner: Any, name: str) -> Any:
+    found = getattr(owner, name, None)
+    if found is None:
+        MISSING.append(f"{getattr(owner, '__name__', owner)}.{name}")
+    return found
+
+
 #: botocore's own handlers of each event the fast path does not emit (it does their work).
 KNOWN: dict[str, frozenset[Any]] = {
     "provide-client-params": frozenset(), "before-sign": frozenset(),
@@ -138,22 +197,23 @@ KNOWN: dict[str, frozenset[Any]] = {
     "response-received": frozenset(), "before-parse": frozenset(),
     "before-parameter-build": frozenset({
         _handlers.generate_idempotent_uuid,
-        getattr(_handlers, "_handle_request_validation_mode_member", None)}),
+        _found(_handlers, "_handle_request_validation_mode_member")}),
     "before-call": frozenset({_handlers.add_recursion_detection_header,
                               _handlers.inject_api_version_header_if_needed}),
     "request-created": frozenset({
-        RequestSigner.handler, getattr(_standard.MaxAttemptsSeeder, "seed_max_attempts", None),
-        UserAgentString.rebuild_and_replace_user_agent_handler, _handlers.add_retry_headers}),
+        RequestSigner.handler,
+        _found(_found(_standard, "MaxAttemptsSeeder"), "seed_max_attempts"),
+        _found(UserAgentString, "rebuild_and_replace_user_agent_handler"),
+        _handlers.add_retry_headers}),
     "choose-signer": frozenset({_handlers.set_operation_specific_signer,
-                                getattr(_handlers, "_set_auth_scheme_preference_signer", None)}),
+                                _found(_handlers, "_set_auth_scheme_preference_signer")}),
     "needs-retry": frozenset({_standard.RetryHandler.needs_retry}),
 }
-#: botocore's key of a header in a ``HeadersDict`` (``_wire`` makes each name's once).
-HEADER_KEY: Any = getattr(_awsrequest, "_HeaderKey", None)
+#: botocore's key of a header in a ``HeadersDict`` (made once per header name).
+_HEADER_KEY: Any = getattr(_awsrequest, "_HeaderKey", None)
 #: botocore's loggers: at DEBUG, botocore's path (it logs what the fast path would not).
 LOGGERS = tuple(logging.getLogger(f"botocore.{n}") for n in (
     "endpoint", "hooks", "auth", "parsers", "client", "regions", "retries.standard", "utils"))
-
 
 def max_attempts(client: Any) -> int:
     """The attempts the client's retry configuration makes a call (``total_max_attempts``, or
@@ -165,6 +225,212 @@ def max_attempts(client: Any) -> int:
     if "max_attempts" in retries:
         return int(retries["max_attempts"]) + 1
     return 0
+
+
+# --- the botocore privates the request path reads: here, and nowhere else -----------------------
+
+Convert = Callable[[Any], Any]
+
+
+class Credentials(Protocol):
+    """A signer's credentials (botocore's ``Credentials`` or ``RefreshableCredentials``)."""
+
+    def get_frozen_credentials(self) -> Any: ...
+
+
+class Parser(Protocol):
+    """botocore's response parser."""
+
+    def parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]: ...
+
+
+#: botocore's ``BaseClient._make_api_call``: the method the fast path takes the place of.
+ORIGINAL_CALL: Callable[[Any, str, dict[str, Any]], Any] = BaseClient._make_api_call
+
+
+def class_call(client: Any) -> Callable[[Any, str, dict[str, Any]], Any]:
+    """The ``_make_api_call`` of the client's class (not :data:`ORIGINAL_CALL`: patched)."""
+    method: Callable[[Any, str, dict[str, Any]], Any] = type(client)._make_api_call
+    return method
+
+
+def installed_call(client: Any) -> Any:
+    """The ``_make_api_call`` set on the client itself (the fast path's), or None."""
+    return vars(client).get("_make_api_call")
+
+
+def install_call(client: Any, call: Callable[[str, dict[str, Any]], Any]) -> None:
+    """Make ``call`` the client's ``_make_api_call`` (an attribute of the instance)."""
+    client._make_api_call = call
+
+
+def serializer(client: Any) -> Any:
+    """The client's request serializer (``client._serializer``; None: it has none)."""
+    return getattr(client, "_serializer", None)
+
+
+def set_serializer(client: Any, made: Any) -> None:
+    """Make ``made`` the client's request serializer."""
+    client._serializer = made
+
+
+def sender(client: Any) -> Callable[[Any], Any]:
+    """botocore's HTTP send of a prepared request (the client's ``Endpoint._send``)."""
+    send: Callable[[Any], Any] = client._endpoint._send
+    return send
+
+
+def history_enabled() -> bool:
+    """Whether botocore's history recorder records (the fast path then stands aside)."""
+    return bool(get_global_history_recorder()._enabled)
+
+
+def host_from_url(url: str) -> str:
+    """The ``host`` header botocore's SigV4 signs for ``url``."""
+    host: str = _auth._host_from_url(url)
+    return host
+
+
+def headers_dict(sent: dict[str, Any], keys: dict[str, Any]) -> Any:
+    """botocore's ``HeadersDict`` of ``sent`` (in its order), its keys made once per header
+    name and kept in ``keys``."""
+    made = HeadersDict()
+    made._dict = {(keys[k] if k in keys else keys.setdefault(k, _HEADER_KEY(k))): v
+                  for k, v in sent.items()}
+    return made
+
+
+def lowered_headers(headers: Any) -> dict[str, str]:
+    """Headers with lower-cased names, as botocore's ``lowercase_dict`` (read from a
+    ``HeadersDict``'s own keys when it is one)."""
+    if type(headers) is HeadersDict:
+        return {key._lower: value for key, value in headers._dict.items()}
+    return {key.lower(): headers[key] for key in headers}
+
+
+def seeder_attempts(seeder: Any) -> int | None:
+    """The attempts botocore's ``MaxAttemptsSeeder`` writes in the retry headers."""
+    attempts: int | None = getattr(seeder, "_max_attempts", None)
+    return attempts
+
+
+def headers_known() -> bool:
+    """botocore's ``HeadersDict`` is as :func:`headers_dict` and :func:`lowered_headers` read
+    it: a ``_dict`` of ``_HeaderKey`` keys, each with its ``_lower`` name."""
+    return (_HEADER_KEY is not None and _HEADER_KEY("A")._lower == "a"
+            and vars(HeadersDict({"A": 1})) == {"_dict": {_HEADER_KEY("a"): 1}})
+
+
+def default_user_agent() -> bool:
+    """No plugin changed the components of botocore's User-Agent."""
+    # botocore's own default is defined in botocore.useragent (named _default_modify_components
+    # since 1.44.x); a plugin's comes from botocore.customizations.useragent.
+    modify = getattr(_useragent, "modify_components", None)
+    return modify is None or getattr(modify, "__module__", None) == _useragent.__name__
+
+
+class Client:
+    """The privates of one botocore client the request path reads, typed; made once per
+    client (:raises AttributeError: one is missing — the client is not one the path knows)."""
+
+    __slots__ = ("client", "emitter", "endpoint", "signer", "ua")
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        #: botocore's ``HierarchicalEmitter`` behind ``client.meta.events``.
+        self.emitter: Any = client.meta.events._emitter
+        self.signer: Any = client._request_signer
+        self.endpoint: Any = client._endpoint
+        #: The client's ``UserAgentString`` (its ``to_string()`` is public).
+        self.ua: Any = client._user_agent_creator
+
+    def known(self) -> bool:
+        """The client's parts are wired as the fast path expects: one emitter shared by the
+        client, its endpoint and its signer, with a lookup cache and a prefix search; an
+        endpoint ruleset resolver."""
+        events = self.client.meta.events
+        return (self.endpoint._event_emitter is events
+                and self.signer._event_emitter._emitter is self.emitter
+                and self.client._ruleset_resolver is not None
+                and hasattr(self.emitter, "_lookup_cache")
+                and callable(getattr(self.emitter._handlers, "prefix_search", None)))
+
+    def lookup_cache(self) -> object:
+        """The emitter's lookup cache: botocore replaces it when a handler is (un)registered."""
+        cache: object = self.emitter._lookup_cache
+        return cache
+
+    def handlers(self, event: str) -> list[Callable[..., Any]]:
+        """The handlers registered on ``event`` and its prefixes, in botocore's order."""
+        return list(self.emitter._handlers.prefix_search(event))
+
+    def credentials(self) -> Credentials | None:
+        """The signer's credentials (None: none)."""
+        found: Credentials | None = self.signer._credentials
+        return found
+
+    def signing(self) -> tuple[str, str]:
+        """(region, service) the signer signs for."""
+        return str(self.signer._region_name), str(self.signer._signing_name)
+
+    def signer_for(self, operation: str, context: dict[str, Any]) -> str | None:
+        """The signature version botocore's signer chooses for ``operation``."""
+        chosen: str | None = self.signer._choose_signer(operation, "standard", context)
+        return chosen
+
+    def converters(self) -> tuple[Convert, Convert]:
+        """The JSON parser's own blob and timestamp converters."""
+        parser = self.parser("json")
+        return parser._blob_parser, parser._timestamp_parser  # type: ignore[attr-defined]
+
+    def parser(self, protocol: str) -> Parser:
+        """botocore's response parser for ``protocol`` (the endpoint's factory's)."""
+        made: Parser = self.endpoint._response_parser_factory.create_parser(protocol)
+        return made
+
+    def resolve_endpoint(self, model: Any, params: dict[str, Any], context: dict[str, Any]
+                         ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """botocore's endpoint ruleset resolution: (URL, headers, properties)."""
+        url, headers, properties = self.client._resolve_endpoint_ruleset(model, params, context)
+        return str(url), headers, properties
+
+    def emit_api_params(self, params: dict[str, Any], model: Any,
+                        context: dict[str, Any]) -> dict[str, Any]:
+        """botocore's ``provide-client-params``/``before-parameter-build`` step."""
+        made: dict[str, Any] = self.client._emit_api_params(
+            api_params=params, operation_model=model, context=context)
+        return made
+
+    def request_dict(self, params: dict[str, Any], model: Any, url: str,
+                     context: dict[str, Any], headers: dict[str, Any]) -> dict[str, Any]:
+        """botocore's serialized request dict of a call."""
+        made: dict[str, Any] = self.client._convert_to_request_dict(
+            api_params=params, operation_model=model, endpoint_url=url, context=context,
+            headers=headers)
+        return made
+
+    def first_attempt(self, context: dict[str, Any]) -> None:
+        """botocore's retry context of the first attempt, set in ``context``."""
+        self.endpoint._update_retries_context(context, 1)
+
+    def create_request(self, request_dict: dict[str, Any], model: Any) -> Any:
+        """botocore's signed, prepared request (``request-created`` emitted)."""
+        return self.endpoint.create_request(request_dict, model)
+
+    def add_error_fields(self, response_dict: dict[str, Any], parsed: dict[str, Any],
+                         model: Any, parser: Parser) -> None:
+        """botocore's modeled error fields of an error answer, added to ``parsed``."""
+        self.endpoint._add_modeled_error_fields(response_dict, parsed, model, parser)
+
+
+def stand_aside(changed: str) -> None:
+    """Log once, as a WARNING, that the fast path stands aside because botocore's ``changed``
+    (a private it reads is missing or not as it was)."""
+    if changed not in _warned:
+        _warned.add(changed)
+        _log.warning(
+            "botocore %s changed %s, which dynaunique's fast request path reads; every request "
+            "takes botocore's own steps instead (correct, slower)", botocore.__version__, changed)
 
 
 #: Set while the library sends one request (``_connection.answer``): the call is sent once, its
@@ -249,6 +515,6 @@ def ssl_context(verify: bool | str, cert: str | tuple[str, str] | None) -> ssl.S
 
 if __name__ == "__main__":  # the installed botocore's column of MIRRORED
     print(f'    "{botocore.__version__}": {{')
-    for _name in next(iter(MIRRORED.values())):
+    for _name in CHECKED:
         print(f'        "{_name}": "{source_hash(_name)}",')
     print("    },")

@@ -18,6 +18,7 @@ from typing import Any
 
 from pynamodb.connection import Connection
 
+from dynaunique import _botocore
 from dynaunique._wire import FastPath, FastSerializer
 
 #: The connections wired so far (what ``client_hooks`` were run for), by ``id``.
@@ -35,15 +36,15 @@ def install(client: Any) -> bool:
     """Serialize ``client``'s requests with ``_wire.FastSerializer`` and send them through a
     ``_wire.FastPath``; False when it already was (or the private hooks are missing: ``client``
     is left as it is)."""
-    inner = getattr(client, "_serializer", None)
-    if isinstance(client.__dict__.get("_make_api_call"), FastPath):
+    inner = _botocore.serializer(client)
+    if isinstance(_botocore.installed_call(client), FastPath):
         return False
     if not isinstance(inner, FastSerializer):
         from botocore.serialize import JSONSerializer
         if not isinstance(inner, JSONSerializer) or not hasattr(inner, "serialize_to_request"):
             return False
-        client._serializer = FastSerializer(inner)
-    client._make_api_call = FastPath(client)
+        _botocore.set_serializer(client, FastSerializer(inner))
+    _botocore.install_call(client, FastPath(client))
     for hook in client_hooks:
         hook(client)
     return True

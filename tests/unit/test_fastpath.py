@@ -23,7 +23,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from dynaunique import _connection, _regions, _wire, audit
+from dynaunique import _botocore, _connection, _regions, _wire, audit
 from dynaunique.testing import FAKE_AWS_ENV
 from tests.unit.test_wire import Wired, _full
 
@@ -92,7 +92,7 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
             copied = copy.deepcopy(params)
             try:
                 if way == "botocore":
-                    result: Any = _wire._ORIGINAL(self.client, operation, copied)
+                    result: Any = _botocore.ORIGINAL_CALL(self.client, operation, copied)
                 else:
                     assert self.begin(operation, copy.deepcopy(params)) is not None, operation
                     result = original(self, operation, copied)
@@ -257,7 +257,7 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
 
         client.meta.events.register_last("before-send.dynamodb", answer)
         params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
-        expected = _wire._ORIGINAL(client, "GetItem", dict(params))
+        expected = _botocore.ORIGINAL_CALL(client, "GetItem", dict(params))
         botocores = sent.pop()
         calls = [_wire.start(client, "GetItem", dict(params))]
         client.meta.events.register("before-sign.dynamodb.GetItem", lambda **_: None)
@@ -280,8 +280,6 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
     """botocore checks ``x-amz-crc32`` only in its retry handler (retries off here): the call
     checks it itself, fast or by botocore's steps; no header, nothing to check."""
     from botocore.exceptions import ChecksumError
-
-    from dynaunique import _botocore
 
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
@@ -320,8 +318,6 @@ def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The fence: a mirrored botocore function whose source hash matches no tested release's
     turns the fast path off (botocore's steps carry the calls) and says so once."""
-    from dynaunique import _botocore
-
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
     assert _botocore.fence() == ()
