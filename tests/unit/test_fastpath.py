@@ -343,3 +343,33 @@ def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
     finally:
         _botocore.fence.cache_clear()
         _connection.forget()
+
+
+def test_a_missing_botocore_private_stands_the_fast_path_aside_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A private the fast path reads that this botocore lacks (here: a handler of KNOWN) is not
+    a silent fallback: botocore's steps carry the calls and one WARNING names it."""
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(_botocore, "MISSING", ["MaxAttemptsSeeder.seed_max_attempts"])
+    monkeypatch.setattr(_botocore, "_warned", set())
+    _connection.forget()
+    try:
+        with caplog.at_level("WARNING", logger="dynaunique.connection"):
+            client = _connection.client_for(Wired)
+            content = json.dumps(_ANSWERS["GetItem"]).encode()
+            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
+                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
+            params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+            assert _botocore.installed_call(client).begin("GetItem", dict(params)) is None
+            _connection.forget()
+            client = _connection.client_for(Wired)     # a second client: no second warning
+            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
+                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
+            got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
+            assert got["Item"]["PK"] == {"S": "W#1"}
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1
+        assert "MaxAttemptsSeeder.seed_max_attempts" in warnings[0]
+    finally:
+        _connection.forget()
