@@ -1,16 +1,20 @@
 """The fence around botocore's private API, and botocore's transport settings as the client
 resolved them.
 
-**The fence** (docs/decisions.md, "The fence"). The fast request path (``dynaunique._wire``,
-``dynaunique._codec``) makes botocore's very request and answer without botocore's pipeline: it
-mirrors what a set of botocore functions do. :data:`MIRRORED` records, for every botocore
-release tested, a hash of each such function's source; :func:`fence` compares the installed
-botocore's once per process. A function whose source matches no tested release's is a change
-the fast path may no longer mirror: the fast path then stands aside for good (every call takes
-botocore's own steps, still checked and sent once) and one WARNING names the functions that
-differed. No version pin: an untested release whose functions are unchanged keeps the fast
-path; CI runs the byte-identity and decode tests against the newest botocore on PyPI
-(``.ci/run``, section "fence").
+**The fence** (docs/decisions.md, "The fence"). The request path (``dynaunique._wire``) makes
+botocore's very request and answer without botocore's pipeline: it mirrors what a set of
+botocore functions do, and reads some of botocore's private names. Every such read is here,
+typed: :class:`Client` (a client's emitter, signer, endpoint and User-Agent creator) and the
+module's functions; nothing else in the request path reads a botocore private
+(``tests/unit/test_botocore_shim.py`` checks it). :data:`MIRRORED` records, for every botocore
+release tested, a hash of the source of each function in :data:`CHECKED` (the ones the path
+mirrors, and the privates it calls); :func:`fence` compares the installed botocore's once per
+process. A function whose source matches no tested release's, or a private that is missing
+(:data:`MISSING`, :func:`stand_aside`), turns the fast path off for good — every call takes
+botocore's own steps, still checked and sent once — and one WARNING names what differed. No
+version pin: an untested release whose functions are unchanged keeps the fast path; CI runs
+the byte-identity and decode tests against the newest botocore on PyPI (``.ci/run``, section
+"fence").
 
 **The transport**: what the async sender needs to send exactly where, and as safely as,
 botocore's own HTTP session would.
@@ -204,8 +208,9 @@ def fence() -> tuple[str, ...]:
                    if source_hash(name) not in {hashes.get(name) for hashes in MIRRORED.values()})
     if differ:
         _log.warning(
-            "botocore %s changed %s, which dynaunique's fast request path mirrors (tested: "
-            "botocore %s); every request takes botocore's own steps instead (correct, slower)",
+            "botocore %s changed %s, which dynaunique's fast request path mirrors or calls "
+            "(tested: botocore %s); every request takes botocore's own steps instead (correct, "
+            "slower)",
             botocore.__version__, ", ".join(differ), ", ".join(MIRRORED))
     return differ
 
@@ -217,7 +222,7 @@ MISSING: list[str] = []
 
 def _found(owner: Any, name: str) -> Any:
     found = getattr(owner, name, None)
-    if found is None:
+    if found is None and owner is not None:     # (an owner missing is named already)
         MISSING.append(f"{getattr(owner, '__name__', owner)}.{name}")
     return found
 
