@@ -492,6 +492,10 @@ class Transport:
     connect_timeout: float | None
     read_timeout: float | None
     max_pool_connections: int
+    #: botocore's ``Config(tcp_keepalive=True)``: ``SO_KEEPALIVE`` on every connection.
+    tcp_keepalive: bool = False
+    #: The client's endpoint URL (whether the proxy, if any, would carry HTTPS).
+    endpoint_url: str = ""
 
 
 def _missing(what: str) -> None:
@@ -528,7 +532,9 @@ def transport(client: Any) -> Transport:
     return Transport(verify=verify, cert=cert, proxy=proxy or None, proxy_headers=headers,
                      proxy_settings=settings, connect_timeout=config.connect_timeout,
                      read_timeout=config.read_timeout,
-                     max_pool_connections=int(config.max_pool_connections))
+                     max_pool_connections=int(config.max_pool_connections),
+                     tcp_keepalive=bool(getattr(config, "tcp_keepalive", False)),
+                     endpoint_url=endpoint_url)
 
 
 def ssl_context(verify: bool | str, cert: str | tuple[str, str] | None) -> ssl.SSLContext:
