@@ -470,6 +470,51 @@ def stand_aside(changed: str) -> None:
             "takes botocore's own steps instead (correct, slower)", botocore.__version__, changed)
 
 
+#: The events of a DynamoDB call whose handlers a :class:`Forward` passes on.
+FORWARDED = ("provide-client-params", "before-parameter-build", "before-endpoint-resolution",
+             "before-call", "request-created", "choose-signer", "before-sign", "before-send",
+             "needs-retry", "response-received", "before-parse", "after-call",
+             "after-call-error")
+
+
+def _code(handler: Any) -> tuple[object, object]:
+    function = getattr(handler, "__func__", handler)
+    return getattr(function, "__module__", None), getattr(function, "__qualname__", function)
+
+
+class Forward:
+    """A handler on a client (``target``, e.g. a global table's home-region client) that runs
+    the handlers registered on another (``source``, the model's own) that ``target`` does not
+    have itself: the user's (a ``before-send`` hook, a ``Stubber``), not botocore's own per-client
+    ones (same code on both: its signer, User-Agent, retries)."""
+
+    def __init__(self, source: Client, target: Client) -> None:
+        self.source, self.target = source, target
+
+    def handlers(self, event: str) -> list[Callable[..., Any]]:
+        """``source``'s handlers of ``event`` that ``target`` has no handler of the same code
+        for."""
+        theirs = {_code(h) for h in self.target.handlers(event)}
+        return [h for h in self.source.handlers(event) if _code(h) not in theirs]
+
+    def __call__(self, event_name: str, **kwargs: Any) -> Any:
+        for handler in self.handlers(event_name):
+            answer = handler(event_name=event_name, **kwargs)
+            if answer is not None:
+                return answer
+        return None
+
+
+def forward(source: Any, target: Any) -> Forward:
+    """Make every handler registered on ``source`` (now or later) run on ``target``'s DynamoDB
+    calls too (:class:`Forward`, registered first on each of :data:`FORWARDED`)."""
+    made = Forward(Client(source), Client(target))
+    for event in FORWARDED:
+        target.meta.events.register_first(f"{event}.dynamodb", made,
+                                          unique_id=f"dynaunique-forward-{event}")
+    return made
+
+
 #: Set while the library sends one request (``_connection.answer``): the call is sent once, its
 #: retries being the library's own loop, whatever the client's retry settings. A call without it
 #: (PynamoDB's own ``Model.get`` on the same client) is botocore's, retries and all.

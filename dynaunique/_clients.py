@@ -70,8 +70,9 @@ def connection_in(model: Any, meta: Any) -> Connection:
     it: the model's own (:func:`connection_for`) when ``meta`` is its ``Meta``; else ``meta`` is
     the model's settings signed for a global table's home region, and this is a PynamoDB
     connection made from them as PynamoDB makes the model's, wired the same way, kept per model
-    and region and made again when the model's own connection is. (Handlers registered on the
-    model's own client are not on it: register them on this one, ``connection_in(...).client``.)
+    and region and made again when the model's own connection is. Every handler registered on
+    the model's own client, before or after, runs on this one's calls too (a ``before-send``
+    hook, a ``Stubber``: ``_botocore.forward``).
     """
     own = connection_for(model)
     if meta is model.Meta:
@@ -91,6 +92,7 @@ def connection_in(model: Any, meta: Any) -> Connection:
                       aws_secret_access_key=meta.aws_secret_access_key,
                       aws_session_token=meta.aws_session_token)
     install(home.client)
+    _botocore.forward(own.client, home.client)
     with _lock:
         _homes[key] = (own, home)
         _connections[id(home)] = home

@@ -225,9 +225,16 @@ def handlers_known(path: FastPath, op: Op) -> bool:
     """Only botocore's own handlers on every event the fast path skips (checked again after
     any handler is registered or removed: botocore then drops its lookup cache)."""
     privates = path.privates
-    cache = privates.lookup_cache()
+    cache: object = privates.lookup_cache()
     for event, known in KNOWN.items():
         for handler in privates.handlers(op.events[event]):
+            if isinstance(handler, _botocore.Forward):
+                # The model's own client's handlers, run on this one (a home-region client):
+                # none may be on a skipped event, checked again at every call.
+                if handler.handlers(op.events[event]):
+                    return False
+                cache = None
+                continue
             owner: Any = getattr(handler, "__self__", None)
             if getattr(handler, "__func__", handler) not in known:
                 return False

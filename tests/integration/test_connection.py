@@ -215,3 +215,39 @@ def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> 
     assert Signalled.count("S#11") == 0
     with pytest.raises(Signalled.DoesNotExist):
         Signalled.get_by_unique("email", "second@x.io")
+
+
+def test_handlers_on_the_models_connection_see_its_home_region_writes(
+        dynaunique_db: str) -> None:
+    """A global table's writes go to the home region through a second client
+    (``connection_in``): every handler registered on the model's own connection runs on it
+    too — a before-send hook registered before or after that client was made, and a Stubber."""
+    import asyncio
+
+    from botocore.stub import Stubber
+    from support.global_tables import EAST, WEST, make_global, member_model
+
+    async def _asave(record: Any) -> None:
+        async with aio.session():
+            await record.asave()
+
+    from support.invariants import raw_item
+
+    west = member_model("conn_home", WEST, dynaunique_db, home=EAST)
+    make_global(member_model("conn_home", EAST, dynaunique_db), dynaunique_db)
+    own = connection_for(west).client
+    with requests_sent(own) as sent:
+        west(pk="M1", email="m1@x.io").save()                 # the home client made here
+        west(pk="M2", email="m2@x.io").save()
+    # Written at home (EAST) through the home client, which is not the model's own (WEST).
+    assert [op for op, _ in sent].count("TransactWriteItems") == 2
+    assert raw_item(dynaunique_db, "conn_home", {"PK": {"S": "M1"}}, region=EAST) is not None
+    with requests_sent(own) as later:                         # registered after it was made
+        west(pk="M3", email="m3@x.io").save()
+        asyncio.run(_asave(west(pk="M5", email="m5@x.io")))    # and async alike
+    assert [op for op, _ in later] == ["TransactWriteItems", "TransactWriteItems"]
+    with Stubber(own) as stub:
+        stub.add_response("transact_write_items", {})
+        west(pk="M4", email="m4@x.io").save()
+        stub.assert_no_pending_responses()
+    assert raw_item(dynaunique_db, "conn_home", {"PK": {"S": "M4"}}, region=EAST) is None
