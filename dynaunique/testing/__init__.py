@@ -336,20 +336,27 @@ def use_endpoint(endpoint: str, *models: type[Model]) -> None:
 
     For each model: sets ``Meta.host``, sets ``Meta.region`` to ``us-east-1`` when it is unset,
     sets fake credentials (which the local server accepts) when ``Meta.aws_access_key_id`` is
-    unset, so it works on a machine with no AWS credentials or config, and drops the class's
-    cached connection so the next call connects to the new host. This lets
-    tests retarget models that were defined (and maybe used) at import time. A ``Meta`` class
-    shared by several models is changed for all of them.
+    unset, so it works on a machine with no AWS credentials or config, and, when any of these
+    changed, drops the class's cached connection so the next call connects to the new host
+    (botocore event handlers registered on the old connection's client are not on the new
+    one: register them after re-pointing). Pointing a model where it already points keeps its
+    connection and its handlers. This lets tests retarget models that were defined (and maybe
+    used) at import time. A ``Meta`` class shared by several models is changed for all of
+    them.
     """
+    from dynaunique._endpoint import pointing
+
     for model in models:
         meta = model.Meta
+        before = pointing(meta)
         meta.host = endpoint
         if getattr(meta, "region", None) is None:
             meta.region = _DEFAULT_REGION
         if getattr(meta, "aws_access_key_id", None) is None:
             meta.aws_access_key_id = FAKE_AWS_ENV["AWS_ACCESS_KEY_ID"]
             meta.aws_secret_access_key = FAKE_AWS_ENV["AWS_SECRET_ACCESS_KEY"]
-        model._connection = None
+        if pointing(meta) != before:
+            model._connection = None
 
 
 def create_tables(*models: type[Model]) -> None:

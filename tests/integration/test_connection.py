@@ -251,3 +251,17 @@ def test_handlers_on_the_models_connection_see_its_home_region_writes(
         west(pk="M4", email="m4@x.io").save()
         stub.assert_no_pending_responses()
     assert raw_item(dynaunique_db, "conn_home", {"PK": {"S": "M4"}}, region=EAST) is None
+
+
+def test_use_endpoint_where_a_model_already_points_keeps_the_handlers_on_its_client(
+        signalled: str) -> None:
+    """``use_endpoint`` drops a model's connection only when host, region or credentials
+    change: a hook registered on its client before a call that changes nothing still sees
+    its writes."""
+    from dynaunique.testing import use_endpoint
+
+    use_endpoint(signalled, Signalled)
+    with requests_sent(connection_for(Signalled).client) as sent:
+        use_endpoint(signalled, Signalled)
+        Signalled(pk="S#kept", email="kept@x.io").save()
+    assert [op for op, _ in sent] == ["TransactWriteItems"]
