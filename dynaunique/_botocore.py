@@ -6,7 +6,7 @@ botocore's very request and answer without botocore's pipeline: it mirrors what 
 botocore functions do, and reads some of botocore's private names. Every such read is here,
 typed: :class:`Client` (a client's emitter, signer, endpoint and User-Agent creator) and the
 module's functions; nothing else in the request path reads a botocore private
-(``tests/unit/test_botocore_shim.py`` checks it). :data:`MIRRORED` records, for every botocore
+(``tests/unit/test_botocore_shim.py`` checks it). :data:`ACCEPTED` records, for every botocore
 release tested, a hash of the source of each function in :data:`CHECKED` (the ones the path
 mirrors, and the privates it calls); :func:`fence` compares the installed botocore's once per
 process. A function whose source matches no tested release's, or a private that is missing
@@ -64,112 +64,52 @@ _log = logging.getLogger("dynaunique.connection")
 _warned: set[str] = set()
 
 
-#: The botocore functions whose behaviour the request path relies on: the ones the fast path
-#: mirrors (it does what they do, without them), then the private ones it and botocore's steps
-#: call (``dynaunique._wire.botocore_steps``: a change there is a change to what is called).
-CHECKED: tuple[str, ...] = (
-    "botocore.client.BaseClient._make_api_call",
-    "botocore.client.BaseClient._emit_api_params",
-    "botocore.client.BaseClient._convert_to_request_dict",
-    "botocore.endpoint.Endpoint.create_request",
-    "botocore.endpoint.Endpoint._send_request",
-    "botocore.endpoint.Endpoint._do_get_response",
-    "botocore.endpoint.convert_to_response_dict",
-    "botocore.auth.SigV4Auth.add_auth",
-    "botocore.auth.SigV4Auth.canonical_request",
-    "botocore.auth.SigV4Auth.canonical_headers",
-    "botocore.auth.SigV4Auth.headers_to_sign",
-    "botocore.auth.SigV4Auth.string_to_sign",
-    "botocore.auth.SigV4Auth.signature",
-    "botocore.auth.SigV4Auth._modify_request_before_signing",
-    "botocore.signers.RequestSigner.sign",
-    "botocore.handlers.add_retry_headers",
-    "botocore.handlers.add_recursion_detection_header",
-    "botocore.retries.standard.MaxAttemptsSeeder.seed_max_attempts",
-    "botocore.serialize.JSONSerializer.serialize_to_request",
-    "botocore.parsers.BaseJSONParser._handle_structure",
-    "botocore.parsers.JSONParser._do_parse",
-    "botocore.parsers.JSONParser._handle_json_body",
-    "botocore.awsrequest.prepare_request_dict",
-    "botocore.awsrequest.HeadersDict.__setitem__",
-    "botocore.client.BaseClient._resolve_endpoint_ruleset",
-    "botocore.endpoint.Endpoint._send",
-    "botocore.endpoint.Endpoint._update_retries_context",
-    "botocore.endpoint.Endpoint._add_modeled_error_fields",
-    "botocore.parsers.ResponseParserFactory.create_parser",
-    "botocore.signers.RequestSigner._choose_signer",
-)
+#: The botocore releases whose byte-identity and decode tests passed with the fast path on: the
+#: source hashes of :data:`ACCEPTED` are theirs (docs/decisions.md, "The fence": the releases
+#: tried, and why the others are not here).
+TESTED: tuple[str, ...] = ("1.44.0", "1.44.8")
 
-#: Each tested botocore release → the hash of each :data:`CHECKED` function's source (sha256,
-#: 16 hex digits; ``python -m dynaunique._botocore`` prints the installed release's). A release
-#: is added once the byte-identity and decode tests pass against it (docs/decisions.md, "The
-#: fence"). The fence accepts a function whose hash is any tested release's.
-MIRRORED: dict[str, dict[str, str]] = {
-    "1.44.0": {
-        "botocore.client.BaseClient._make_api_call": "75ba491f61ffbd4e",
-        "botocore.client.BaseClient._emit_api_params": "a6e9374a2db6a81f",
-        "botocore.client.BaseClient._convert_to_request_dict": "9c9089a6ab3b59d6",
-        "botocore.endpoint.Endpoint.create_request": "3896032f73c0943e",
-        "botocore.endpoint.Endpoint._send_request": "af914535237dd087",
-        "botocore.endpoint.Endpoint._do_get_response": "e1821119dedea32b",
-        "botocore.endpoint.convert_to_response_dict": "4910fc6af731775a",
-        "botocore.auth.SigV4Auth.add_auth": "0a37f12b13c3d758",
-        "botocore.auth.SigV4Auth.canonical_request": "fcddf419e5c48554",
-        "botocore.auth.SigV4Auth.canonical_headers": "b730b3c91eeb2128",
-        "botocore.auth.SigV4Auth.headers_to_sign": "ab710967c39dab72",
-        "botocore.auth.SigV4Auth.string_to_sign": "5b4ddbeef6205bf9",
-        "botocore.auth.SigV4Auth.signature": "e62ff117617719fa",
-        "botocore.auth.SigV4Auth._modify_request_before_signing": "c5366d6e92e5a6c0",
-        "botocore.signers.RequestSigner.sign": "b066ac228d0a9b81",
-        "botocore.handlers.add_retry_headers": "9de75c926ca39ca6",
-        "botocore.handlers.add_recursion_detection_header": "3f859b1770acde71",
-        "botocore.retries.standard.MaxAttemptsSeeder.seed_max_attempts": "fb1c1496baef39fb",
-        "botocore.serialize.JSONSerializer.serialize_to_request": "040af75bce3a010a",
-        "botocore.parsers.BaseJSONParser._handle_structure": "c0149450e9824bc3",
-        "botocore.parsers.JSONParser._do_parse": "c9e6874fbd9ecc86",
-        "botocore.parsers.JSONParser._handle_json_body": "6fdfd1959bfc1dcf",
-        "botocore.awsrequest.prepare_request_dict": "f2fcf2bf122acc77",
-        "botocore.awsrequest.HeadersDict.__setitem__": "8442c519e257dc39",
-        "botocore.client.BaseClient._resolve_endpoint_ruleset": "3f25c08bf2b07c9a",
-        "botocore.endpoint.Endpoint._send": "b3217a41d9801162",
-        "botocore.endpoint.Endpoint._update_retries_context": "f50793020b61fed6",
-        "botocore.endpoint.Endpoint._add_modeled_error_fields": "b1920c6acf170ec0",
-        "botocore.parsers.ResponseParserFactory.create_parser": "d680c348280e42bb",
-        "botocore.signers.RequestSigner._choose_signer": "cbc77f5a8e9afeca",
-    },
-    "1.44.8": {
-        "botocore.client.BaseClient._make_api_call": "75ba491f61ffbd4e",
-        "botocore.client.BaseClient._emit_api_params": "a6e9374a2db6a81f",
-        "botocore.client.BaseClient._convert_to_request_dict": "9c9089a6ab3b59d6",
-        "botocore.endpoint.Endpoint.create_request": "3896032f73c0943e",
-        "botocore.endpoint.Endpoint._send_request": "af914535237dd087",
-        "botocore.endpoint.Endpoint._do_get_response": "e1821119dedea32b",
-        "botocore.endpoint.convert_to_response_dict": "4910fc6af731775a",
-        "botocore.auth.SigV4Auth.add_auth": "0a37f12b13c3d758",
-        "botocore.auth.SigV4Auth.canonical_request": "fcddf419e5c48554",
-        "botocore.auth.SigV4Auth.canonical_headers": "b730b3c91eeb2128",
-        "botocore.auth.SigV4Auth.headers_to_sign": "ab710967c39dab72",
-        "botocore.auth.SigV4Auth.string_to_sign": "5b4ddbeef6205bf9",
-        "botocore.auth.SigV4Auth.signature": "e62ff117617719fa",
-        "botocore.auth.SigV4Auth._modify_request_before_signing": "c5366d6e92e5a6c0",
-        "botocore.signers.RequestSigner.sign": "b066ac228d0a9b81",
-        "botocore.handlers.add_retry_headers": "9de75c926ca39ca6",
-        "botocore.handlers.add_recursion_detection_header": "3f859b1770acde71",
-        "botocore.retries.standard.MaxAttemptsSeeder.seed_max_attempts": "fb1c1496baef39fb",
-        "botocore.serialize.JSONSerializer.serialize_to_request": "040af75bce3a010a",
-        "botocore.parsers.BaseJSONParser._handle_structure": "c0149450e9824bc3",
-        "botocore.parsers.JSONParser._do_parse": "c9e6874fbd9ecc86",
-        "botocore.parsers.JSONParser._handle_json_body": "6fdfd1959bfc1dcf",
-        "botocore.awsrequest.prepare_request_dict": "f2fcf2bf122acc77",
-        "botocore.awsrequest.HeadersDict.__setitem__": "8442c519e257dc39",
-        "botocore.client.BaseClient._resolve_endpoint_ruleset": "3f25c08bf2b07c9a",
-        "botocore.endpoint.Endpoint._send": "b3217a41d9801162",
-        "botocore.endpoint.Endpoint._update_retries_context": "f50793020b61fed6",
-        "botocore.endpoint.Endpoint._add_modeled_error_fields": "b1920c6acf170ec0",
-        "botocore.parsers.ResponseParserFactory.create_parser": "d680c348280e42bb",
-        "botocore.signers.RequestSigner._choose_signer": "cbc77f5a8e9afeca",
-    },
+#: The botocore functions whose behaviour the request path relies on → the hashes of their
+#: source (sha256, 16 hex digits) accepted: one per distinct source among the :data:`TESTED`
+#: releases. ``python -m dynaunique._botocore`` prints the installed release's; a release's
+#: hashes are added (and the release to TESTED) once the byte-identity and decode tests pass
+#: against it.
+ACCEPTED: dict[str, tuple[str, ...]] = {
+    # What the fast path mirrors (does itself, without calling it).
+    "botocore.client.BaseClient._make_api_call": ("75ba491f61ffbd4e",),
+    "botocore.client.BaseClient._emit_api_params": ("a6e9374a2db6a81f",),
+    "botocore.client.BaseClient._convert_to_request_dict": ("9c9089a6ab3b59d6",),
+    "botocore.endpoint.Endpoint.create_request": ("3896032f73c0943e",),
+    "botocore.endpoint.Endpoint._send_request": ("af914535237dd087",),
+    "botocore.endpoint.Endpoint._do_get_response": ("e1821119dedea32b",),
+    "botocore.endpoint.convert_to_response_dict": ("4910fc6af731775a",),
+    "botocore.auth.SigV4Auth.add_auth": ("0a37f12b13c3d758",),
+    "botocore.auth.SigV4Auth.canonical_request": ("fcddf419e5c48554",),
+    "botocore.auth.SigV4Auth.canonical_headers": ("b730b3c91eeb2128",),
+    "botocore.auth.SigV4Auth.headers_to_sign": ("ab710967c39dab72",),
+    "botocore.auth.SigV4Auth.string_to_sign": ("5b4ddbeef6205bf9",),
+    "botocore.auth.SigV4Auth.signature": ("e62ff117617719fa",),
+    "botocore.auth.SigV4Auth._modify_request_before_signing": ("c5366d6e92e5a6c0",),
+    "botocore.signers.RequestSigner.sign": ("b066ac228d0a9b81",),
+    "botocore.handlers.add_retry_headers": ("9de75c926ca39ca6",),
+    "botocore.handlers.add_recursion_detection_header": ("3f859b1770acde71",),
+    "botocore.retries.standard.MaxAttemptsSeeder.seed_max_attempts": ("fb1c1496baef39fb",),
+    "botocore.serialize.JSONSerializer.serialize_to_request": ("040af75bce3a010a",),
+    "botocore.parsers.BaseJSONParser._handle_structure": ("c0149450e9824bc3",),
+    "botocore.parsers.JSONParser._do_parse": ("c9e6874fbd9ecc86",),
+    "botocore.parsers.JSONParser._handle_json_body": ("6fdfd1959bfc1dcf",),
+    "botocore.awsrequest.prepare_request_dict": ("f2fcf2bf122acc77",),
+    "botocore.awsrequest.HeadersDict.__setitem__": ("8442c519e257dc39",),
+    # The privates the fast path and botocore's steps call.
+    "botocore.client.BaseClient._resolve_endpoint_ruleset": ("3f25c08bf2b07c9a",),
+    "botocore.endpoint.Endpoint._send": ("b3217a41d9801162",),
+    "botocore.endpoint.Endpoint._update_retries_context": ("f50793020b61fed6",),
+    "botocore.endpoint.Endpoint._add_modeled_error_fields": ("b1920c6acf170ec0",),
+    "botocore.parsers.ResponseParserFactory.create_parser": ("d680c348280e42bb",),
+    "botocore.signers.RequestSigner._choose_signer": ("cbc77f5a8e9afeca",),
 }
+#: The functions :func:`fence` checks.
+CHECKED: tuple[str, ...] = tuple(ACCEPTED)
 
 
 def _resolve(name: str) -> Any:
@@ -186,7 +126,7 @@ def _resolve(name: str) -> Any:
 
 
 def source_hash(name: str) -> str:
-    """The hash :data:`MIRRORED` records of the botocore function ``name`` (``"missing"``: it
+    """The hash :data:`ACCEPTED` keeps of the botocore function ``name`` (``"missing"``: it
     is gone or its source cannot be read)."""
     try:
         # inspect.getsource's lines, found without its search of every module's file (0.3 s).
@@ -204,14 +144,13 @@ def source_hash(name: str) -> str:
 def fence() -> tuple[str, ...]:
     """The mirrored functions whose source matches no tested release's (empty: the fast path
     may run). Checked once per process; a difference is logged once, as a WARNING."""
-    differ = tuple(name for name in CHECKED
-                   if source_hash(name) not in {hashes.get(name) for hashes in MIRRORED.values()})
+    differ = tuple(name for name in CHECKED if source_hash(name) not in ACCEPTED[name])
     if differ:
         _log.warning(
             "botocore %s changed %s, which dynaunique's fast request path mirrors or calls "
             "(tested: botocore %s); every request takes botocore's own steps instead (correct, "
             "slower)",
-            botocore.__version__, ", ".join(differ), ", ".join(MIRRORED))
+            botocore.__version__, ", ".join(differ), ", ".join(TESTED))
     return differ
 
 
@@ -601,8 +540,7 @@ def ssl_context(verify: bool | str, cert: str | tuple[str, str] | None) -> ssl.S
     return context
 
 
-if __name__ == "__main__":  # the installed botocore's column of MIRRORED
-    print(f'    "{botocore.__version__}": {{')
+if __name__ == "__main__":  # the installed botocore's hash of each checked function
+    print(f"# botocore {botocore.__version__}")
     for _name in CHECKED:
-        print(f'        "{_name}": "{source_hash(_name)}",')
-    print("    },")
+        print(f'    "{_name}": "{source_hash(_name)}",')

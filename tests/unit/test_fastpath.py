@@ -322,9 +322,7 @@ def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
         monkeypatch.setenv(name, value)
     assert _botocore.fence() == ()
     changed = "botocore.auth.SigV4Auth.canonical_request"
-    tested = {version: {**hashes, changed: "0" * 16}
-              for version, hashes in _botocore.MIRRORED.items()}
-    monkeypatch.setattr(_botocore, "MIRRORED", tested)
+    monkeypatch.setitem(_botocore.ACCEPTED, changed, ("0" * 16,))
     _botocore.fence.cache_clear()
     _connection.forget()
     try:
