@@ -96,17 +96,22 @@ def _private_ca(folder: Path, require_client: bool = False) -> tuple[Path, ssl.S
     return ca_file, server
 
 
+def _serving(endpoint: str, server: ssl.SSLContext) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(endpoint)
+    proxy.start(tls=server)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+        connection.forget()
+
+
 @pytest.fixture
 def tls_endpoint(dynaunique_db: str, tmp_path: Path) -> Iterator[tuple[FaultProxy, Path]]:
     """The local server behind a TLS endpoint signed by a private CA: (it, the CA's file)."""
     ca_file, server = _private_ca(tmp_path)
-    proxy = FaultProxy(dynaunique_db)
-    proxy.start(tls=server)
-    try:
+    for proxy in _serving(dynaunique_db, server):
         yield proxy, ca_file
-    finally:
-        proxy.stop()
-        connection.forget()
 
 
 @pytest.fixture
@@ -114,13 +119,8 @@ def mutual_tls_endpoint(dynaunique_db: str, tmp_path: Path) -> Iterator[tuple[Fa
     """The local server behind a TLS endpoint that demands a client certificate: (it, the
     folder of the CA's file and the client's certificate and key)."""
     _, server = _private_ca(tmp_path, require_client=True)
-    proxy = FaultProxy(dynaunique_db)
-    proxy.start(tls=server)
-    try:
+    for proxy in _serving(dynaunique_db, server):
         yield proxy, tmp_path
-    finally:
-        proxy.stop()
-        connection.forget()
 
 
 def _own_client(**kwargs: Any) -> None:

@@ -314,6 +314,23 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
         _connection.forget()
 
 
+def _warnings_over_two_clients(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Two clients, each sending a GetItem (answered at before-send) by botocore's steps (the
+    fast path stands aside): the WARNINGs logged meanwhile."""
+    params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+    content = json.dumps(_ANSWERS["GetItem"]).encode()
+    with caplog.at_level("WARNING", logger="dynaunique.connection"):
+        for _ in range(2):
+            _connection.forget()
+            client = _connection.client_for(Wired)
+            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
+                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
+            assert _botocore.installed_call(client).begin("GetItem", dict(params)) is None
+            got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
+            assert got["Item"]["PK"] == {"S": "W#1"}
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The fence: a mirrored botocore function whose source hash matches no tested release's
@@ -324,19 +341,8 @@ def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
     changed = "botocore.auth.SigV4Auth.canonical_request"
     monkeypatch.setitem(_botocore.ACCEPTED, changed, ("0" * 16,))
     _botocore.fence.cache_clear()
-    _connection.forget()
     try:
-        with caplog.at_level("WARNING", logger="dynaunique.connection"):
-            client = _connection.client_for(Wired)
-            content = json.dumps(_ANSWERS["GetItem"]).encode()
-            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
-                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
-            params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
-            assert client.__dict__["_make_api_call"].begin("GetItem", dict(params)) is None
-            for _ in range(2):
-                got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
-                assert got["Item"]["PK"] == {"S": "W#1"}
-        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        warnings = _warnings_over_two_clients(caplog)
         assert len(warnings) == 1 and changed in warnings[0]
     finally:
         _botocore.fence.cache_clear()
@@ -351,22 +357,8 @@ def test_a_missing_botocore_private_stands_the_fast_path_aside_with_one_warning(
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(_botocore, "MISSING", ["MaxAttemptsSeeder.seed_max_attempts"])
     monkeypatch.setattr(_botocore, "_warned", set())
-    _connection.forget()
     try:
-        with caplog.at_level("WARNING", logger="dynaunique.connection"):
-            client = _connection.client_for(Wired)
-            content = json.dumps(_ANSWERS["GetItem"]).encode()
-            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
-                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
-            params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
-            assert _botocore.installed_call(client).begin("GetItem", dict(params)) is None
-            _connection.forget()
-            client = _connection.client_for(Wired)     # a second client: no second warning
-            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
-                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
-            got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
-            assert got["Item"]["PK"] == {"S": "W#1"}
-        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        warnings = _warnings_over_two_clients(caplog)
         assert len(warnings) == 1
         assert "MaxAttemptsSeeder.seed_max_attempts" in warnings[0]
     finally:
