@@ -444,6 +444,36 @@ class Forward:
         return None
 
 
+@cache
+def _botocores_own() -> frozenset[tuple[object, object]]:
+    # The handlers a DynamoDB client botocore just made has (its session's, botocore's own).
+    import botocore.session
+
+    made = botocore.session.Session().create_client(
+        "dynamodb", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+        aws_access_key_id="own", aws_secret_access_key="own")
+    own = Client(made)
+    return frozenset(_code(h) for event in FORWARDED
+                     for h in own.handlers(f"{event}.dynamodb.TransactWriteItems"))
+
+
+def user_handlers(client: Any) -> list[str]:
+    """The handlers registered on ``client`` for a DynamoDB write that are neither botocore's
+    own, nor PynamoDB's or dynaunique's (a hook, a ``Stubber``…): their names."""
+    try:
+        privates = Client(client)
+    except AttributeError:
+        return []
+    found = []
+    for event in FORWARDED:
+        for handler in privates.handlers(f"{event}.dynamodb.TransactWriteItems"):
+            module, name = _code(handler)
+            if _code(handler) not in _botocores_own() and not str(module).startswith(
+                    ("pynamodb.", "dynaunique.")) and not isinstance(handler, Forward):
+                found.append(f"{event}: {module}.{name}")
+    return found
+
+
 def forward(source: Any, target: Any) -> Forward:
     """Make every handler registered on ``source`` (now or later) run on ``target``'s DynamoDB
     calls too (:class:`Forward`, registered first on each of :data:`FORWARDED`)."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import queue
 import subprocess
 import sys
@@ -356,7 +357,23 @@ def use_endpoint(endpoint: str, *models: type[Model]) -> None:
             meta.aws_access_key_id = FAKE_AWS_ENV["AWS_ACCESS_KEY_ID"]
             meta.aws_secret_access_key = FAKE_AWS_ENV["AWS_SECRET_ACCESS_KEY"]
         if pointing(meta) != before:
-            model._connection = None
+            _drop_connection(model)
+
+
+def _drop_connection(model: type[Model]) -> None:
+    """Drop a model's PynamoDB connection (made again, with a new client, on its next call);
+    one WARNING when handlers a user registered on the old client are dropped with it."""
+    from dynaunique._botocore import user_handlers
+
+    table = getattr(model, "_connection", None)     # PynamoDB's TableConnection
+    client = getattr(getattr(table, "connection", None), "_client", None)
+    dropped = user_handlers(client) if client is not None else []
+    model._connection = None
+    if dropped:
+        logging.getLogger("dynaunique.testing").warning(
+            "use_endpoint re-pointed %s: its new botocore client does not have the handlers "
+            "registered on the old one (%s); register them after use_endpoint",
+            model.__name__, ", ".join(dropped))
 
 
 def create_tables(*models: type[Model]) -> None:

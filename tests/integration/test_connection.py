@@ -265,3 +265,25 @@ def test_use_endpoint_where_a_model_already_points_keeps_the_handlers_on_its_cli
         use_endpoint(signalled, Signalled)
         Signalled(pk="S#kept", email="kept@x.io").save()
     assert [op for op, _ in sent] == ["TransactWriteItems"]
+
+
+def test_use_endpoint_elsewhere_warns_that_the_handlers_on_the_old_client_are_dropped(
+        signalled: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Re-pointed to another endpoint, a model gets a new client (botocore's endpoint is fixed
+    per client): a hook registered on the old one does not follow, and one WARNING says so,
+    naming it. Without a hook of the user's, nothing is logged."""
+    from dynaunique.testing import use_endpoint
+
+    def hook(**_: Any) -> None:
+        return None
+
+    other = signalled.replace("127.0.0.1", "localhost")
+    with caplog.at_level("WARNING", logger="dynaunique.testing"):
+        use_endpoint(signalled, Signalled)
+        connection_for(Signalled)
+        use_endpoint(other, Signalled)                      # no hook: nothing to say
+        assert caplog.records == []
+        connection_for(Signalled).client.meta.events.register("before-send.dynamodb", hook)
+        use_endpoint(signalled, Signalled)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "before-send" in warnings[0] and "hook" in warnings[0]
