@@ -144,6 +144,17 @@ async def _asave(pk: str, email: str) -> None:
         await Secured(pk=pk, email=email).asave()
 
 
+def _neither_gets_through(proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pointed at ``proxy``, neither save() nor asave() gets through (one attempt each)."""
+    monkeypatch.setattr(Secured.Meta, "max_retry_attempts", 0, raising=False)
+    _point(proxy.url)
+    with pytest.raises(DynauniqueError):
+        Secured(pk="sync", email="sync@x.io").save()
+    with pytest.raises(DynauniqueError):
+        asyncio.run(_asave("async", "async@x.io"))
+    assert proxy.writes() == []
+
+
 def test_a_private_ca_in_aws_ca_bundle_verifies_save_and_asave(
         tls_endpoint: tuple[FaultProxy, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     proxy, ca_file = tls_endpoint
@@ -162,13 +173,7 @@ def test_without_the_ca_neither_save_nor_asave_trusts_the_endpoint(
         tls_endpoint: tuple[FaultProxy, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     proxy, _ = tls_endpoint
     monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
-    monkeypatch.setattr(Secured.Meta, "max_retry_attempts", 0, raising=False)
-    _point(proxy.url)
-    with pytest.raises(DynauniqueError):
-        Secured(pk="sync", email="sync@x.io").save()
-    with pytest.raises(DynauniqueError):
-        asyncio.run(_asave("async", "async@x.io"))
-    assert proxy.writes() == []
+    _neither_gets_through(proxy, monkeypatch)
 
 
 def test_the_proxy_botocore_resolved_carries_save_and_asave(
@@ -215,13 +220,7 @@ def test_a_client_certificate_is_presented_by_save_and_asave(
 
     proxy, folder = mutual_tls_endpoint
     monkeypatch.setenv("AWS_CA_BUNDLE", str(folder / "ca.pem"))
-    monkeypatch.setattr(Secured.Meta, "max_retry_attempts", 0, raising=False)
-    _point(proxy.url)
-    with pytest.raises(DynauniqueError):
-        Secured(pk="bare", email="bare@x.io").save()
-    with pytest.raises(DynauniqueError):
-        asyncio.run(_asave("bare-async", "bare-async@x.io"))
-    assert proxy.writes() == []
+    _neither_gets_through(proxy, monkeypatch)
     _own_client(config=Config(client_cert=(str(folder / "client.pem"),
                                            str(folder / "client.key"))))
     create_tables(Secured)
