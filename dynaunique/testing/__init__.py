@@ -340,10 +340,10 @@ def use_endpoint(endpoint: str, *models: type[Model]) -> None:
     unset, so it works on a machine with no AWS credentials or config, and, when any of these
     changed, drops the class's cached connection so the next call connects to the new host
     (botocore event handlers registered on the old connection's client are not on the new
-    one: register them after re-pointing). Pointing a model where it already points keeps its
-    connection and its handlers. This lets tests retarget models that were defined (and maybe
-    used) at import time. A ``Meta`` class shared by several models is changed for all of
-    them.
+    one: register them after re-pointing; one WARNING names any that are dropped). Pointing a
+    model where it already points keeps its connection and its handlers. This lets tests
+    retarget models that were defined (and maybe used) at import time. A ``Meta`` class
+    shared by several models is changed for all of them.
     """
     from dynaunique._endpoint import pointing
 
