@@ -12,8 +12,9 @@ steps, for the sync path and the asyncio driver alike. Every answer is checked a
 ``x-amz-crc32``.
 
 What is worked out once is kept: per client, whether it is one the fast path knows
-(:func:`check_client`); per operation, its :class:`Op` (request template, where its table names
-are, the events it skips or emits, the answer's decoder: :func:`operation`, :func:`decoder`);
+(:func:`check_client`); per operation, its :class:`Compiled` (request template, where its table
+names are, the events it skips or emits, the answer's decoder: :func:`compile_operation`,
+:func:`decoder`);
 per table names and account, its endpoint (:func:`resolve`); per features, the User-Agent
 (:func:`user_agent`); per day, the SigV4 key (:func:`signing_key`). Each gives exactly what
 botocore gives (``tests/unit/test_wire.py`` and ``tests/unit/test_fastpath.py`` compare them).
@@ -150,8 +151,9 @@ def request_context(client: Any, model: Any) -> dict[str, Any]:
             "auth_options": meta.service_model.metadata.get("auth")}
 
 
-class Op:
-    """One operation of one client: what the fast path needs of it, computed once."""
+class Compiled:
+    """One botocore operation of one client compiled for the fast path: what it needs of it
+    (request context, where the table names are, event names, decoder), computed once."""
 
     __slots__ = ("attempts", "checked", "context", "decode", "endpoints", "events", "member",
                  "model")
@@ -196,8 +198,8 @@ def check_client(path: FastPath) -> bool:
             and not client.meta.config.auth_scheme_preference)
 
 
-def operation(path: FastPath, name: str) -> Op | None:
-    """The :class:`Op` of ``name`` for the fast path ``path`` (None: botocore's path)."""
+def compile_operation(path: FastPath, name: str) -> Compiled | None:
+    """The :class:`Compiled` of ``name`` for the fast path ``path`` (None: botocore's path)."""
     client = path.client
     model = client.meta.service_model.operation_model(name)
     member = {p.name: p.member_name for p in model.context_parameters}
@@ -218,10 +220,10 @@ def operation(path: FastPath, name: str) -> Op | None:
         decode = None
     where = next((ARN_LISTS[v["path"]] for v in lists.values()),
                  "TableName" if member else None)
-    return Op(client, model, where, decode)
+    return Compiled(client, model, where, decode)
 
 
-def handlers_known(path: FastPath, op: Op) -> bool:
+def handlers_known(path: FastPath, op: Compiled) -> bool:
     """Only botocore's own handlers on every event the fast path skips (checked again after
     any handler is registered or removed: botocore then drops its lookup cache)."""
     privates = path.privates
@@ -251,7 +253,7 @@ def handlers_known(path: FastPath, op: Op) -> bool:
     return True
 
 
-def resolve(privates: _botocore.Client, op: Op, params: dict[str, Any],
+def resolve(privates: _botocore.Client, op: Compiled, params: dict[str, Any],
             context: dict[str, Any], key: Any) -> Any:
     """Where ``op``'s request for these table names and account goes: (URL, host, path,
     User-Agent features), or False (botocore's path) — botocore's own resolution, in a context
@@ -292,11 +294,11 @@ def user_agent(path: FastPath, key: tuple[tuple[str, ...], frozenset[str] | None
 
 
 def botocore_steps(client: Any, operation_name: str,
-                   api_params: dict[str, Any]) -> tuple[Op, dict[str, Any], Any, Any]:
+                   api_params: dict[str, Any]) -> tuple[Compiled, dict[str, Any], Any, Any]:
     """botocore's ``_make_api_call`` up to its send: (the operation, the request dict, the
     request to send — None when a ``before-call`` handler answered —, that answer)."""
     privates = _botocore.Client(client)
-    op = Op(client, client.meta.service_model.operation_model(operation_name), None, None)
+    op = Compiled(client, client.meta.service_model.operation_model(operation_name), None, None)
     model = op.model
     context = dict(op.context)
     api_params = privates.emit_api_params(api_params, model, context)
@@ -326,7 +328,7 @@ class FastPath:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self.ops: dict[str, Op | None] = {}
+        self.ops: dict[str, Compiled | None] = {}
         self.uas: dict[Any, str] = {}         # the User-Agent per features
         self.keys: dict[str, Any] = {}        # botocore's HeadersDict key per header name
         self.ready = check_client(self)
@@ -345,7 +347,7 @@ class FastPath:
         """The call's request, built and signed as botocore would; None: botocore's path."""
         ops = self.ops
         op = ops[operation_name] if operation_name in ops else ops.setdefault(
-            operation_name, operation(self, operation_name))
+            operation_name, compile_operation(self, operation_name))
         if op is None:
             return None
         privates = self.privates
@@ -406,7 +408,7 @@ class _Call:
 
     __slots__ = ("answered", "client", "op", "request", "request_dict")
 
-    def __init__(self, client: Any, op: Op, request_dict: dict[str, Any], request: Any,
+    def __init__(self, client: Any, op: Compiled, request_dict: dict[str, Any], request: Any,
                  answered: Any = None) -> None:
         self.client, self.op, self.request_dict = client, op, request_dict
         self.request, self.answered = request, answered
