@@ -155,7 +155,8 @@ class Compiled:
     """One botocore operation of one client compiled for the fast path: what it needs of it
     (request context, where the table names are, event names, decoder), computed once."""
 
-    __slots__ = ("attempts", "checked", "context", "decode", "endpoints", "events", "member",
+    __slots__ = ("attempts", "checked", "context", "decode", "endpoints", "events", "forwarded",
+                 "member",
                  "model")
 
     def __init__(self, client: Any, model: Any, member: str | None, decode: Any) -> None:
@@ -167,6 +168,9 @@ class Compiled:
             *KNOWN, "before-send", "after-call", "after-call-error")}
         self.events["before-endpoint-resolution"] = "before-endpoint-resolution.dynamodb"
         self.checked: Any = None      # the emitter's lookup cache the handlers were checked for
+        #: For a client that runs another's handlers (``_botocore.Forward``): that client's
+        #: lookup cache they were checked for.
+        self.forwarded: Any = None
         #: The client's attempts a call (its retry headers say ``max=`` that; sent once here).
         self.attempts = max_attempts(client)
 
@@ -232,10 +236,10 @@ def handlers_known(path: FastPath, op: Compiled) -> bool:
         for handler in privates.handlers(op.events[event]):
             if isinstance(handler, _botocore.Forward):
                 # The model's own client's handlers, run on this one (a home-region client):
-                # none may be on a skipped event, checked again at every call.
+                # none may be on a skipped event (checked again after a registration there).
+                path.source = handler.source
                 if handler.handlers(op.events[event]):
                     return False
-                cache = None
                 continue
             owner: Any = getattr(handler, "__self__", None)
             if getattr(handler, "__func__", handler) not in known:
@@ -250,6 +254,7 @@ def handlers_known(path: FastPath, op: Compiled) -> bool:
     if privates.signer_for(op.model.name, dict(op.context)) != "v4":
         return False
     op.checked = cache
+    op.forwarded = None if path.source is None else path.source.lookup_cache()
     return True
 
 
@@ -329,6 +334,8 @@ class FastPath:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.ops: dict[str, Compiled | None] = {}
+        #: The client whose handlers this one runs too (a ``_botocore.Forward`` on it), if any.
+        self.source: _botocore.Client | None = None
         self.uas: dict[Any, str] = {}         # the User-Agent per features
         self.keys: dict[str, Any] = {}        # botocore's HeadersDict key per header name
         self.ready = check_client(self)
@@ -351,7 +358,10 @@ class FastPath:
         if op is None:
             return None
         privates = self.privates
-        if op.checked is not privates.lookup_cache() and not handlers_known(self, op):
+        source = self.source
+        if (op.checked is not privates.lookup_cache() or (
+                source is not None and op.forwarded is not source.lookup_cache())) \
+                and not handlers_known(self, op):
             return None
         credentials: Any = privates.credentials()
         if credentials is None or (getattr(credentials, "refresh_needed", None) is not None
