@@ -467,8 +467,8 @@ def user_handlers(client: Any) -> list[str]:
     found = []
     for event in FORWARDED:
         for handler in privates.handlers(f"{event}.dynamodb.TransactWriteItems"):
-            module, name = _code(handler)
-            if _code(handler) not in _botocores_own() and not str(module).startswith(
+            code = module, name = _code(handler)
+            if code not in _botocores_own() and not str(module).startswith(
                     ("pynamodb.", "dynaunique.")) and not isinstance(handler, Forward):
                 found.append(f"{event}: {module}.{name}")
     return found
