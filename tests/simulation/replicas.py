@@ -62,7 +62,11 @@ def _model_in(region: str) -> Any:
     meta = type("Meta", (SimAccount.Meta,), {"region": region, "host": HOST,
                                               "home_region": HOME})
     name = "SimAccount_" + region.replace("-", "_")
-    return type(SimAccount)(name, (SimAccount,), {"Meta": meta, "__module__": __name__})
+    # Its own connection: PynamoDB reuses a parent model's for a subclass on the same table,
+    # whatever its Meta says (made already, SimAccount's would send this region's requests to
+    # us-east-1 at SimAccount's host; ReplicatedDatabases.apply's check caught it).
+    return type(SimAccount)(name, (SimAccount,), {"Meta": meta, "__module__": __name__,
+                                                  "_connection": None})
 
 
 #: Per region, its ``SimAccount``: the same attributes and lock, ``Meta.region`` that region.
