@@ -511,6 +511,8 @@ def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0, faults: int 
 
     kind = Search
     if scenario in REPLICATED:   # a global table's replicas (imported only then: its models)
+        if sleep_sets:
+            raise SystemExit(f"--sleep-sets does not know the replication steps of {scenario}")
         from .replicas import ReplicatedSearch as kind  # type: ignore[assignment]
     search = kind(workload, lost=lost, faults=faults, scenario=scenario)
     return sleep.run(search, limit) if sleep_sets else search.run(limit)

@@ -14,7 +14,6 @@ from .explore import explore, explore_all, main, simulation, workloads
 from .replicas import (
     REGIONS,
     Pending,
-    Replicate,
     Replicated,
     ReplicatedWorld,
     canonical,
