@@ -2,8 +2,9 @@
 finds nothing, without it the double grant.
 
 The default run explores 2 clients × 2 calls × 3 values of the ``regions`` scenario with every
-replication order, and catches the ``home-region-ignored`` mutant (2 × 3 × 3); ``-m slow``
-explores 2 × 3 × 3 (about 185,000 states, a minute of CPU).
+replication order (alone, with a lost answer, with a fault), and catches the
+``home-region-ignored`` mutant (2 × 3 × 3); ``-m slow`` explores 2 × 3 × 3 (about 185,000
+states, a minute of CPU).
 """
 
 from __future__ import annotations
@@ -91,17 +92,23 @@ def test_without_it_both_regions_grant_one_value_and_replication_keeps_both_reco
 # --- the exploration ---------------------------------------------------------------------------
 
 
-def _regions_clean(ops: int) -> int:
+def _regions_clean(ops: int, *, lost: int = 0, faults: int = 0) -> int:
     """The ``regions`` scenario with the home region, 2 clients × ``ops`` calls × 3 values,
     explored: its states, asserting no violation."""
     with simulation():
-        states, found = explore_all(2, ops, 3, scenarios=["regions"])
+        states, found = explore_all(2, ops, 3, lost=lost, faults=faults, scenarios=["regions"])
     assert [f.trace() for f in found] == []
     return states
 
 
 def test_two_regions_with_a_home_region_break_nothing() -> None:
     assert _regions_clean(2) == 3321
+
+
+# About 3 CPU-s each: a resend after a lost answer, a conflict or a throttle, sent home too.
+@pytest.mark.parametrize(("lost", "faults", "states"), [(1, 0, 22169), (0, 1, 20509)])
+def test_so_with_a_lost_answer_or_a_fault(lost: int, faults: int, states: int) -> None:
+    assert _regions_clean(2, lost=lost, faults=faults) == states
 
 
 @pytest.mark.slow
