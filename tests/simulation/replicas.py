@@ -368,6 +368,10 @@ class ReplicatedWorld(World):
         super().start(seed)
         self.db = self.dbs.first(self.dbs.intern(self.memory))
 
+    def key(self) -> tuple[Any, ...]:
+        return (self.db, tuple(c.key() for c in self.clients),
+                tuple(c.key() for c in self.calls), self.lost, self.faults)
+
     def runnable(self) -> list[Step]:
         return super().runnable() + self.dbs.deliveries(self.db)  # type: ignore[operator]
 
