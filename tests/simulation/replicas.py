@@ -179,6 +179,17 @@ class ReplicatedDatabases(Databases):
         self.version_ids: dict[tuple[Key, str], int] = {}
         self.moved: dict[tuple[int, int, str], tuple[Any, Any, str, int]] = {}
         self.delivered: dict[tuple[int, Replicate], int] = {}
+        self._snapshots: dict[int, Any] = {}
+
+    def content(self, db: int) -> tuple[Any, ...]:
+        """The replicated state ``db`` by value — each replica's snapshot, the sequences, each
+        pending version's item — comparable across two searches (whose ids differ)."""
+        if len(self._snapshots) != len(self.ids):
+            self._snapshots = {n: snapshot for snapshot, n in self.ids.items()}
+        world = self.worlds[db]
+        return (tuple(self._snapshots[r] for r in world.regions), world.stamps,
+                tuple((p.target, p.key, p.seq, p.source, repr(self.versions[p.version][1]))
+                      for p in world.pending))
 
     def world(self, replicated: Replicated) -> int:
         wid = self.world_ids.get(replicated)
@@ -337,6 +348,12 @@ class ReplicatedSearch(Search):
         return Node(db, node.seats, tuple(calls), node.lost, node.faults, node.problems,
                     (node.trail, step))
 
+    def canonical(self, node: Node) -> tuple[Any, ...]:
+        """``node``'s key as ``ReplicatedWorld.key()`` reads (for the tests)."""
+        clients = {sid: key for (_, key), sid in self.machines.ids.items()}
+        return (self.dbs.content(node.db), tuple(clients[s.sid] for s in node.seats),
+                tuple(self.call_list[cid].key() for cid in node.calls), node.lost, node.faults)
+
     def _found(self, node: Node) -> Found:
         return ReplicatedFound(self.workload, node.schedule(), self.violations(node), self.lost,
                                self.scenario, self.faults)
@@ -369,7 +386,7 @@ class ReplicatedWorld(World):
         self.db = self.dbs.first(self.dbs.intern(self.memory))
 
     def key(self) -> tuple[Any, ...]:
-        return (self.db, tuple(c.key() for c in self.clients),
+        return (self.dbs.content(self.db), tuple(c.key() for c in self.clients),
                 tuple(c.key() for c in self.calls), self.lost, self.faults)
 
     def runnable(self) -> list[Step]:

@@ -16,10 +16,13 @@ from .replicas import (
     REGIONS,
     Pending,
     Replicated,
+    ReplicatedSearch,
     ReplicatedWorld,
     canonical,
     replay_regions,
 )
+from .search import Node
+from .test_search import _explore_by_replay
 
 _K = ("sim_accounts", "k")
 
@@ -147,3 +150,35 @@ def test_a_mutant_switch_routes_again_when_undone() -> None:
         ((_, workload),) = workloads(2, 1, 3, ["regions"])
         states, found = explore(workload, scenario="regions")
     assert found == [] and states == 25
+
+
+# --- the search meets the states the replay meets ----------------------------------------------
+
+
+def _same(ops: int, *, mutant: str | None = None, faults: int = 0) -> int:
+    """The replicated search and a breadth-first search replaying every schedule through
+    ``ReplicatedWorld`` meet the same states (key by key) and the same first violation."""
+    with simulation(mutant):
+        ((_, workload),) = workloads(2, ops, 3, ["regions"])
+        expected, before = _explore_by_replay(workload, faults=faults, scenario="regions",
+                                              replay=replay_regions)
+        search = ReplicatedSearch(workload, faults=faults, scenario="regions")
+        nodes: list[Node] = []
+        states, found = search.run(visit=nodes.append)
+        keys = {search.canonical(n) for n in nodes}
+    assert states == len(keys) == len(expected)
+    assert keys == expected
+    assert [(f.schedule, f.problems) for f in found] == [
+        (f.schedule, f.problems) for f in before]
+    return states
+
+
+def test_the_replicated_search_meets_the_states_a_replay_meets() -> None:
+    assert _same(1) == 25
+    assert _same(3, mutant="home-region-ignored") == 23
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("faults", [0, 1])
+def test_so_it_does_on_two_calls(faults: int) -> None:
+    assert _same(2, faults=faults) > 3000
