@@ -3,8 +3,9 @@ finds nothing, without it the double grant.
 
 The default run explores 2 clients × 2 calls × 3 values of the ``regions`` scenario with every
 replication order (alone, with a lost answer, with a fault), and catches the
-``home-region-ignored`` mutant (2 × 3 × 3); ``-m slow`` explores 2 × 3 × 3 (about 185,000
-states, a minute of CPU).
+``home-region-ignored`` mutant (2 × 3 × 3); the search meets the states a search replaying every
+schedule meets (2 × 1 and the mutant here, 2 × 2 under ``-m slow``); ``-m slow`` explores 2 × 3 ×
+3 (about 185,000 states, a minute of CPU).
 """
 
 from __future__ import annotations
@@ -155,14 +156,14 @@ def test_a_mutant_switch_routes_again_when_undone() -> None:
 # --- the search meets the states the replay meets ----------------------------------------------
 
 
-def _same(ops: int, *, mutant: str | None = None, faults: int = 0) -> int:
+def _same(ops: int, *, mutant: str | None = None) -> int:
     """The replicated search and a breadth-first search replaying every schedule through
     ``ReplicatedWorld`` meet the same states (key by key) and the same first violation."""
     with simulation(mutant):
         ((_, workload),) = workloads(2, ops, 3, ["regions"])
-        expected, before = _explore_by_replay(workload, faults=faults, scenario="regions",
+        expected, before = _explore_by_replay(workload, scenario="regions",
                                               replay=replay_regions)
-        search = ReplicatedSearch(workload, faults=faults, scenario="regions")
+        search = ReplicatedSearch(workload, scenario="regions")
         nodes: list[Node] = []
         states, found = search.run(visit=nodes.append)
         keys = {search.canonical(n) for n in nodes}
@@ -178,7 +179,8 @@ def test_the_replicated_search_meets_the_states_a_replay_meets() -> None:
     assert _same(3, mutant="home-region-ignored") == 23
 
 
+# Every schedule replayed: 96 CPU-s (measured 2026-12-05), too much for CI's second step.
 @pytest.mark.exhaustive
-@pytest.mark.parametrize("faults", [0, 1])
-def test_so_it_does_on_two_calls(faults: int) -> None:
-    assert _same(2, faults=faults) > 3000
+@pytest.mark.slow
+def test_so_it_does_on_two_calls() -> None:
+    assert _same(2) == 3321
