@@ -54,11 +54,26 @@ def connection_for(model: Any) -> Connection:
     """The PynamoDB connection a model's requests go through: the model's own, its client wired
     (:func:`install`). The one place a model's client is chosen."""
     connection: Connection = model._get_connection().connection
+    if "_connection" not in vars(model) and not _made_for(connection, model.Meta):
+        # PynamoDB keeps one connection per class hierarchy and table (its ``_get_connection``
+        # compares only the table name): a subclass naming another region or host would send
+        # through its parent's. Its own, made as PynamoDB makes one; the parent keeps its.
+        model._connection = None
+        connection = model._get_connection().connection
     if install(connection.client) or id(connection) not in _connections:
         with _lock:
             _connections[id(connection)] = connection
             _wired.add(model)
     return connection
+
+
+def _made_for(connection: Connection, meta: Any) -> bool:
+    """Whether ``connection`` is for the region and host ``meta`` names (a setting it leaves
+    unset is PynamoDB's default, which any connection of the hierarchy was made with)."""
+    region = getattr(meta, "region", None)
+    host = getattr(meta, "host", None)
+    return ((region is None or connection.region == region)
+            and (host is None or connection.host == host))
 
 
 #: (model, region) → (the model's own connection it was made beside, the home region's one).
