@@ -76,7 +76,7 @@ def botocore_privates(source: str) -> list[str]:
             found.append(f"line {node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and node.value[:1] == "_" and node.value[1:2].islower() \
-                and node.value.isidentifier():
+                and node.value.isidentifier() and node.value not in PYNAMODB_PRIVATES:
             found.append(f"line {node.lineno}: {node.value!r}")
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("botocore"):
             found += [f"line {node.lineno}: import {a.name}" for a in node.names
