@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.text import Text
 
-from dynaunique.cli._common import endpoint_option, exit_code_of, load_models, open_models
+from dynaunique._user_models import load_models, open_models
+from dynaunique.cli._common import endpoint_option, exit_code_of
 from dynaunique.cli._output import Output, progress_bar
 from dynaunique.cli._throughput import throughput_options
 from dynaunique.cli._workers import print_result, worker_options
