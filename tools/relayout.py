@@ -1,0 +1,594 @@
+"""Move the package's flat row of underscore modules into three folders (issue 39, "Layers you
+can see"), and rewrite every reference to them.
+
+Run it from a clone's root, on a clean tree, after the branches that edit these modules have
+merged::
+
+    python tools/relayout.py            # move, rewrite, print what it did
+    python tools/relayout.py --dry-run  # print what it would do, change nothing
+
+What it does, in this order:
+
+1. **Rewrites references** in ``SCOPE`` (the package, tests, benchmarks, conformance, examples,
+   docs, README.md, conftest.py, noxfile.py, pyproject.toml, .ci/, deploy/): Python imports of a
+   moved module in every form (``from dynaunique._x import``, ``from dynaunique import _x``,
+   ``import dynaunique._x``, relative imports inside the package) read with ``ast``, so that a
+   ``from dynaunique import _flush, observe`` becomes two statements and every bound name stays
+   what it was (``from dynaunique._write import flush as _flush``); then every dotted name
+   (``"dynaunique._wire._send"`` in ``mock.patch``, docs text) and path
+   (``dynaunique/_wire.py``), matched on whole names only. A moved file's relative imports become
+   absolute (their meaning would change with the folder).
+2. **Moves** each module of ``MOVES`` with ``git mv``. A module that is not there is skipped
+   with a printed line (another change may have merged or renamed it); one already at its new
+   place is left alone.
+3. **Creates** each folder's ``__init__.py``: a docstring saying what the layer is, no
+   re-exports.
+4. **docs/decisions.md**: the "Map of the package" rows get the new paths (each layer's rows
+   together, its ``__init__.py`` first); the "Layout" section is inserted before "Function
+   budgets" if it is not there.
+5. **Sorts the imports it touched** with ``ruff check --fix --select I001`` (ruff from the
+   project's ``.venv`` or ``PATH``), then prints a summary and any reference to an old name it
+   could not rewrite.
+
+Idempotent: a second run finds nothing to move and nothing to rewrite, and says so. It never
+deletes a file and never commits: ``git diff --stat`` shows what it did; commit it as one
+change. Afterwards run ruff, ``mypy --strict dynaunique`` and tests/unit/test_package.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Old dotted name → new dotted name.
+MOVES: dict[str, str] = {
+    # The write pipeline: collect → plan → render → send → settle → finish.
+    "dynaunique._atomic": "dynaunique._write.atomic",
+    "dynaunique._flush": "dynaunique._write.flush",
+    "dynaunique._state": "dynaunique._write.state",
+    "dynaunique._record": "dynaunique._write.record",
+    "dynaunique._plan": "dynaunique._write.plan",
+    "dynaunique._model.mixed": "dynaunique._write.mixed",
+    "dynaunique._writes": "dynaunique._write.writes",
+    "dynaunique._render": "dynaunique._write.render",
+    "dynaunique._transaction": "dynaunique._write.transaction",
+    "dynaunique._heal": "dynaunique._write.heal",
+    # The lock scheme: what is stored and how its keys are spelled (pure).
+    "dynaunique._locks": "dynaunique._lock.locks",
+    "dynaunique._lockcode": "dynaunique._lock.lockcode",
+    "dynaunique._items": "dynaunique._lock.items",
+    "dynaunique._kinds": "dynaunique._lock.kinds",
+    "dynaunique._sizes": "dynaunique._lock.sizes",
+    # The transport: the one boundary to DynamoDB.
+    "dynaunique._connection": "dynaunique._transport.connection",
+    "dynaunique._clients": "dynaunique._transport.clients",
+    "dynaunique._wire": "dynaunique._transport.wire",
+    "dynaunique._codec": "dynaunique._transport.codec",
+    "dynaunique._botocore": "dynaunique._transport.botocore",
+    "dynaunique._answers": "dynaunique._transport.answers",
+    "dynaunique._regions": "dynaunique._transport.regions",
+    "dynaunique._endpoint": "dynaunique._transport.endpoint",
+}
+
+#: The folders: dotted name → the docstring of its ``__init__.py`` (no re-exports).
+LAYERS: dict[str, str] = {
+    "dynaunique._write": (
+        "The write pipeline: every save, delete, ``update(actions)`` and unit of work goes\n"
+        "through it, top to bottom. Collect each object's state (``state``), plan it from its\n"
+        "record (``record``, ``plan``; ``mixed`` for tables several models share), render the\n"
+        "plan as the exact request (``render``, over the vocabulary of writes in ``writes``),\n"
+        "send it through :mod:`dynaunique._transport`, settle a refusal (``transaction``; an\n"
+        "orphan lock taken over by ``heal``) and finish; ``flush`` drives these steps and\n"
+        "``atomic`` is the unit of work. It builds keys and items with :mod:`dynaunique._lock`;\n"
+        "neither of the layers below imports it. No re-exports: import the module you need.\n"
+    ),
+    "dynaunique._lock": (
+        "The lock scheme: what dynaunique stores and how its keys are spelled. A record's key and\n"
+        "the locks its stored values require, the injective encoding of a value into a lock key,\n"
+        "the one builder of each lock write (``locks``, ``lockcode``); the vocabulary of items\n"
+        "(``items``: model info, owners, which model an item is a record of); the base of every\n"
+        "kind (``kinds``); DynamoDB's size arithmetic (``sizes``). Pure: no I/O, and nothing of\n"
+        "the pipeline or the transport is imported here. The model's planner, the audit's\n"
+        "repairs, the migrations' backfill and the stream guard all build their locks from it,\n"
+        "so they cannot drift apart. No re-exports: import the module you need.\n"
+    ),
+    "dynaunique._transport": (
+        "The transport: the one boundary to DynamoDB. The one retry loop as sans-IO steps and\n"
+        "its sync driver (``connection``; the asyncio driver is the public\n"
+        ":mod:`dynaunique.aio`), a model's botocore client (``clients``), the request path\n"
+        "below botocore's dispatch (``wire``, set up once per client and operation by\n"
+        "``codec``, fenced by ``botocore``), what DynamoDB answered as values (``answers``), where a global table's write goes\n"
+        "(``regions``) and where the tools send requests (``endpoint``). It knows nothing of\n"
+        "locks or records: nothing of :mod:`dynaunique._write` or :mod:`dynaunique._lock` is\n"
+        "imported here. No re-exports: import the module you need.\n"
+    ),
+}
+
+#: Each folder's row in docs/decisions.md's "Map of the package".
+LAYER_ROWS: dict[str, str] = {
+    "dynaunique._write": "The write pipeline (a folder, see \"Layout\"): collect → plan → render → "
+                         "send → settle → finish; its docstring, no re-exports.",
+    "dynaunique._lock": "The lock scheme (a folder, see \"Layout\"): keys, lock items and their "
+                        "encoding, the vocabulary of items (pure); its docstring, no re-exports.",
+    "dynaunique._transport": "The transport (a folder, see \"Layout\"): the one boundary to "
+                             "DynamoDB and the one retry loop; its docstring, no re-exports.",
+}
+
+#: Where references are rewritten (files and folders, from the root).
+SCOPE = ("dynaunique", "tests", "benchmarks", "conformance", "examples", "docs", "README.md",
+         "conftest.py", "noxfile.py", "pyproject.toml", ".ci", "deploy")
+TEXT_SUFFIXES = {".py", ".md", ".rst", ".txt", ".toml", ".cfg", ".ini", ".yml", ".yaml", ".json",
+                 ".sh", ".tf", ".j2", ".html", ""}
+SKIP_PARTS = {"__pycache__", "_build", ".venv", ".git", ".mypy_cache", ".ruff_cache",
+              ".pytest_cache", "node_modules"}
+
+DOCS = Path("docs/decisions.md")
+LAYOUT_HEADING = "## Layout: three layers (issue 39)"
+LAYOUT_TEXT = f"""{LAYOUT_HEADING}
+
+**The product core is three folders, each a layer, and imports run only down.** Until issue 39
+it was a flat row of underscore modules, and nothing said which were the write pipeline, the
+lock scheme or the transport. `tools/relayout.py` made the folders (its `MOVES` table is the
+list of what moved where; `git log --follow` finds a module's history):
+
+- **`_write/`, the write pipeline**: `state`, `record`, `plan` and `mixed` (tables several
+  models share, beside the planner that imports it), `writes`, `render`, `transaction`,
+  `heal`, `flush` (which drives them) and `atomic` (the unit of work). It uses the two below.
+- **`_lock/`, the lock scheme** (pure): `locks` and `lockcode` (keys, the encoding of a value
+  into a lock key, the one builder of each lock write), `items` (model info, owners, which
+  model an item is a record of), `kinds`, `sizes`. It imports neither `_write` nor
+  `_transport`; the audit, the migrations and the stream guard build their locks from it.
+- **`_transport/`, the one boundary to DynamoDB**: `connection` (the retry loop as sans-IO
+  steps, and the sync driver), `clients`, `wire`, `codec`, `botocore`, `answers`, `regions`,
+  `endpoint`. It imports neither `_write` nor `_lock`. The asyncio driver of the same steps is
+  `dynaunique.aio`, which stays where it is because it is public API.
+
+Above them: `model.py` and the mixins in `_model/`, then the public modules (`attributes`,
+`constraints`, `normalizers`, `errors`, `observe`); above those the tools (`audit`,
+`migrations`, `streams`, `ui`, and at the top `cli` and `testing`, which no product module
+imports). `_user_models.py` and `_pyproject.py` stay at the root: they serve the tools.
+Inside a private folder a module has no underscore (as in `_model/`); an `__init__.py` holds
+the layer's docstring and re-exports nothing. `tests/unit/test_package.py` checks the
+directions.
+
+"""
+BUDGETS_HEADING = "## Function budgets"
+MAP_HEADING = "## Map of the package"
+
+
+@dataclass
+class Report:
+    moved: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    rewritten: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    docs: list[str] = field(default_factory=list)
+
+
+# --- names and paths -------------------------------------------------------------------------
+
+def module_path(dotted: str, root: Path) -> Path:
+    """``dynaunique._model.mixed`` → ``root/dynaunique/_model/mixed.py``."""
+    return root.joinpath(*dotted.split(".")).with_suffix(".py")
+
+
+def package_path(dotted: str, root: Path) -> Path:
+    return root.joinpath(*dotted.split("."))
+
+
+def dotted_of(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def files_in_scope(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for name in SCOPE:
+        top = root / name
+        candidates = [top] if top.is_file() else sorted(top.rglob("*")) if top.is_dir() else []
+        for path in candidates:
+            rel = path.relative_to(root)
+            if not path.is_file() or SKIP_PARTS & set(rel.parts):
+                continue
+            if path.suffix in TEXT_SUFFIXES:
+                found.append(path)
+    return found
+
+
+def _dotted_pattern(old: str) -> re.Pattern[str]:
+    # A whole dotted name: not part of a longer identifier or dotted name before it, and not
+    # followed by more identifier characters (``dynaunique._locks`` is not ``_lockcode``).
+    return re.compile(r"(?<![\w.])" + re.escape(old) + r"(?!\w)")
+
+
+def _path_pattern(old: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w.-])" + re.escape(old.replace(".", "/")) + r"(?![\w])")
+
+
+# --- Python imports --------------------------------------------------------------------------
+
+def _absolute(node: ast.ImportFrom, package: str | None) -> str | None:
+    """The module ``node`` imports from, absolute (None: a relative import outside a package)."""
+    if not node.level:
+        return node.module or ""
+    if package is None:
+        return None
+    parts = package.split(".")
+    if node.level - 1 > len(parts):
+        return None
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _mapped(dotted: str, moves: dict[str, str]) -> str:
+    """``dotted`` with its longest moved prefix replaced."""
+    for old in sorted(moves, key=len, reverse=True):
+        if dotted == old or dotted.startswith(old + "."):
+            return moves[old] + dotted[len(old):]
+    return dotted
+
+
+def _alias(name: str, asname: str | None) -> str:
+    return name if asname is None or asname == name else f"{name} as {asname}"
+
+
+def rewrite_import_from(node: ast.ImportFrom, package: str | None, moves: dict[str, str],
+                        make_absolute: bool) -> list[str] | None:
+    """The statements ``node`` becomes, or None when it stays as it is. ``package``: the
+    importing file's package (for a relative import); ``make_absolute``: the file moves, so a
+    relative import of its own becomes absolute."""
+    base = _absolute(node, package)
+    if base is None:
+        return None
+    new_base = _mapped(base, moves)
+    groups: dict[str, list[str]] = {}
+    split = False
+    for alias in node.names:
+        if alias.name != "*":
+            full = f"{base}.{alias.name}"
+            new_full = _mapped(full, moves)
+            if new_full not in (full, f"{new_base}.{alias.name}"):
+                # A module imported by name (``from dynaunique import _flush``) moved
+                # elsewhere: import it from its new parent under the name it was bound to.
+                parent, _, leaf = new_full.rpartition(".")
+                groups.setdefault(parent, []).append(_alias(leaf, alias.asname or alias.name))
+                split = True
+                continue
+        groups.setdefault(new_base, []).append(_alias(alias.name, alias.asname))
+    relative = bool(node.level)
+    if not split and new_base == base and not (relative and make_absolute):
+        return None
+    statements = []
+    for parent, names in groups.items():
+        if relative and not make_absolute and parent == base:  # unchanged: keep it relative
+            parent = "." * node.level + (node.module or "")
+        statements.append(f"from {parent} import {', '.join(names)}")
+    return statements
+
+
+def rewrite_python_imports(text: str, package: str | None, moves: dict[str, str],
+                           make_absolute: bool, where: str, report: Report) -> tuple[str, int]:
+    """``text`` with every ``from ... import`` of a moved module rewritten (see the module
+    docstring); ``package``: the file's package before the move (for relative imports)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as error:
+        report.warnings.append(f"{where}: not parsed ({error.msg}); dotted names only")
+        return text, 0
+    lines = text.splitlines(keepends=True)
+    edits: list[tuple[int, int, int, int, list[str]]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.end_lineno is None:
+            continue
+        new = rewrite_import_from(node, package, moves, make_absolute)
+        if new is None:
+            continue
+        edits.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset or 0,
+                      new))
+    for start, col, end, end_col, new in sorted(edits, reverse=True):
+        first, last = lines[start - 1], lines[end - 1]
+        prefix, suffix = first[:col], last[end_col:]
+        if start != end and re.search(r"#", "".join(lines[start - 1:end])):
+            report.warnings.append(f"{where}:{start}: comments inside an import were dropped")
+        # At the start of its line: one statement a line; after a `;`: kept on the line.
+        body = ("\n" + " " * col if prefix.strip() == "" else "; ").join(new)
+        lines[start - 1:end] = [prefix + body + suffix]
+    return "".join(lines), len(edits)
+
+
+_FROM_LINE = re.compile(r"^([ \t]*(?:>>> |\.\.\. )?)(from [\w.]+ import [^\n(]+)$",
+                        re.MULTILINE)
+
+
+def rewrite_text_imports(text: str, moves: dict[str, str]) -> tuple[str, int]:
+    """One-line ``from dynaunique import _x`` in docs and other text (code blocks)."""
+    count = 0
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal count
+        statement, hash_, comment = match.group(2).partition("#")
+        try:
+            node = ast.parse(statement.strip()).body[0]
+        except (SyntaxError, IndexError):
+            return match.group(0)
+        if not isinstance(node, ast.ImportFrom) or node.level:
+            return match.group(0)
+        new = rewrite_import_from(node, None, moves, make_absolute=False)
+        if new is None:
+            return match.group(0)
+        count += 1
+        tail = f"  {hash_}{comment}" if hash_ else ""
+        return match.group(1) + ("\n" + match.group(1)).join(new) + tail
+
+    return _FROM_LINE.sub(one, text), count
+
+
+def rewrite_names(text: str, moves: dict[str, str]) -> tuple[str, int]:
+    """Every dotted name and path of a moved module, on whole names."""
+    count = 0
+    for old in sorted(moves, key=len, reverse=True):
+        new = moves[old]
+        text, n = _dotted_pattern(old).subn(new, text)
+        count += n
+        text, n = _path_pattern(old).subn(new.replace(".", "/"), text)
+        count += n
+    return text, count
+
+
+# --- docs/decisions.md -----------------------------------------------------------------------
+
+_ROW = re.compile(r"^\| `([\w./]+)` \|.*$", re.MULTILINE)
+
+
+def rewrite_map(text: str, moves: dict[str, str], report: Report) -> str:
+    """The "Map of the package" rows: new paths, each layer's rows together, its
+    ``__init__.py`` first (inserted where missing)."""
+    if MAP_HEADING not in text:
+        report.warnings.append(f"{DOCS}: no '{MAP_HEADING}' section")
+        return text
+    head, _, rest = text.partition(MAP_HEADING)
+    section, sep, tail = rest.partition("\n## ")
+    relative = {old.removeprefix("dynaunique.").replace(".", "/") + ".py":
+                new.removeprefix("dynaunique.").replace(".", "/") + ".py"
+                for old, new in moves.items()}
+    lines = section.split("\n")
+    rows: dict[str, list[str]] = {layer: [] for layer in LAYERS}
+    first_at: dict[str, int] = {}
+    kept: list[str] = []
+    for line in lines:
+        match = _ROW.match(line)
+        if match is None:
+            kept.append(line)
+            continue
+        path = match.group(1)
+        if path in relative:
+            line = line.replace(f"`{path}`", f"`{relative[path]}`", 1)
+            path = relative[path]
+            report.docs.append(f"map row {match.group(1)} → {path}")
+        layer = next((name for name in LAYERS
+                      if path.startswith(name.removeprefix("dynaunique.") + "/")), None)
+        if layer is None:
+            kept.append(line)
+            continue
+        first_at.setdefault(layer, len(kept))
+        rows[layer].append(line)
+    for layer in sorted(first_at, key=first_at.__getitem__, reverse=True):
+        folder = layer.removeprefix("dynaunique.")
+        init = f"| `{folder}/__init__.py` |"
+        layer_rows = [row for row in rows[layer] if not row.startswith(init)]
+        existing = [row for row in rows[layer] if row.startswith(init)]
+        if not existing:
+            existing = [f"{init} {LAYER_ROWS[layer]} |"]
+            report.docs.append(f"map row {folder}/__init__.py added")
+        kept[first_at[layer]:first_at[layer]] = existing + layer_rows
+    return head + MAP_HEADING + "\n".join(kept) + sep + tail
+
+
+def insert_layout(text: str, report: Report) -> str:
+    if LAYOUT_HEADING in text:
+        return text
+    anchor = text.find("\n" + BUDGETS_HEADING)
+    if anchor < 0:  # before the section after the map
+        start = text.find(MAP_HEADING)
+        anchor = text.find("\n## ", start + len(MAP_HEADING)) if start >= 0 else -1
+    if anchor < 0:
+        report.warnings.append(f"{DOCS}: no place found for the Layout section")
+        return text
+    report.docs.append("Layout section inserted")
+    return text[: anchor + 1] + LAYOUT_TEXT + text[anchor + 1:]
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+
+
+def effective_moves(root: Path, report: Report) -> tuple[dict[str, str], dict[str, str]]:
+    """(the moves whose references to rewrite: present or already done, the files to move)."""
+    rewrite: dict[str, str] = {}
+    to_move: dict[str, str] = {}
+    for old, new in MOVES.items():
+        old_path, new_path = module_path(old, root), module_path(new, root)
+        if old_path.exists() and new_path.exists():
+            report.warnings.append(f"{old}: both {old_path.relative_to(root)} and "
+                                   f"{new_path.relative_to(root)} exist; left alone")
+        elif old_path.exists():
+            rewrite[old], to_move[old] = new, new
+        elif new_path.exists():
+            rewrite[old] = new
+            report.already.append(old)
+        else:
+            report.absent.append(old)
+    return rewrite, to_move
+
+
+def unmapped_root_modules(root: Path) -> list[str]:
+    """Underscore modules at the package's root that the table does not place."""
+    keep = {"dynaunique._user_models", "dynaunique._pyproject"}
+    found = []
+    for path in sorted((root / "dynaunique").glob("_*.py")):
+        name = dotted_of(path, root)
+        if name != "dynaunique" and name not in MOVES and name not in keep:
+            found.append(name)
+    return found
+
+
+def rewrite_files(root: Path, moves: dict[str, str], to_move: dict[str, str],
+                  dry_run: bool, report: Report) -> list[Path]:
+    touched_py: list[Path] = []
+    for path in files_in_scope(root):
+        rel = path.relative_to(root)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        new, count = text, 0
+        if path.suffix == ".py":
+            package = None
+            if rel.parts[0] == "dynaunique":
+                dotted = dotted_of(path, root)
+                package = dotted if path.name == "__init__.py" else dotted.rpartition(".")[0]
+                make_absolute = dotted in to_move
+            else:
+                make_absolute = False
+            new, count = rewrite_python_imports(new, package, moves, make_absolute, str(rel),
+                                                report)
+        else:
+            new, count = rewrite_text_imports(new, moves)
+        new, n = rewrite_names(new, moves)
+        count += n
+        if path == root / DOCS:
+            before = new
+            new = insert_layout(rewrite_map(new, moves, report), report)
+            count += new != before
+        if new != text:
+            report.rewritten[str(rel)] = count
+            if not dry_run:
+                path.write_text(new, encoding="utf-8")
+            if path.suffix == ".py":
+                touched_py.append(path)
+    return touched_py
+
+
+def move_files(root: Path, to_move: dict[str, str], dry_run: bool, report: Report) -> None:
+    for old, new in to_move.items():
+        old_path, new_path = module_path(old, root), module_path(new, root)
+        report.moved.append(f"{old_path.relative_to(root)} → {new_path.relative_to(root)}")
+        if dry_run:
+            continue
+        new_path.parent.mkdir(parents=True, exist_ok=True)
+        done = git(root, "mv", str(old_path.relative_to(root)), str(new_path.relative_to(root)))
+        if done.returncode != 0:  # not tracked: move it as a file
+            shutil.move(str(old_path), str(new_path))
+
+
+def create_layers(root: Path, dry_run: bool, report: Report) -> None:
+    for layer, doc in LAYERS.items():
+        init = package_path(layer, root) / "__init__.py"
+        if init.exists():
+            continue
+        report.created.append(str(init.relative_to(root)))
+        if dry_run:
+            continue
+        init.parent.mkdir(parents=True, exist_ok=True)
+        init.write_text(f'"""{doc}"""\n', encoding="utf-8")
+        git(root, "add", str(init.relative_to(root)))
+
+
+def sort_imports(root: Path, paths: list[Path], report: Report) -> None:
+    ruff = root / ".venv" / "bin" / "ruff"
+    command = str(ruff) if ruff.exists() else shutil.which("ruff")
+    if command is None:
+        report.warnings.append("ruff not found: run `ruff check --fix --select I001` yourself")
+        return
+    existing = [str(p.relative_to(root)) for p in paths if p.exists()]
+    if existing:
+        subprocess.run([command, "check", "--fix", "--quiet", "--select", "I001", *existing],
+                       cwd=root, check=False, capture_output=True)
+
+
+def leftovers(root: Path, moves: dict[str, str]) -> list[str]:
+    """References to an old name still in scope (printed for a person to look at)."""
+    found = []
+    patterns = [(old, _dotted_pattern(old)) for old in moves]
+    patterns += [(old, _path_pattern(old)) for old in moves]
+    bare = {old.rsplit(".", 1)[1]: old for old in moves if old.count(".") == 1}
+    from_line = re.compile(r"from dynaunique import ([^\n(]*)")
+    for path in files_in_scope(root):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        rel = path.relative_to(root)
+        for old, pattern in patterns:
+            for match in pattern.finditer(text):
+                line = text.count("\n", 0, match.start()) + 1
+                found.append(f"{rel}:{line}: {old}")
+        for match in from_line.finditer(text):
+            names = {n.strip().split(" as ")[0] for n in match.group(1).split(",")}
+            for name in sorted(names & set(bare)):
+                line = text.count("\n", 0, match.start()) + 1
+                found.append(f"{rel}:{line}: from dynaunique import {name}")
+    return sorted(set(found))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dry-run", action="store_true", help="change nothing, print the plan")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="the clone's root")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    if not (root / "dynaunique" / "__init__.py").exists():
+        print(f"{root}: not the root of a dynaunique clone (no dynaunique/__init__.py)")
+        return 2
+    status = git(root, "status", "--porcelain").stdout
+    if status.strip() and not args.dry_run:
+        print("note: the tree has uncommitted changes; `git diff` will mix them with these")
+    report = Report()
+    moves, to_move = effective_moves(root, report)
+    touched = rewrite_files(root, moves, to_move, args.dry_run, report)
+    move_files(root, to_move, args.dry_run, report)
+    create_layers(root, args.dry_run, report)
+    if not args.dry_run:
+        moved_paths = {module_path(o, root): module_path(n, root) for o, n in to_move.items()}
+        sort_imports(root, [moved_paths.get(p, p) for p in touched], report)
+    mode = "would" if args.dry_run else "did"
+    for line in report.moved:
+        print(f"moved   {line}")
+    for name in report.already:
+        print(f"already {name} is at {module_path(MOVES[name], root).relative_to(root)}")
+    for name in report.absent:
+        print(f"skipped {name}: neither {module_path(name, root).relative_to(root)} nor "
+              f"{module_path(MOVES[name], root).relative_to(root)} exists")
+    for name in report.created:
+        print(f"created {name}")
+    for line in report.docs:
+        print(f"docs    {line}")
+    for name in unmapped_root_modules(root):
+        print(f"left    {name}: not in MOVES (place it by hand, or add it to the table)")
+    for line in report.warnings:
+        print(f"warning {line}")
+    rest = [] if args.dry_run else leftovers(root, moves)
+    for line in rest:
+        print(f"old name {line}")
+    references = sum(report.rewritten.values())
+    print(f"summary: {mode} move {len(report.moved)} modules ({len(report.already)} already "
+          f"moved, {len(report.absent)} absent), create {len(report.created)} folders' "
+          f"__init__.py, rewrite {references} references in {len(report.rewritten)} files; "
+          f"{len(rest)} old names left")
+    return 1 if rest else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
