@@ -103,10 +103,11 @@ LAYERS: dict[str, str] = {
         "its sync driver (``connection``; the asyncio driver is the public\n"
         ":mod:`dynaunique.aio`), a model's botocore client (``clients``), the request path\n"
         "below botocore's dispatch (``wire``, set up once per client and operation by\n"
-        "``codec``, fenced by ``botocore``), what DynamoDB answered as values (``answers``), where a global table's write goes\n"
-        "(``regions``) and where the tools send requests (``endpoint``). It knows nothing of\n"
-        "locks or records: nothing of :mod:`dynaunique._write` or :mod:`dynaunique._lock` is\n"
-        "imported here. No re-exports: import the module you need.\n"
+        "``codec``, fenced by ``botocore``), what DynamoDB answered as values (``answers``),\n"
+        "where a global table's write goes (``regions``) and where the tools send requests\n"
+        "(``endpoint``). It knows nothing of locks or records: nothing of\n"
+        ":mod:`dynaunique._write` or :mod:`dynaunique._lock` is imported here. No re-exports:\n"
+        "import the module you need.\n"
     ),
 }
 
@@ -266,8 +267,10 @@ def rewrite_import_from(node: ast.ImportFrom, package: str | None, moves: dict[s
                 continue
         groups.setdefault(new_base, []).append(_alias(alias.name, alias.asname))
     relative = bool(node.level)
-    if not split and new_base == base and not (relative and make_absolute):
-        return None
+    if not split and (not relative or (new_base == base and not make_absolute)):
+        return None  # absolute: the dotted names pass rewrites it; relative: unchanged
+    if not split:
+        return [f"from {new_base} import"]  # the head only: its names (and comments) stay
     statements = []
     for parent, names in groups.items():
         if relative and not make_absolute and parent == base:  # unchanged: keep it relative
@@ -296,6 +299,11 @@ def rewrite_python_imports(text: str, package: str | None, moves: dict[str, str]
         edits.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset or 0,
                       new))
     for start, col, end, end_col, new in sorted(edits, reverse=True):
+        if len(new) == 1 and new[0].endswith(" import"):  # a new head for a relative import
+            head = re.compile(r"from\s+\.+[\w.]*\s+import")
+            lines[start - 1] = (lines[start - 1][:col]
+                                + head.sub(new[0], lines[start - 1][col:], count=1))
+            continue
         first, last = lines[start - 1], lines[end - 1]
         prefix, suffix = first[:col], last[end_col:]
         if start != end and re.search(r"#", "".join(lines[start - 1:end])):
