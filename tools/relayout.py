@@ -353,6 +353,99 @@ def rewrite_names(text: str, moves: dict[str, str]) -> tuple[str, int]:
     return text, count
 
 
+# --- lines the new names made too long ------------------------------------------------------
+
+#: A line that starts something of its own (a list item, a field, a quote): never joined to.
+_SPECIAL = re.compile(r"(?:[-*|>]|\.\. |:\w|\d+\. |\"\"\"|'''|#)")
+_QUOTES = ('"""', "'''", 'r"""', "r'''")
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def line_limit(root: Path) -> int:
+    """ruff's ``line-length`` from pyproject.toml (100 without one)."""
+    found = re.search(r"^line-length\s*=\s*(\d+)", _read(root / "pyproject.toml"), re.MULTILINE)
+    return int(found.group(1)) if found else 100
+
+
+def _docstring_lines(tree: ast.AST) -> dict[int, int]:
+    """Line number → the column its docstring starts at, for every line of a docstring."""
+    found: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str) and node.end_lineno is not None):
+            for number in range(node.lineno, node.end_lineno + 1):
+                found[number] = node.col_offset
+    return found
+
+
+def _prefix(line: str, number: int, docstrings: dict[int, int]) -> str | None:
+    """What a wrapped line's continuation starts with, or None when it is code."""
+    body = line.lstrip()
+    indent = len(line) - len(body)
+    if body.startswith("#"):
+        marker = re.match(r"#:? ?", body)
+        return line[:indent] + (marker.group(0) if marker else "# ")
+    if number in docstrings:
+        return " " * (docstrings[number] if body.startswith(_QUOTES) else indent)
+    return None
+
+
+def reflow(text: str, moves: dict[str, str], limit: int, where: str,
+           report: Report) -> tuple[str, int]:
+    """Comment and docstring lines that a new name pushed over ``limit``, wrapped: the words
+    past it carried into the paragraph's next line (or a new line), as far as they go.
+    Dividers (``# --- title ---``) lose dashes. A line of code over it is reported, not
+    touched."""
+    news = set(moves.values()) | {new.replace(".", "/") for new in moves.values()}
+    try:
+        docstrings = _docstring_lines(ast.parse(text))
+    except SyntaxError:
+        return text, 0
+    lines = text.split("\n")
+    # Each line's number in the parsed text; a line this function made gets its parent's.
+    numbers = list(range(1, len(lines) + 1))
+    wrapped, carried, index = 0, False, 0
+    while index < len(lines):
+        line, number = lines[index], numbers[index]
+        if len(line) <= limit or not (carried or any(new in line for new in news)):
+            index, carried = index + 1, False
+            continue
+        divider = re.match(r"^(\s*# -{2,} .*?) ?-{3,}$", line)
+        if divider and len(divider.group(1)) + 4 <= limit:
+            lines[index] = divider.group(1) + " " + "-" * (limit - len(divider.group(1)) - 1)
+            index, carried, wrapped = index + 1, False, wrapped + 1
+            continue
+        prefix = _prefix(line, number, docstrings)
+        cut = -1 if prefix is None else line.rfind(" ", len(prefix) + 1, limit + 1)
+        if prefix is None or cut <= len(prefix) or not line[len(prefix):cut].strip():
+            report.warnings.append(f"{where}:{number}: over {limit} characters, left as it is")
+            index, carried = index + 1, False
+            continue
+        head, rest = line[:cut].rstrip(), line[cut + 1:].lstrip()
+        lines[index] = head
+        following = lines[index + 1] if index + 1 < len(lines) else None
+        comment = line.lstrip().startswith("#")
+        joins = (
+            following is not None
+            and following.startswith(prefix)
+            and following[len(prefix):][:1] not in ("", " ")
+            and not _SPECIAL.match(following[len(prefix):])
+            and not rest.endswith(_QUOTES)
+            and (following.lstrip().startswith("#") if comment else
+                 docstrings.get(numbers[index + 1]) == docstrings.get(number)
+                 and numbers[index + 1] in docstrings))
+        if joins and following is not None:
+            lines[index + 1] = prefix + rest + " " + following[len(prefix):]
+        else:
+            lines.insert(index + 1, prefix + rest)
+            numbers.insert(index + 1, number)
+        index, carried, wrapped = index + 1, True, wrapped + 1
+    return "\n".join(lines), wrapped
+
+
 # --- docs/decisions.md -----------------------------------------------------------------------
 
 _ROW = re.compile(r"^\| `([\w./]+)` \|.*$", re.MULTILINE)
@@ -455,6 +548,7 @@ def unmapped_root_modules(root: Path) -> list[str]:
 def rewrite_files(root: Path, moves: dict[str, str], to_move: dict[str, str],
                   dry_run: bool, report: Report) -> list[Path]:
     touched_py: list[Path] = []
+    limit = line_limit(root)
     for path in files_in_scope(root):
         rel = path.relative_to(root)
         try:
@@ -476,6 +570,9 @@ def rewrite_files(root: Path, moves: dict[str, str], to_move: dict[str, str],
             new, count = rewrite_text_imports(new, moves)
         new, n = rewrite_names(new, moves)
         count += n
+        if path.suffix == ".py" and new != text:
+            new, n = reflow(new, moves, limit, str(rel), report)
+            count += n
         if path == root / DOCS:
             before = new
             new = insert_layout(rewrite_map(new, moves, report), report)
