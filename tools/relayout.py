@@ -426,21 +426,22 @@ def reflow(text: str, moves: dict[str, str], limit: int, where: str,
             continue
         head, rest = line[:cut].rstrip(), line[cut + 1:].lstrip()
         lines[index] = head
-        following = lines[index + 1] if index + 1 < len(lines) else None
+        following = lines[index + 1] if index + 1 < len(lines) else ""
         comment = line.lstrip().startswith("#")
-        joins = (
-            following is not None
-            and following.startswith(prefix)
-            and following[len(prefix):][:1] not in ("", " ")
-            and not _SPECIAL.match(following[len(prefix):])
-            and not rest.endswith(_QUOTES)
-            and (following.lstrip().startswith("#") if comment else
-                 docstrings.get(numbers[index + 1]) == docstrings.get(number)
-                 and numbers[index + 1] in docstrings))
-        if joins and following is not None:
-            lines[index + 1] = prefix + rest + " " + following[len(prefix):]
+        if comment:
+            block = following.startswith(prefix) and following[len(prefix):][:1] not in ("", " ")
+            at = len(prefix)
         else:
-            lines.insert(index + 1, prefix + rest)
+            block = (index + 1 < len(lines) and numbers[index + 1] in docstrings
+                     and docstrings[numbers[index + 1]] == docstrings.get(number))
+            at = len(following) - len(following.lstrip())
+        joins = (block and bool(following.strip()) and at >= len(prefix)
+                 and not _SPECIAL.match(following[at:]) and not rest.endswith(_QUOTES))
+        if joins:  # into the paragraph's next line, at its indent (a list item's hanging one)
+            lines[index + 1] = following[:at] + rest + " " + following[at:]
+        else:
+            item = re.match(r"(?:\d+\. |[-*] )", line[len(prefix):])
+            lines.insert(index + 1, prefix + " " * (item.end() if item else 0) + rest)
             numbers.insert(index + 1, number)
         index, carried, wrapped = index + 1, True, wrapped + 1
     return "\n".join(lines), wrapped
