@@ -48,9 +48,7 @@ from pathlib import Path
 
 #: Old dotted name → new dotted name.
 MOVES: dict[str, str] = {
-    # The write pipeline: collect → plan → render → send → settle → finish.
-    "dynaunique._atomic": "dynaunique._write.atomic",
-    "dynaunique._flush": "dynaunique._write.flush",
+    # The write pipeline, in the order a write goes: collect → plan → render → send → settle.
     "dynaunique._state": "dynaunique._write.state",
     "dynaunique._record": "dynaunique._write.record",
     "dynaunique._plan": "dynaunique._write.plan",
@@ -59,6 +57,8 @@ MOVES: dict[str, str] = {
     "dynaunique._render": "dynaunique._write.render",
     "dynaunique._transaction": "dynaunique._write.transaction",
     "dynaunique._heal": "dynaunique._write.heal",
+    "dynaunique._flush": "dynaunique._write.flush",
+    "dynaunique._atomic": "dynaunique._write.atomic",
     # The lock scheme: what is stored and how its keys are spelled (pure).
     "dynaunique._locks": "dynaunique._lock.locks",
     "dynaunique._lockcode": "dynaunique._lock.lockcode",
@@ -452,47 +452,61 @@ def reflow(text: str, moves: dict[str, str], limit: int, where: str,
 _ROW = re.compile(r"^\| `([\w./]+)` \|.*$", re.MULTILINE)
 
 
+def _map_path(dotted: str) -> str:
+    """``dynaunique._write.flush`` → ``_write/flush.py``, as the map names modules."""
+    return dotted.removeprefix("dynaunique.").replace(".", "/") + ".py"
+
+
+def _row_path(row: str) -> str:
+    match = _ROW.match(row)
+    return match.group(1) if match else ""
+
+
 def rewrite_map(text: str, moves: dict[str, str], report: Report) -> str:
-    """The "Map of the package" rows: new paths, each layer's rows together, its
-    ``__init__.py`` first (inserted where missing)."""
+    """The "Map of the package" rows: new paths; each layer's rows together, its
+    ``__init__.py`` first (inserted where missing), then in ``MOVES``' order, where the first
+    of them that was a root module stood. Idempotent: a second pass changes nothing."""
     if MAP_HEADING not in text:
         report.warnings.append(f"{DOCS}: no '{MAP_HEADING}' section")
         return text
     head, _, rest = text.partition(MAP_HEADING)
     section, sep, tail = rest.partition("\n## ")
-    relative = {old.removeprefix("dynaunique.").replace(".", "/") + ".py":
-                new.removeprefix("dynaunique.").replace(".", "/") + ".py"
-                for old, new in moves.items()}
-    lines = section.split("\n")
+    relative = {_map_path(old): _map_path(new) for old, new in moves.items()}
+    order = {_map_path(new): n for n, new in enumerate(MOVES.values())}
+    # Rows that were in a folder before (``_model/mixed.py``) do not decide where a block goes.
+    from_folders = {_map_path(MOVES[old]) for old in MOVES if old.count(".") > 1}
     rows: dict[str, list[str]] = {layer: [] for layer in LAYERS}
-    first_at: dict[str, int] = {}
+    at: dict[str, int] = {}
     kept: list[str] = []
-    for line in lines:
-        match = _ROW.match(line)
-        if match is None:
-            kept.append(line)
-            continue
-        path = match.group(1)
+    for line in section.split("\n"):
+        path = _row_path(line)
         if path in relative:
             line = line.replace(f"`{path}`", f"`{relative[path]}`", 1)
+            report.docs.append(f"map row {path} → {relative[path]}")
             path = relative[path]
-            report.docs.append(f"map row {match.group(1)} → {path}")
         layer = next((name for name in LAYERS
                       if path.startswith(name.removeprefix("dynaunique.") + "/")), None)
         if layer is None:
             kept.append(line)
             continue
-        first_at.setdefault(layer, len(kept))
+        if path not in from_folders:
+            at.setdefault(layer, len(kept))
         rows[layer].append(line)
-    for layer in sorted(first_at, key=first_at.__getitem__, reverse=True):
+    for layer in rows:
+        if rows[layer]:
+            at.setdefault(layer, len(kept))
+    # Blocks inserted from the last position back; at one position, in LAYERS' order.
+    for layer in sorted(at, key=lambda name: (at[name], list(LAYERS).index(name)),
+                        reverse=True):
         folder = layer.removeprefix("dynaunique.")
         init = f"| `{folder}/__init__.py` |"
-        layer_rows = [row for row in rows[layer] if not row.startswith(init)]
         existing = [row for row in rows[layer] if row.startswith(init)]
         if not existing:
             existing = [f"{init} {LAYER_ROWS[layer]} |"]
             report.docs.append(f"map row {folder}/__init__.py added")
-        kept[first_at[layer]:first_at[layer]] = existing + layer_rows
+        others = [row for row in rows[layer] if not row.startswith(init)]
+        others.sort(key=lambda row: order.get(_row_path(row), len(order)))
+        kept[at[layer]:at[layer]] = existing + others
     return head + MAP_HEADING + "\n".join(kept) + sep + tail
 
 
@@ -631,6 +645,9 @@ def leftovers(root: Path, moves: dict[str, str]) -> list[str]:
     patterns += [(old, _path_pattern(old)) for old in moves]
     bare = {old.rsplit(".", 1)[1]: old for old in moves if old.count(".") == 1}
     from_line = re.compile(r"from dynaunique import ([^\n(]*)")
+    # A module's name or path built at run time: the rewrite cannot see it.
+    # (Paths only: ``f"dynaunique.{operation}"`` is a span's name.)
+    built = re.compile(r"""f["']dynaunique/\{|["']dynaunique(?:/|\._)["']\s*\+""")
     for path in files_in_scope(root):
         try:
             text = path.read_text(encoding="utf-8")
@@ -641,6 +658,9 @@ def leftovers(root: Path, moves: dict[str, str]) -> list[str]:
             for match in pattern.finditer(text):
                 line = text.count("\n", 0, match.start()) + 1
                 found.append(f"{rel}:{line}: {old}")
+        for match in built.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(f"{rel}:{line}: a module name built at run time (check by hand)")
         for match in from_line.finditer(text):
             names = {n.strip().split(" as ")[0] for n in match.group(1).split(",")}
             for name in sorted(names & set(bare)):
