@@ -418,6 +418,9 @@ def reflow(text: str, moves: dict[str, str], limit: int, where: str,
             lines[index] = divider.group(1) + " " + "-" * (limit - len(divider.group(1)) - 1)
             index, carried, wrapped = index + 1, False, wrapped + 1
             continue
+        if line.lstrip().startswith(("from ", "import ")):  # ruff's import sort wraps these
+            index, carried = index + 1, False
+            continue
         prefix = _prefix(line, number, docstrings)
         cut = -1 if prefix is None else line.rfind(" ", len(prefix) + 1, limit + 1)
         if prefix is None or cut <= len(prefix) or not line[len(prefix):cut].strip():
