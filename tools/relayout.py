@@ -111,6 +111,19 @@ LAYERS: dict[str, str] = {
     ),
 }
 
+#: The glossary's renames a script can make safely (docs/decisions.md, "One word, one thing"),
+#: applied only with ``--glossary``: private modules and private names, each used in the files
+#: named and nowhere else (checked when written, and again when run). The others need a person.
+GLOSSARY_MOVES: dict[str, str] = {
+    "dynaunique.ui._guard": "dynaunique.ui._access",  # the page's access check, not a guard
+}
+#: (module whose file holds the name, the other modules using it, old name, new name).
+GLOSSARY_NAMES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
+    ("dynaunique.ui._access", ("dynaunique.ui._app",), "_Guard", "_Access"),
+    ("dynaunique.migrations._segments", (), "_flush", "_checkpoint"),  # a checkpoint saved
+    ("dynaunique.audit._spill", (), "_flush", "_write_out"),  # the buffer written to its file
+)
+
 #: Each folder's row in docs/decisions.md's "Map of the package".
 LAYER_ROWS: dict[str, str] = {
     "dynaunique._write": "The write pipeline (a folder, see \"Layout\"): collect → plan → render → "
@@ -533,11 +546,12 @@ def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
 
 
-def effective_moves(root: Path, report: Report) -> tuple[dict[str, str], dict[str, str]]:
+def effective_moves(root: Path, report: Report, table: dict[str, str]
+                    ) -> tuple[dict[str, str], dict[str, str]]:
     """(the moves whose references to rewrite: present or already done, the files to move)."""
     rewrite: dict[str, str] = {}
     to_move: dict[str, str] = {}
-    for old, new in MOVES.items():
+    for old, new in table.items():
         old_path, new_path = module_path(old, root), module_path(new, root)
         if old_path.exists() and new_path.exists():
             report.warnings.append(f"{old}: both {old_path.relative_to(root)} and "
@@ -602,6 +616,41 @@ def rewrite_files(root: Path, moves: dict[str, str], to_move: dict[str, str],
             if path.suffix == ".py":
                 touched_py.append(path)
     return touched_py
+
+
+def rename_names(root: Path, dry_run: bool, report: Report) -> None:
+    """``GLOSSARY_NAMES``: each name rewritten, on whole words, in its own module and the
+    modules named with it; refused (a warning) where a file imports the name from elsewhere or
+    another file in scope uses it next to the module's name."""
+    for module, users, old, new in GLOSSARY_NAMES:
+        before = {new: old for old, new in GLOSSARY_MOVES.items()}
+        paths = [module_path(name, root) if module_path(name, root).exists() or dry_run is False
+                 else module_path(before.get(name, name), root) for name in (module, *users)]
+        if not paths[0].exists():
+            report.warnings.append(f"glossary: {module} not found, {old} left")
+            continue
+        word = re.compile(r"(?<!\w)" + re.escape(old) + r"(?!\w)")
+        parent, _, leaf = module.rpartition(".")
+        # A file that imports the module (under its old or new name) and uses the word.
+        names = "|".join(re.escape(n) for n in {module, before.get(module, module)})
+        imports = re.compile(r"import\s+(?:{0})\b|from\s+(?:{0})\s+import|from\s+{1}\s+import"
+                             r"[^\n]*\b{2}\b".format(names, re.escape(parent), re.escape(leaf)))
+        strangers = [str(path.relative_to(root)) for path in files_in_scope(root)
+                     if path.suffix == ".py" and path not in paths
+                     and imports.search(text := path.read_text(encoding="utf-8"))
+                     and word.search(text)]
+        if strangers:
+            report.warnings.append(f"glossary: {old} of {module} also in {strangers}; left")
+            continue
+        for path in paths:
+            if not path.exists():
+                continue
+            text = path.read_text(encoding="utf-8")
+            new_text, count = word.subn(new, text)
+            if count:
+                report.rewritten[str(path.relative_to(root))] = count
+                if not dry_run:
+                    path.write_text(new_text, encoding="utf-8")
 
 
 def move_files(root: Path, to_move: dict[str, str], dry_run: bool, report: Report) -> None:
@@ -675,6 +724,8 @@ def leftovers(root: Path, moves: dict[str, str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="change nothing, print the plan")
+    parser.add_argument("--glossary", action="store_true",
+                        help="also the glossary's safe renames (GLOSSARY_MOVES, GLOSSARY_NAMES)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the clone's root")
     args = parser.parse_args(argv)
     root = args.root.resolve()
@@ -685,9 +736,12 @@ def main(argv: list[str] | None = None) -> int:
     if status.strip() and not args.dry_run:
         print("note: the tree has uncommitted changes; `git diff` will mix them with these")
     report = Report()
-    moves, to_move = effective_moves(root, report)
+    table = {**MOVES, **GLOSSARY_MOVES} if args.glossary else MOVES
+    moves, to_move = effective_moves(root, report, table)
     touched = rewrite_files(root, moves, to_move, args.dry_run, report)
     move_files(root, to_move, args.dry_run, report)
+    if args.glossary:
+        rename_names(root, args.dry_run, report)
     create_layers(root, args.dry_run, report)
     if not args.dry_run:
         moved_paths = {module_path(o, root): module_path(n, root) for o, n in to_move.items()}
@@ -696,10 +750,10 @@ def main(argv: list[str] | None = None) -> int:
     for line in report.moved:
         print(f"moved   {line}")
     for name in report.already:
-        print(f"already {name} is at {module_path(MOVES[name], root).relative_to(root)}")
+        print(f"already {name} is at {module_path(table[name], root).relative_to(root)}")
     for name in report.absent:
         print(f"skipped {name}: neither {module_path(name, root).relative_to(root)} nor "
-              f"{module_path(MOVES[name], root).relative_to(root)} exists")
+              f"{module_path(table[name], root).relative_to(root)} exists")
     for name in report.created:
         print(f"created {name}")
     for line in report.docs:
