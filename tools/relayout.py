@@ -633,8 +633,9 @@ def rename_names(root: Path, dry_run: bool, report: Report) -> None:
         parent, _, leaf = module.rpartition(".")
         # A file that imports the module (under its old or new name) and uses the word.
         names = "|".join(re.escape(n) for n in {module, before.get(module, module)})
-        imports = re.compile(r"import\s+(?:{0})\b|from\s+(?:{0})\s+import|from\s+{1}\s+import"
-                             r"[^\n]*\b{2}\b".format(names, re.escape(parent), re.escape(leaf)))
+        home, word_of_leaf = re.escape(parent), re.escape(leaf)
+        imports = re.compile(rf"import\s+(?:{names})\b|from\s+(?:{names})\s+import"
+                             rf"|from\s+{home}\s+import[^\n]*\b{word_of_leaf}\b")
         strangers = [str(path.relative_to(root)) for path in files_in_scope(root)
                      if path.suffix == ".py" and path not in paths
                      and imports.search(text := path.read_text(encoding="utf-8"))
