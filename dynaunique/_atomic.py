@@ -11,13 +11,17 @@ that opened it.
 
 from __future__ import annotations
 
+import contextvars
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 from pynamodb.expressions.condition import Condition
 
 from dynaunique import _flush
-from dynaunique._flush import Unit, current_unit
+from dynaunique._flush import Unit
 from dynaunique._plan import Plan
 from dynaunique._render import render_checked, to_json
 from dynaunique._state import Op, OpKind
@@ -26,6 +30,71 @@ from dynaunique.errors import UnsupportedOperationError
 from dynaunique.observe import traced
 
 __all__ = ["Atomic", "atomic", "current_unit"]
+
+# --- the current unit ----------------------------------------------------------------------------
+
+_current: contextvars.ContextVar[Any] = contextvars.ContextVar("dynaunique_atomic", default=None)
+
+
+def current_unit() -> Any:
+    """The open ``atomic()`` block this thread or task is inside, if any.
+
+    A block belongs to the asyncio task that opened it. Another task that sees it (a task
+    started inside the block copies the context: ``asyncio.gather(a.asave(), ...)``,
+    ``asyncio.to_thread``) may not write into it: that would race the block's end. It gets an
+    ``UnsupportedOperationError`` rather than a write outside the transaction it expects.
+    """
+    unit = _own_unit()
+    if unit is None and _current.get() is not None and not _current.get().closed:
+        raise UnsupportedOperationError(
+            "this atomic() block belongs to another asyncio task (or thread); await asave() / "
+            "adelete() in the task that opened it — asyncio.gather() runs each coroutine in a "
+            "task of its own"
+        )
+    return unit
+
+
+def _own_unit() -> Any:
+    """The open ``atomic()`` block of this context if this task opened it, else None."""
+    unit = _current.get()
+    if unit is None or unit.closed or unit.task is not running_task():
+        return None
+    return unit
+
+
+def running_task() -> object | None:
+    """The asyncio task running this code (None outside a running event loop)."""
+    # asyncio is not imported here: a program that never imported it runs no event loop.
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
+    try:
+        task: object | None = asyncio.current_task()
+    except RuntimeError:
+        return None
+    return task
+
+
+@contextmanager
+def collecting(block: Any) -> Iterator[None]:
+    """Make ``block`` the current unit of this context while the ``with`` body runs."""
+    token = _current.set(block)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def collect(obj: Any, kind: OpKind, condition: Any, add_version_condition: bool) -> bool:
+    """Inside ``atomic()``: hand this save or delete to the current unit (True); else False."""
+    unit = current_unit()
+    if unit is None:
+        return False
+    add = unit.add_save if kind is OpKind.SAVE else unit.add_delete
+    add(obj, condition, add_version_condition)
+    return True
+
+
 
 
 class Atomic:
@@ -50,7 +119,7 @@ class Atomic:
         # task started there) must then write directly, not into a finished unit.
         self.closed = False
         # The asyncio task that opened the block (None outside an event loop): only it may
-        # add to the unit (see dynaunique._flush.current_unit).
+        # add to the unit (see :func:`current_unit`).
         self.task: object | None = None
 
     # --- collecting --------------------------------------------------------------------------
@@ -86,7 +155,7 @@ class Atomic:
 
     def __enter__(self) -> Atomic:
         # A block opened in a task that merely sees another task's block is a unit of its own.
-        outer = _flush._own_unit()
+        outer = _own_unit()
         if outer is not None and not self.dry_run:
             # Nested: join the outer unit, with a savepoint as Django's atomic() has: if this
             # block raises, what it added is dropped and the outer unit goes on without it.
@@ -94,8 +163,8 @@ class Atomic:
             self._savepoint = outer.unit.savepoint()
             return outer  # type: ignore[no-any-return]
         # A dry run is always a unit of its own: nothing in it is ever sent.
-        self.task = _flush.running_task()
-        self._context = _flush.collecting(self)
+        self.task = running_task()
+        self._context = collecting(self)
         self._context.__enter__()
         return self
 

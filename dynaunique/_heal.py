@@ -24,7 +24,7 @@ still reports orphans no write has met.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from typing import Any
 
 from dynaunique._connection import RetryPolicy, Steps
@@ -72,11 +72,13 @@ class _Unreadable(Exception):
     """The owner key a lock names is not one DynamoDB can read."""
 
 
-def heal_steps(exc: LocksMet, plan: Plan, takeovers: MutableMapping[str, Takeover],
-               connection: Any, policy: RetryPolicy) -> Steps[None]:
-    """Judge the locks ``plan``'s request met: each orphan's takeover goes into ``takeovers``
-    (by lock key) for the next attempt; a lock its owner holds raises its ``UniqueViolation``.
-    A takeover whose put or check failed is dropped and its lock judged anew."""
+def heal_steps(exc: LocksMet, plan: Plan, taken: Mapping[str, Takeover],
+               connection: Any, policy: RetryPolicy) -> Steps[dict[str, Takeover]]:
+    """Judge the locks ``plan``'s request met: the takeovers of the next attempt (by lock key),
+    ``taken`` (this one's) with each orphan met added; a lock its owner holds raises its
+    ``UniqueViolation``. A takeover whose put or check failed is dropped and its lock judged
+    anew."""
+    takeovers = dict(taken)
     # Items the unit already writes or checks (a takeover's own check aside: one per old
     # owner, shared by its locks): no ConditionCheck may join them.
     touched = {key_id(w.key) for w in plan.writes if not isinstance(w, (LockPut, LockDelete))
@@ -113,6 +115,7 @@ def heal_steps(exc: LocksMet, plan: Plan, takeovers: MutableMapping[str, Takeove
         takeovers[write.lock.key] = Takeover(write.lock.key, guard, check)
     if held:   # DynamoDB's refusal stays the cause (its cancellation reasons)
         raise failures_error(held) from exc.__cause__
+    return takeovers
 
 
 def _orphan_check(write: LockPut, owner: Mapping[str, Any],

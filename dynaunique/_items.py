@@ -32,7 +32,7 @@ from dynaunique._locks import (  # re-exported: a record's key and locks are bui
 )
 from dynaunique.constraints import UniqueConstraint, _evaluate_condition
 from dynaunique.errors import ConfigurationError
-from dynaunique.normalizers import Normalizer, on_str
+from dynaunique.normalizers import Normalizer
 
 #: The names other modules import from here though ``_locks`` defines them (a star import
 #: gives only these).
@@ -59,9 +59,6 @@ class BoundConstraint:
     attributes: tuple[Any, ...] = attrs.field(default=(), eq=False, repr=False)
     #: The normalizer of each field (None: the value as it is), looked up once.
     normalizers: tuple[Normalizer | None, ...] = attrs.field(init=False, eq=False, repr=False)
-    #: Each normalizer as one ``str`` method, for a string (None: call the normalizer).
-    on_str: tuple[Callable[[str], Any] | None, ...] = attrs.field(init=False, eq=False,
-                                                                 repr=False)
     #: Whether each field is stored as a string read as it is (its ``S``, no deserializing).
     text: tuple[bool, ...] = attrs.field(init=False, eq=False, repr=False)
     #: What every lock key of this constraint starts with.
@@ -72,8 +69,7 @@ class BoundConstraint:
         text = tuple(getattr(a, "attr_type", None) == "S"
                      and type(a).get_value is Attribute.get_value
                      and type(a).deserialize is Attribute.deserialize for a in self.attributes)
-        for name, value in (("normalizers", functions), ("on_str", tuple(map(on_str, functions))),
-                            ("text", text),
+        for name, value in (("normalizers", functions), ("text", text),
                             ("prefix", lock_prefix(self.constraint.name))):
             object.__setattr__(self, name, value)
 
@@ -250,9 +246,16 @@ def owner_key(key_attributes: tuple[str, str | None], owner: Any,
 _KEY_LIMITS = (MAX_HASH_KEY_BYTES, 1024)
 
 
-def key_id(key: Mapping[str, Any]) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
-    """A hashable, order-free identity of a typed key (two equal keys have equal ids)."""
-    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in key.items()))
+def key_id(key: Mapping[str, Any]) -> object:
+    """A hashable, order-free identity of a typed key (two equal keys have equal ids): its
+    names and typed values as tuples; a value that cannot be hashed (a ``bytearray``) makes it
+    their ``repr`` instead."""
+    ident = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in key.items()))
+    try:
+        hash(ident)
+    except TypeError:
+        return repr(sorted((k, sorted(v.items())) for k, v in key.items()))
+    return ident
 
 
 def plain_key(key: Mapping[str, Any] | None) -> dict[str, Any]:

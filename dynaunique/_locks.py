@@ -1,10 +1,9 @@
 """Keys and lock writes: a record's primary key, the locks its stored values require (over the
 class's template, ``ModelInfo``), their items and their writes — the one builder of each. No I/O.
 
-A create's planning is one straight line through this module (:mod:`dynaunique._record` calls
-:func:`record_key`, :func:`stored_lock_refs`, :func:`diff_locks` and :func:`lock_puts` in a
-row); the scheme's constants, the spelling of numbers and keys read back are
-:mod:`dynaunique._lockcode`'s, re-exported here.
+The planner (:mod:`dynaunique._plan`, through :mod:`dynaunique._record`) builds every write's
+keys, locks and lock writes here; the scheme's constants, the spelling of numbers and keys read
+back are :mod:`dynaunique._lockcode`'s, re-exported here.
 
 A lock's hash key is ``UNIQ#<LOCK_NAME>#<encoded value>``. The encoding is injective:
 
@@ -244,16 +243,12 @@ def lock_refs(info: ModelInfo, rows: Sequence[tuple[BoundConstraint, Sequence[An
               ) -> list[LockRef | None]:
     """The lock of each (constraint, its fields' python values as stored) row, None where a
     value is None — the one derivation of a lock from values (the constraint's condition is not
-    evaluated here). Each value goes through its normalizer (a built-in one on a ``str`` as its
-    one ``str`` method, :func:`dynaunique.normalizers.on_str`), its conversion, the encoding and
+    evaluated here). Each value goes through its normalizer, its conversion, the encoding and
     the key, with the lock name's prefix and every rule read off the class's template."""
     refs: list[LockRef | None] = []
     for bound, values in rows:
-        row = tuple(value if value is None
-                    else on_str(value) if on_str is not None and type(value) is str
-                    else value if function is None else function(value)
-                    for value, function, on_str in zip(values, bound.normalizers,
-                                                       bound.on_str, strict=True))
+        row = tuple(value if value is None or function is None else function(value)
+                    for value, function in zip(values, bound.normalizers, strict=True))
         if None in row:
             refs.append(None)
             continue

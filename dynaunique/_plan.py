@@ -4,10 +4,12 @@ A :class:`Plan` is data — the exact record and lock writes a save or delete ne
 guard — so it can be printed, asserted in a unit test, or handed to ``dynaunique._transaction`` to
 execute. The rules (docs/how-it-works.md shows each request):
 
-* create: record put (guarded on absence) + one lock put per lock the record holds;
+* create (never loaded): record put (guarded on absence) + one lock put per lock the record
+  holds;
 * update: record put guarded "unchanged since loaded" + new-lock puts + old-lock deletes; with no
   lock change it is a single plain conditional write;
 * delete: record delete (same guard) + one delete per lock held;
+* a model without constraints: its one write, as PynamoDB sends it (the caller's condition);
 * lock puts are guarded "missing, or owned by an allowed owner" (this record, or — for a value
   moving between two records of one unit of work — its old holder), lock deletes "missing, or
   owned by this record": nobody can take over or delete a lock it does not own.
@@ -24,7 +26,7 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
 from dynaunique import _writes
-from dynaunique._items import ModelInfo
+from dynaunique._items import ModelInfo, key_id
 from dynaunique._locks import (  # LockChange and ChangeKind re-exported (their old home)
     ChangeKind,
     LockChange,
@@ -84,7 +86,7 @@ class Plan:
             taken = takeovers.get(write.lock.key) if isinstance(write, _writes.LockPut) else None
             if taken is not None and isinstance(write, _writes.LockPut):
                 writes.append(attrs.evolve(write, guard=taken.guard))
-                checks.setdefault(_item_id(taken.check.table, taken.check.key), taken.check)
+                checks.setdefault((taken.check.table, key_id(taken.check.key)), taken.check)
             else:
                 writes.append(write)
         return Plan((*writes, *checks.values()), self.changes, self.pynamodb)
@@ -128,15 +130,27 @@ def _guard(record: Record, loaded: Mapping[str, Typed]) -> _writes.Unchanged:
 
 
 def plan_save(record: Record) -> Plan:
-    """Plan a save of the loaded ``record`` into its ``item``, over ``loaded`` and the locks it
-    holds. (A create — never loaded — is one straight line of
-    :func:`dynaunique._record.plan_save_from`.)"""
+    """Plan a save of ``record`` into its ``item``.
+
+    Never loaded: a create — the record put guarded on absence, then one lock put per lock
+    ``item`` holds. Loaded: the record put guarded "unchanged since loaded", then the lock
+    puts and deletes from ``loaded``'s locks to ``item``'s. A model without constraints: its
+    one put, guarded by the caller's ``condition`` alone (PynamoDB's save)."""
     info, item, loaded = record.info, record.item, record.loaded
-    assert item is not None and loaded is not None
+    assert item is not None
     key = record.key if record.key is not None else record_key(info, item)
+    if not info.constraints:
+        return Plan((_writes.RecordPut(info.table, info.name, key, item, None,
+                                       record.condition),), pynamodb=True)
+    changes = diff_locks(record.old_locks, record.new_locks)
+    if loaded is None:
+        puts = _writes.lock_puts(info, [c.new for c in changes if c.new is not None], key, item,
+                                 created=record.now)
+        put = _writes.RecordPut(info.table, info.name, key, item, _writes.Absent(),
+                                record.condition, create=True)
+        return Plan((put, *puts), changes, is_transaction=bool(puts))
     put = _writes.RecordPut(info.table, info.name, key, item, _guard(record, loaded),
                             record.condition)
-    changes = diff_locks(record.old_locks, record.new_locks)
     lock_writes = _lock_writes(info, changes, key, loaded, item, record.now, reown=record.reown)
     return Plan((put, *lock_writes), changes)
 
@@ -162,10 +176,14 @@ def _lock_writes(info: ModelInfo, changes: Sequence[LockChange], key: TypedKey,
 
 
 def plan_delete(record: Record) -> Plan:
-    """Plan the delete of a loaded record and every lock it holds."""
+    """Plan the delete of a loaded record and every lock it holds (of a model without
+    constraints: by its key, as PynamoDB deletes, ``loaded`` being that key)."""
     info, loaded = record.info, record.loaded
     assert loaded is not None
     key = record_key(info, loaded)
+    if not info.constraints:   # PynamoDB's delete, by key: no lock to release
+        return Plan((_writes.RecordDelete(info.table, info.name, key, None, record.condition),),
+                    pynamodb=True)
     delete = _writes.RecordDelete(info.table, info.name, key, _guard(record, loaded),
                                   record.condition)
     deletes = [_writes.lock_delete(info.table, info.key_attributes, lock, key, model=info.name)
@@ -200,17 +218,6 @@ def plan_update(record: Record, update: _writes.Expression, *, lock_relevant: bo
     return Plan((write, *lock_writes), changes)
 
 
-def _item_id(table: str, key: Mapping[str, Typed]) -> tuple[str, object]:
-    # The key's names and typed values, as a hashable value (a third of repr's cost per write);
-    # a value that cannot be hashed (a bytearray) falls back to its repr, as before.
-    ident = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in key.items()))
-    try:
-        hash(ident)
-    except TypeError:
-        return table, repr(sorted((k, sorted(v.items())) for k, v in key.items()))
-    return table, ident
-
-
 def merge(plans: Sequence[Plan], extra: Iterable[_writes.Write] = ()) -> Plan:
     """Combine the plans of one unit of work into one, as DynamoDB needs it.
 
@@ -227,9 +234,9 @@ def merge(plans: Sequence[Plan], extra: Iterable[_writes.Write] = ()) -> Plan:
         changes.extend(plan.changes)
         for write in plan.writes:
             if isinstance(write, (_writes.LockPut, _writes.LockDelete)):
-                locks.setdefault(_item_id(write.table, write.key), []).append(write)
+                locks.setdefault((write.table, key_id(write.key)), []).append(write)
                 continue
-            ident = _item_id(write.table, write.key)
+            ident = (write.table, key_id(write.key))
             if ident in seen_records:
                 raise InvalidValueError(
                     f"two objects in one unit of work write the same {write.model} record "
@@ -238,7 +245,7 @@ def merge(plans: Sequence[Plan], extra: Iterable[_writes.Write] = ()) -> Plan:
             seen_records[ident] = write
             records.append(write)
     for write in extra:
-        ident = _item_id(write.table, write.key)
+        ident = (write.table, key_id(write.key))
         if ident in seen_records:
             raise InvalidValueError(
                 f"a condition check targets {[untyped(v) for v in write.key.values()]}, which "

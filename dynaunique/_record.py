@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from operator import attrgetter
 from typing import Any
 
+import attrs
 from pynamodb.attributes import Attribute, ListAttribute, MapAttribute
 from pynamodb.exceptions import AttributeNullError
 from pynamodb.expressions.condition import Condition
@@ -33,20 +33,14 @@ from dynaunique import _plan, _writes
 from dynaunique._items import stored_locks
 from dynaunique._locks import (
     LockRef,
-    diff_locks,
     is_utf8,
-    lock_puts,
-    record_key,
     stored_lock_refs,
 )
-from dynaunique._model.mixed import judge_result, of_another_model, others_fields
+from dynaunique._model.mixed import judge_result, of_another_model, others_fields, others_guard
 from dynaunique._plan import Plan, Record, action_target, predict
-from dynaunique._state import InstanceState, Op, OpKind, loaded_for_key
-from dynaunique._writes import Absent, Expression, RecordDelete, RecordPut
+from dynaunique._state import InstanceState, Op, OpKind, Stored, loaded_for_key
+from dynaunique._writes import RECORD_WRITES, Absent, Expression
 from dynaunique.errors import InvalidValueError, format_value
-
-#: A lock change's new lock (C code: a create's puts are built without a call back here).
-_NEW = attrgetter("new")
 
 
 def _render_condition(condition: Condition | None) -> Expression | None:
@@ -205,14 +199,41 @@ def serialize_checked(obj: Any) -> dict[str, Any]:
     # The item holds its attributes in get_attributes' order (PynamoDB serializes in it): the
     # first refused value is the same one; the field is looked up only for a refusal.
     for name, raw in item.items():
-        problem = None if raw is None else stored_problem(raw)
-        if problem == "binary text":
-            raw["B"] = raw["B"].encode("utf-8")
-        elif problem is not None:
+        problem = None if raw is None else as_stored_raw(raw)
+        if problem is not None:
             field, attribute = next((f, a) for f, a in obj.get_attributes().items()
                                     if a.attr_name == name)
             raise refusal_for(model, field, getattr(obj, field, None), attribute, problem)
     return item
+
+
+def as_stored_raw(raw: dict[str, Any]) -> str | None:
+    """Make the serialized value ``raw`` what DynamoDB stores, in place — a ``str`` in a
+    binary value becomes its UTF-8 bytes, as the wire carries it — or say why DynamoDB would
+    refuse it (:func:`stored_problem`)."""
+    problem = stored_problem(raw)
+    if problem == "binary text":
+        raw["B"] = raw["B"].encode("utf-8")
+        return None
+    return problem
+
+
+def as_stored(model: Any, field: str, value: Any) -> Any:
+    """``value`` of ``model.field`` as the attribute stores and loads it back, checked by the
+    record's rules (a lookup's locks derive from that)."""
+    if value is None:
+        return None
+    attribute = model.get_attributes()[field]
+    try:
+        serialized = attribute.serialize(value)
+    except Exception as exc:
+        error = refusal_for(model, field, value, attribute, serialize_problem(model, field, exc))
+        raise error from (None if hidden_field(model, field) else exc)
+    raw = {attribute.attr_type: serialized}
+    problem = as_stored_raw(raw)
+    if problem is not None:
+        raise refusal_for(model, field, value, attribute, problem)
+    return attribute.deserialize(raw[attribute.attr_type])
 
 
 
@@ -274,32 +295,22 @@ def plan_save_from(obj: Any, loaded: Mapping[str, Any] | None,
     the ``created`` of its lock puts (the unit's one timestamp)."""
     info = obj._du_info
     item = item_of(obj, loaded)
-    cond = None if condition is None else Expression.of(condition)
     if not info.constraints:
         # No locks at stake: PynamoDB's semantics (a plain put, version-guarded if any).
-        key = record_key(info, item)
         if add_version_condition and info.version_attr is not None:
-            cond = _render_condition(_and(condition, version_condition(obj, loaded)))
-        return Plan((RecordPut(info.table, info.name, key, item, None, cond),), pynamodb=True)
+            condition = _and(condition, version_condition(obj, loaded))
+        return _plan.plan_save(Record(info, loaded, item=item,
+                                      condition=_render_condition(condition)))
+    reads: set[str] = set()
     new_reads: set[str] = set()
-    when = now if now is not None else _writes.Stamp()
-    # A create is one straight line through _locks: the record's key, its locks (over the
-    # class's template), their diff and their puts, one call after the other.
-    key = record_key(info, item)
     new_locks = (stored_locks(type(obj), item, new_reads) if info.has_conditions
                  else stored_lock_refs(info, item))
-    if loaded is None:
-        changes = diff_locks({}, new_locks)
-        puts = lock_puts(info, map(_NEW, changes), key, item, created=when)
-        plan = Plan((RecordPut(info.table, info.name, key, item, Absent(), cond, create=True),
-                     *puts), changes, is_transaction=bool(puts))
-    else:
-        reads: set[str] = set()
-        plan = _plan.plan_save(Record(
-            info, loaded, old_locks(obj, loaded, reads), item, new_locks, condition=cond,
-            use_version=add_version_condition, condition_reads=reads,
-            reown=of_another_model(type(obj), loaded), now=when, key=key))
-    # The state exists already (``loaded_for_key`` made it): no call to reach it.
+    plan = _plan.plan_save(Record(
+        info, loaded, old_locks(obj, loaded, reads), item, new_locks,
+        condition=_render_condition(condition), use_version=add_version_condition,
+        condition_reads=reads, reown=loaded is not None and of_another_model(type(obj), loaded),
+        now=now if now is not None else _writes.Stamp()))
+    # The state exists already (``loaded_for_key`` made it): seeded for the after-success update.
     obj._du_state.new_locks = (plan, new_locks, frozenset(new_reads))
     return plan
 
@@ -308,13 +319,13 @@ def plan_delete(obj: Any, loaded: Mapping[str, Any], condition: Condition | None
                 add_version_condition: bool = True) -> Plan:
     """Plan the delete of ``obj``'s stored state ``loaded`` and every lock it holds."""
     info = obj._du_info
+    reads: set[str] = set()
     if not info.constraints:
         if add_version_condition and info.version_attr is not None:
             condition = _and(condition, version_condition(obj, loaded))
-        return Plan((RecordDelete(info.table, info.name, record_key(info, loaded), None,
-                                  _render_condition(condition)),), pynamodb=True)
-    reads: set[str] = set()
-    old = old_locks(obj, loaded, reads)
+        old: dict[str, LockRef] = {}
+    else:
+        old = old_locks(obj, loaded, reads)
     return _plan.plan_delete(Record(info, loaded, old, condition=_render_condition(condition),
                                     use_version=add_version_condition, condition_reads=reads))
 
@@ -383,14 +394,27 @@ def needs_stored(op: Op) -> bool:
     return info.has_conditions or bool(touched & relevant)
 
 
-def plan(op: Op, loaded: Mapping[str, Any] | None,
-         now: _writes.Stamp | str | None = None) -> Plan:
-    """Plan ``op`` from the stored state ``loaded`` (pure): the flush's one call per object."""
+def plan(op: Op, stored: Stored, now: _writes.Stamp | str | None = None) -> Plan | None:
+    """Plan ``op`` from the one state its flush knows of its record (no I/O; None: nothing to
+    do — done, or a delete of a record the flush found absent). A write that may meet an existing
+    item is also guarded off other models' locks (``_model.mixed``)."""
+    loaded = stored.item
+    if stored.done or (op.kind is OpKind.DELETE and loaded is None and stored.fresh):
+        return None
     if op.kind is OpKind.SAVE:
-        return plan_save_from(op.obj, loaded, op.condition, op.add_version_condition, now)
-    if op.kind is OpKind.DELETE:
-        if loaded is None:
-            # No stored state known (a model without constraints deletes by key).
-            loaded = op.obj._du_key()
-        return plan_delete(op.obj, loaded, op.condition, op.add_version_condition)
-    return plan_update(op, loaded, now)
+        plan = plan_save_from(op.obj, loaded, op.condition, op.add_version_condition, now)
+    elif op.kind is OpKind.DELETE:
+        # No stored state known: a model without constraints deletes by key.
+        plan = plan_delete(op.obj, loaded if loaded is not None else op.obj._du_key(),
+                           op.condition, op.add_version_condition)
+    else:
+        plan = plan_update(op, loaded, now)
+    write = plan.writes[0] if plan.writes else None
+    if not isinstance(write, RECORD_WRITES) or isinstance(write.guard, Absent):
+        return plan   # a create needs no guard off other models' locks: the item must not exist
+    others = others_guard(op, stored.judged, write.guard)
+    if others is None:
+        return plan   # a table only its model uses
+    # The item is judged from what DynamoDB returns with a failed guard: ALL_OLD is asked for.
+    return attrs.evolve(plan, writes=(attrs.evolve(write, others=others), *plan.writes[1:]),
+                        pynamodb=False)

@@ -7,7 +7,8 @@ never mutated, and only after a write succeeded (:func:`finish_steps`, the after
 of ``dynaunique._flush``). The version rules a unit of work applies to a stored record
 (:func:`may_adopt`), item equality (:func:`same_item`) and whether a stored item meets a guard
 on other models' locks (:func:`holds`) live here too, so the flush and the model read one
-object's state through one module.
+object's state through one module; so does what one flush knows of each op's record
+(:class:`Stored`, one value per op, in the :class:`Basis` an attempt is planned from).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from dynaunique._kinds import Kind
-from dynaunique._writes import Lacking, OthersGuard, RecordPut, RecordUpdate, Write
+from dynaunique._writes import Lacking, OthersGuard, RecordPut, RecordUpdate, Takeover, Write
 
 if TYPE_CHECKING:
     from dynaunique._connection import Steps
@@ -47,6 +48,32 @@ class Op:
     add_version_condition: bool = True
     #: The update actions (``OpKind.UPDATE``).
     actions: list[Any] | None = None
+
+
+@attrs.frozen
+class Stored:
+    """One op's record as a flush knows it: the one state the op is planned from."""
+
+    #: The record as stored (None: absent, or a never-loaded save's create).
+    item: dict[str, Any] | None = None
+    #: Found by this flush (read, or returned with a failed guard), not loaded by the caller:
+    #: it may be replanned from what DynamoDB returns; a caller's copy may not.
+    fresh: bool = False
+    #: The item this op met and judged to hold no lock of another model (``_model.mixed``).
+    judged: dict[str, Any] | None = None
+    #: Nothing is left to do (a loaded copy's delete of a record already gone).
+    done: bool = False
+
+
+@attrs.frozen
+class Basis:
+    """What one attempt of a flush is planned from: each op's :class:`Stored` (by
+    ``id(obj)``), the locks other records turned out to hold (left out of the deletes), the
+    orphan locks met (taken over, by lock key: ``dynaunique._heal``)."""
+
+    stored: Mapping[int, Stored]
+    foreign: frozenset[str] = frozenset()
+    takeovers: Mapping[str, Takeover] = attrs.field(factory=dict)
 
 
 @attrs.define

@@ -6,8 +6,8 @@ condition is never retried and nothing is ever sent after it: the refusal become
 dynaunique error (:func:`failures_error`), except that after an ambiguous failure (or when repeating
 a call whose outcome was unknown) a record slot that already holds exactly this call's write
 proves the earlier attempt landed, whole — that is success (:func:`earlier_attempt_applied`).
-A failed record guard of a flush is settled here (:func:`settle_steps`): replanned where that
-is safe by construction, else the caller's error.
+A failed record guard of a flush is settled here (:func:`settle_record_steps`): the op's next state
+where a replan is safe by construction, else None (the caller's error).
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from dynaunique._connection import Steps
+from dynaunique._items import plain_key
 from dynaunique._locks import OWNER_ATTR, untyped
 from dynaunique._model.mixed import judge, meets, same_model
 from dynaunique._plan import Plan
-from dynaunique._state import Op, OpKind, holds, loaded_for_key, may_adopt, same_item
+from dynaunique._state import Op, OpKind, Stored, holds, loaded_for_key, may_adopt, same_item
 from dynaunique._writes import (
     RECORD_WRITES,
     ConditionCheck,
@@ -89,10 +92,6 @@ def _holder(current: Mapping[str, Any] | None) -> str:
     return str(untyped(owner)) if owner is not None else "another record"
 
 
-def _plain(key: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: untyped(v) for k, v in key.items()}
-
-
 def _owner_of(current: Mapping[str, Any] | None) -> dict[str, Any] | None:
     owner = (current or {}).get(OWNER_ATTR)
     plain = untyped(owner) if isinstance(owner, Mapping) and owner else None
@@ -125,18 +124,18 @@ def failures_error(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dy
     for write, current in failures:
         if isinstance(write, (RecordPut, RecordUpdate, RecordDelete)):
             if write.guard is None:
-                message = condition_failed(write.model, _plain(write.key))
+                message = condition_failed(write.model, plain_key(write.key))
             elif isinstance(write, RecordPut) and write.create and current is not None:
-                message = (f"{write.model} {_plain(write.key)} already exists; load it (get) "
+                message = (f"{write.model} {plain_key(write.key)} already exists; load it (get) "
                            "and save the loaded copy")
             elif current is None:
-                message = (f"{write.model} {_plain(write.key)} no longer exists (deleted since "
+                message = (f"{write.model} {plain_key(write.key)} no longer exists (deleted since "
                            "this copy was loaded)")
             else:
-                message = (f"{write.model} {_plain(write.key)} was modified since this copy "
+                message = (f"{write.model} {plain_key(write.key)} was modified since this copy "
                            "was loaded (or a condition you gave did not hold); reload and retry")
             return ConcurrentModificationError(
-                message, model=write.model, key=_plain(write.key), current=current, write=write
+                message, model=write.model, key=plain_key(write.key), current=current, write=write
             )
     violations = []
     for write, current in failures:
@@ -177,8 +176,8 @@ def failures_error(failures: list[tuple[Write, Mapping[str, Any] | None]]) -> Dy
     for write, _ in failures:
         if isinstance(write, ConditionCheck):
             return ConditionCheckFailedError(
-                f"condition check failed: {write.label}", model=write.model, key=_plain(write.key)
-            )
+                f"condition check failed: {write.label}", model=write.model,
+                key=plain_key(write.key))
     return DynauniqueError("the transaction was cancelled for an unknown reason")
 
 
@@ -228,58 +227,52 @@ def _versioned(op: Op) -> bool:
     return info is not None and info.version_attr is not None
 
 
-def settle_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
+def settle_record_steps(ops: Mapping[int, Op], records: Mapping[int, Write | None],
                  exc: ConcurrentModificationError,
-                 stored: dict[int, dict[str, Any] | None], fresh: set[int],
-                 done: set[int], judged: dict[int, dict[str, Any] | None]) -> Steps[bool]:
-    """A record guard of a flush failed: prepare the replan (True), or say the caller must see
-    it (False). ``stored``: the state each op is planned from; ``fresh``: found by the flush,
-    not the caller; ``done``: nothing left to do; ``judged``: the item each op met and judged
-    to hold no lock of another model (``_model.mixed``)."""
+                 known: Mapping[int, Stored]) -> Steps[tuple[int, Stored] | None]:
+    """A record guard of a flush failed: the op whose write it was and the state to plan it
+    from next (``Stored.done``: nothing left to do), or None — the caller must see the error.
+    ``known``: what the flush knows of each op's record (the state each was planned from)."""
     ident = next((i for i, w in records.items() if w is not None and w is exc.write), None)
     if ident is None:
-        return False
-    op = ops[ident]
+        return None
+    op, state = ops[ident], known[ident]
     others = getattr(exc.write, "others", None)
     # A caller's copy whose record is gone fails its own guard whatever is sent: not re-judged.
-    gone = exc.current is None and ident not in fresh and not meets(exc.write.guard, None)
+    gone = exc.current is None and not state.fresh and not meets(exc.write.guard, None)
     if others is not None and not gone and not holds(others, exc.current):
         # The item is not the one this write was guarded to meet: judge it (refused when it
         # holds another model's locks), then send again guarded on exactly it.
-        before = judged.get(ident)
+        before = state.judged
         # No longer a record of the model the caller's copy was, or no longer as it was
         # loaded (its own guard fails too): stale, with no request only to learn it.
-        stale = (ident not in fresh and before is not None and exc.current is not None
+        stale = (not state.fresh and before is not None and exc.current is not None
                  and not (same_model(type(op.obj), before, exc.current)
                           and meets(exc.write.guard, exc.current)))
         if stale and loaded_for_key(op.obj) is not None:
             # A copy the caller loaded: stale before anything else, even when the item now
             # holds another model's locks — a ConcurrentModificationError (reload and retry).
-            return False
+            return None
         judge(op, exc.current)
         if stale:
-            return False
-        judged[ident] = dict(exc.current) if exc.current is not None else None
-        if ident in fresh:
-            # Found by this flush: planned from what is there now (an update predicted from
-            # it, a save's locks diffed against it). Planned from the item first met, a save
-            # over a record another model wrote with the same values kept "unchanged" and
-            # put no lock.
-            stored[ident] = judged[ident]
-        return True
+            return None
+        judged = dict(exc.current) if exc.current is not None else None
+        # Found by this flush: planned from what is there now (an update predicted from it, a
+        # save's locks diffed against it). Planned from the item first met, a save over a
+        # record another model wrote with the same values kept "unchanged" and put no lock.
+        return ident, attrs.evolve(state, judged=judged,
+                                   item=judged if state.fresh else state.item)
     if _already_gone(op, exc):
-        done.add(ident)
-        return True
-    if not _may_replan(op, exc, ident in fresh):
-        return False
+        return ident, attrs.evolve(state, done=True)
+    if not _may_replan(op, exc, state.fresh):
+        return None
     # Adopt the record as DynamoDB returned it with the failure (the next request is guarded on
     # exactly that state); without it, read it.
     current = exc.current if exc.current is not None else (yield from op.obj._du_read_steps())
-    if ident in fresh and same_item(current, stored[ident]):
+    if state.fresh and same_item(current, state.item):
         # Nothing moved since this flush read it: what failed is the caller's own condition
         # (or version), which a replan would only fail again.
-        return False
+        return None
     judge(op, current)   # adopt only an item holding no lock this write leaves
-    stored[ident] = judged[ident] = dict(current) if current is not None else None
-    fresh.add(ident)
-    return True
+    item = dict(current) if current is not None else None
+    return ident, Stored(item, fresh=True, judged=item)

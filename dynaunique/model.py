@@ -21,8 +21,9 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model as PynamoModel
 from pynamodb.pagination import ResultIterator
 
+from dynaunique._atomic import collect
 from dynaunique._connection import run
-from dynaunique._flush import aflush_one, collect, flush_one
+from dynaunique._flush import aflush_one, flush_one
 from dynaunique._model.binding import ModelMeta, table_holds_locks
 from dynaunique._model.calls import check_update, pynamodb_call, update_op
 from dynaunique._model.lookup import LookupMixin

@@ -51,22 +51,6 @@ def strip(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-#: The built-in normalizers that are one ``str`` method on a string (and leave anything else as
-#: it is): what a record's lock derivation calls on a string value instead (C code, no call
-#: into this module per lock). ``tests/unit/test_normalizers.py`` checks each against its
-#: function on every string it tries.
-_ON_STR: dict[Any, Callable[[str], Any]] = {casefold: str.casefold, strip: str.strip}
-
-
-def on_str(normalizer: Normalizer | None) -> Callable[[str], Any] | None:
-    """``normalizer`` as one ``str`` method for a string value, when it is a built-in one that
-    is (``casefold`` → ``str.casefold``); None otherwise (call the normalizer itself)."""
-    try:
-        return _ON_STR.get(normalizer)
-    except TypeError:  # an unhashable callable
-        return None
-
-
 #: How many times :class:`Composed` applies its chain before it gives up on the value settling.
 MAX_ROUNDS = 8
 _UNSETTLED = object()

@@ -130,10 +130,7 @@ _UNTRACED: AbstractContextManager[None] = nullcontext()
 
 #: OpenTelemetry's getter of the global tracer provider (None: OpenTelemetry is not installed)
 #: and the API's default provider, a proxy whose spans record nothing until a provider is set.
-#: Tracing is on when the first is not None and what it returns is not the second: the check
-#: of :func:`traced`, which ``dynaunique._flush`` repeats for a single write (two comparisons
-#: on these same names), so that an untraced write makes no call into this module. Private:
-#: not part of the module's API.
+#: Tracing is on when the first is not None and what it returns is not the second (:func:`traced`).
 _tracer_provider: Any = None if _trace is None else _trace.get_tracer_provider
 _UNSET_PROVIDER: Any = None if _trace is None else _trace.ProxyTracerProvider
 

@@ -16,7 +16,8 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from dynaunique._flush import as_operation, current_unit
+from dynaunique._atomic import current_unit
+from dynaunique._flush import as_operation
 from dynaunique._items import plain_key
 from dynaunique._state import Op, OpKind
 from dynaunique._transaction import condition_failed

@@ -14,18 +14,17 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from dynaunique._connection import Steps, connection_for, connection_in, policy_for
+from dynaunique._flush import MAX_ATTEMPTS as _LOOKUP_ATTEMPTS
 from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, owner_key, plain_key
 from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique._model.instance import InstanceMixin, read_steps
-from dynaunique._model.stored import as_stored
+from dynaunique._record import as_stored
 from dynaunique._regions import route
 from dynaunique._state import same_item
 from dynaunique.errors import ConfigurationError, format_value
 
 _L = TypeVar("_L", bound="LookupMixin")
 
-#: How many times a lookup follows a lock that moved between its two reads.
-_LOOKUP_ATTEMPTS = 4
 
 
 class LookupMixin(InstanceMixin):

@@ -11,16 +11,14 @@ from typing import Any
 
 import attrs
 
+from dynaunique._flush import MAX_ATTEMPTS as _REPAIR_ATTEMPTS
 from dynaunique._flush import execute
 from dynaunique.errors import AuditError, DynauniqueError, WriteConflict
 
 from ._judge import Finding, _involved, _recheck
 from ._kinds import ActionKind, RepairStatus
 from ._plan import RepairAction, RepairPlan, _action, _Secrets, remedy
-from ._tables import Cost, _Meter, _Table, _table_for, _tables
-
-# How often apply_repair re-reads and retries an action whose guard failed.
-_REPAIR_ATTEMPTS = 4
+from ._tables import Cost, _at_home, _Meter, _Table, _table_for, _tables
 
 
 @attrs.frozen
@@ -119,7 +117,11 @@ def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
     ``already_fixed`` when the state became consistent meanwhile, ``not_fixed`` when it became
     something repair must not fix (e.g. a duplicate: a missing lock's value taken by another
     record). ``drop_unknown`` must repeat the names given to :func:`plan_repair` for retries.
+    On a global table every write and re-read goes to the home region, as the library's writes
+    do (docs/global-tables.md).
 
+    :raises GlobalTableError: a global table without a home region, or with strong consistency:
+        nothing is sent.
     :raises AuditError: the plan left findings that rest on locks another secret made
         (:attr:`RepairPlan.other_secret`): nothing is sent. A wrong secret would otherwise
         delete every real hashed lock as an orphan; plan with ``accept_other_secret=True`` to
@@ -127,7 +129,10 @@ def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
     """
     if plan.other_secret:
         raise AuditError(_refusal(plan))
-    tables = _tables(plan.models)
+    # A global table is repaired in its home region, where the library writes its locks: a lock
+    # written in another replica would be a write that bypasses the home region.
+    wanted = {action.finding.table for action in plan.actions}
+    tables = [_at_home(t) if t.name in wanted else t for t in _tables(plan.models)]
     secrets = _Secrets.of(plan.secret_warnings, plan.accept_other_secret)
     meter = _Meter()
     drops = set(drop_unknown) | {a.finding.constraint for a in plan.actions

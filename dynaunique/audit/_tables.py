@@ -13,7 +13,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._connection import RetryPolicy, connection_for, send, target_of
+from dynaunique import _regions
+from dynaunique._connection import RetryPolicy, connection_for, connection_in, send, target_of
 from dynaunique._items import ModelInfo, TypedKey
 from dynaunique._locks import lock_primary_key, secret_id
 from dynaunique.errors import AuditError
@@ -165,6 +166,29 @@ def _tables(models: Sequence[type[Model]]) -> list[_Table]:
         tables.append(_Table(name, connections[connection_id], tuple(members), hash_attr,
                              range_attr, ttl, declared))
     return tables
+
+
+def _at_home(table: _Table) -> _Table:
+    """``table`` with the connection a write of its models goes through: a global table's home
+    region (as the library's writes, ``dynaunique._regions.route``), else ``table`` itself.
+
+    :raises GlobalTableError: a global table dynaunique does not write to (strong consistency,
+        or no home region named); nothing was sent.
+    """
+    model = table.models[0]
+    meta = _regions.route(model.Meta, lambda _meta: table.connection)
+    if meta is model.Meta:
+        return table
+    return attrs.evolve(table, connection=connection_in(model, meta))
+
+
+def _in_region(table: _Table, region: str) -> _Table:
+    """``table`` read in ``region``'s replica: its models' settings signed for that region."""
+    model = table.models[0]
+    meta = _regions.in_region(model.Meta, region)
+    if meta is model.Meta:
+        return table
+    return attrs.evolve(table, connection=connection_in(model, meta))
 
 
 def _table_for(tables: Sequence[_Table], name: str) -> _Table:

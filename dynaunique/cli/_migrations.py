@@ -29,13 +29,13 @@ from dynaunique.errors import DynauniqueError
 from dynaunique.migrations import (
     Counters,
     DuplicatesFound,
-    MigrationExecutor,
+    ProgressEvent,
     Project,
-    SilentReporter,
     Step,
     load_settings,
     run_on_dask,
 )
+from dynaunique.migrations._report import reporter_callback
 from dynaunique.migrations.project import describe_operation
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -125,7 +125,8 @@ def makemigrations(module: str, name: str | None, migrations_dir: Path | None, c
 
 
 class PlainReporter:
-    """Log lines on stderr: a phase's start and end, and its counters every few seconds."""
+    """Log lines on stderr: a phase's start and end, and its counters every few seconds. A
+    progress callback: each event goes to its method (:func:`reporter_callback`)."""
 
     def __init__(self, console: Console, every: float = 5.0) -> None:
         self.console = console
@@ -133,6 +134,11 @@ class PlainReporter:
         self._totals: dict[str, Counters] = {}
         self._last = 0.0
         self._lock = threading.Lock()
+        self._forward = reporter_callback(self)
+
+    def __call__(self, event: ProgressEvent) -> None:
+        """The executor's progress callback."""
+        self._forward(event)
 
     def phase_started(self, label: str, *, estimate: int | None,
                       so_far: Counters | None = None) -> None:
@@ -304,26 +310,21 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
     project = _project(module, migrations_dir, endpoint)
     out = _console()
     err = _console(stderr=True)
-    if not as_json:
-        for op in project.pending_changes():
-            err.print(Text.assemble(
-                ("Warning:", "yellow"),
-                f" the models have a change with no migration: {describe_operation(op)} "
-                f"(run `dynaunique makemigrations {module}`)",
-            ))
-    reporter: PlainReporter | SilentReporter
+    # No autodetector here (Django's migrate runs one to warn of unmigrated model changes):
+    # `makemigrations --check` is the tool for that, in CI (docs/decisions.md).
+    reporter: PlainReporter | None
     if as_json:
-        reporter = SilentReporter()
+        reporter = None
     elif err.is_terminal:
         reporter = RichReporter(err)
     else:
         reporter = PlainReporter(err)
     worker = (segment, total_segments) if segment is not None and total_segments else None
-    executor: MigrationExecutor = project.executor(
+    options = project.options(
         segments=segments, max_wcu=max_wcu, max_rcu=max_rcu, concurrency=concurrency,
-        worker=worker, reporter=reporter,
-        accept_other_secret=accept_other_secret, wait_seconds=wait_seconds,
+        worker=worker, accept_other_secret=accept_other_secret, wait_seconds=wait_seconds,
         lease_seconds=lease_seconds)
+    executor = project.executor(options, progress_callback=reporter)
     if show_plan:
         steps = executor.plan(target)
         if as_json:
@@ -335,10 +336,8 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
         if dask is not None:
             result = run_on_dask(module, dask, total_segments=total_segments or segments or 1,
                                  target=target, unit_seconds=max_seconds or 300.0,
-                                 lease_seconds=lease_seconds, max_wcu=max_wcu,
-                                 max_rcu=max_rcu, concurrency=concurrency,
-                                 endpoint=endpoint, migrations_dir=migrations_dir,
-                                 wait_seconds=wait_seconds)
+                                 options=options, endpoint=endpoint,
+                                 migrations_dir=migrations_dir)
         else:
             result = executor.migrate(target, fake=fake, max_seconds=max_seconds)
     except DuplicatesFound as exc:

@@ -26,12 +26,14 @@ def _printer(as_json: bool, output: Output
     failed: list[str] = []
 
     def on_batch(result: BatchResult) -> None:
-        counts[0] += len(result.findings)
+        counts[0] += len(result.findings) + len(result.double_grants)
         failed.extend(result.failed)
         if as_json:
             for finding in result.findings:
                 click.echo(json.dumps(finding_dict(finding, result.sources), ensure_ascii=False,
                                       sort_keys=True))
+            for grant in result.double_grants:
+                click.echo(json.dumps(grant.to_dict(), ensure_ascii=False, sort_keys=True))
             for outcome in result.repairs:
                 click.echo(json.dumps({"repair": outcome.to_dict()}, ensure_ascii=False,
                                       sort_keys=True))
@@ -42,6 +44,8 @@ def _printer(as_json: bool, output: Output
                 (audit.KIND_LABELS[f.kind], f.constraint or "-", f.shown_value,
                  f.lock.owner_label if f.lock else "-", [h.label for h in f.holders], f.detail)
                 for f in result.findings])
+        for grant in result.double_grants:
+            output.note(grant.message, "bold red")
         for outcome in result.repairs:
             output.note(f"repair {outcome.action.kind.replace('_', ' ')} "
                         f"{outcome.action.finding.constraint} "
@@ -72,10 +76,18 @@ def _printer(as_json: bool, output: Output
               help="Seconds between two passes over the shards.")
 @click.option("--max-seconds", default=None, type=click.FloatRange(0), metavar="SECONDS",
               help="Stop after this long (without --once).")
+@click.option("--regions", metavar="R1,R2", default=None,
+              help="A global table: read the stream of each of these regions' replicas, and "
+                   "each lock key a change touches in every one of them; report a value "
+                   "granted in two regions (a write that bypassed the home region).")
+@click.option("--settle", "settle_seconds", default=10.0, show_default=True,
+              type=click.FloatRange(0), metavar="SECONDS",
+              help="With --regions: how long to wait for the replicas to agree on a value held "
+                   "by different records in different regions.")
 @endpoint_option
 def watch_command(module: str, start: str, once: bool, as_json: bool, repair: bool,
                   consumer: str, poll_seconds: float, max_seconds: float | None,
-                  endpoint: str | None) -> None:
+                  regions: str | None, settle_seconds: float, endpoint: str | None) -> None:
     """Guard MODULE's tables from their DynamoDB streams: exit 0 when nothing was found, 1
     with findings.
 
@@ -83,18 +95,22 @@ def watch_command(module: str, start: str, once: bool, as_json: bool, repair: bo
     consistent read of the locks it touches (a transaction's records arrive one by one, so a
     stream record alone proves nothing). Each table needs a NEW_AND_OLD_IMAGES stream; each
     shard's position is kept in the table's ledger, so the next run resumes where this one
-    stopped.
+    stopped. With --regions (a global table) each region's stream is read, and a value granted
+    in two regions is reported naming both.
     """
     output = Output()
     models, _ = open_models(module, endpoint)
-    guard = Guard(models, repair=repair)
+    named: list[str | None] = [r.strip() for r in (regions or "").split(",") if r.strip()]
+    guard = Guard(models, repair=repair, regions=[r for r in named if r],
+                  settle_seconds=settle_seconds)
     # A table no loaded model declares a constraint on holds no lock to guard (and needs no
     # stream).
     guarded = [table for table in guard.tables.values() if table.declared]
     if not guarded:
         raise CannotRun(f"no model of {module!r} declares a unique constraint: nothing to watch")
-    readers: Sequence[Reader] = [Reader(guard, table, start=start, consumer=consumer)
-                                 for table in guarded]
+    readers: Sequence[Reader] = [Reader(guard, table, start=start, consumer=consumer,
+                                        region=region)
+                                 for table in guarded for region in named or [None]]
     counts, failed, on_batch = _printer(as_json, output)
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     try:

@@ -15,6 +15,8 @@ report and touch no record. The modules, one job each:
 * :mod:`~dynaunique.migrations.executor` — plan and run: which steps (``_plan``), scanning a
   phase in segments (``_segments``), a page's work (``_pages``), one record's lock
   (``_settle``), one lock write (``_lockwrites``), what the caller is told (``_report``);
+* :mod:`~dynaunique.migrations.options` — how a run goes (:class:`MigrationOptions`) and what
+  it tells its caller (:class:`ProgressEvent`, to one ``progress_callback``);
 * :mod:`~dynaunique.migrations.project` — settings and wiring for one models module;
 * ``_units`` — one time-bounded unit as plain data, for any engine; ``_dask`` —
   :func:`run_on_dask`, the units as tasks on a Dask cluster.
@@ -46,6 +48,12 @@ from dynaunique.migrations.operations import (
     RemoveUniqueConstraint,
     RunPython,
 )
+from dynaunique.migrations.options import (
+    InvalidOptionError,
+    MigrationOptions,
+    ProgressCallback,
+    ProgressEvent,
+)
 from dynaunique.migrations.project import MakeResult, Project, Settings, load_settings
 from dynaunique.migrations.recorder import MigrationRecorder
 from dynaunique.migrations.state import ConstraintState, ProjectState
@@ -57,6 +65,7 @@ __all__ = [
     "Counters",
     "Duplicate",
     "DuplicatesFound",
+    "InvalidOptionError",
     "LockSecretError",
     "MakeResult",
     "MigrateResult",
@@ -64,9 +73,12 @@ __all__ = [
     "MigrationContext",
     "MigrationExecutor",
     "MigrationLoader",
+    "MigrationOptions",
     "MigrationRecorder",
     "MigrationStatus",
     "Operation",
+    "ProgressCallback",
+    "ProgressEvent",
     "Project",
     "ProjectState",
     "RemoveUniqueConstraint",

@@ -18,12 +18,15 @@ import itertools
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dynaunique.errors import ConfigurationError, MigrationError, UnreachableError
 from dynaunique.migrations._kinds import RunState
 from dynaunique.migrations._report import MigrateResult
 from dynaunique.migrations._units import Unit, run_unit, state_of
+from dynaunique.migrations.options import MigrationOptions, legacy_options
+from dynaunique.migrations.project import load_settings, options_from
 
 #: How long to try to connect to the scheduler before giving up (distributed's default: 30 s).
 CONNECT_SECONDS = 10.0
@@ -50,45 +53,50 @@ def _connect(distributed: Any, address: Any) -> Any:
 
 
 def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str | None = None,
-                unit_seconds: float = 300.0, lease_seconds: float | None = None,
-                wait_seconds: float | None = None, max_wcu: float | None = None,
-                max_rcu: float | None = None, concurrency: int | None = None,
+                unit_seconds: float = 300.0, options: MigrationOptions | None = None,
                 endpoint: str | None = None, migrations_dir: str | os.PathLike[str] | None = None,
                 directory: str | os.PathLike[str] | None = None, timeout: float | None = None,
-                page_size: int = 100,
-                on_report: Callable[[dict[str, Any]], None] | None = None) -> MigrateResult:
+                on_report: Callable[[dict[str, Any]], None] | None = None,
+                **legacy: Any) -> MigrateResult:
     """Apply ``module``'s migrations up to ``target`` with units run as tasks on the Dask
     cluster at ``scheduler`` (an address such as ``tcp://10.0.0.5:8786``, or a
     ``distributed.Client``).
 
     Each phase is split in ``total_segments`` segments and that many tasks are submitted; each
-    runs for up to ``unit_seconds`` (then it is submitted again). A task with nothing left waits
-    up to ``wait_seconds`` (default: 1.5 times ``lease_seconds``, itself 60 by default) for a
-    segment to come free — a dead task's, once its lease expired. The cluster's workers must be
-    able to import ``module`` (``directory`` is put first on their ``sys.path``; default: the
-    current directory) and reach the endpoint. A task stops at a page boundary (``page_size``
-    items scanned). ``max_wcu`` and ``max_rcu`` cap the units of all tasks together;
-    ``concurrency`` is each task's lock writes in flight. ``on_report`` receives each task's
-    report (see :func:`~dynaunique.migrations._units.run_unit`).
+    runs for up to ``unit_seconds`` (then it is submitted again). ``options`` (a
+    :class:`~dynaunique.migrations.MigrationOptions`; default: ``directory``'s
+    ``[tool.dynaunique]`` settings) is how each task runs: ``max_wcu`` and ``max_rcu`` cap the
+    units of all tasks together, ``concurrency`` is each task's lock writes in flight, a task
+    stops at a page boundary (``page_size`` items scanned). A task with nothing left waits up to
+    ``wait_seconds`` (when 0: 1.5 times ``lease_seconds``) for a segment to come free — a dead
+    task's, once its lease expired. The cluster's workers must be able to import ``module``
+    (``directory`` is put first on their ``sys.path``; default: the current directory) and
+    reach the endpoint. ``on_report`` receives each task's report (see
+    :func:`~dynaunique.migrations._units.run_unit`). The knobs this function took as keyword
+    arguments before ``options`` (``lease_seconds=``, ``max_wcu=``, ...) still work, with a
+    :class:`DeprecationWarning`.
 
     :raises DuplicatesFound: a backfill found records sharing a value.
     :raises MigrationError: a task failed, or ``timeout`` seconds passed.
     :raises UnreachableError: no scheduler answered at ``scheduler`` within
         :data:`CONNECT_SECONDS` (nothing ran).
     """
+    folder = os.fspath(directory or os.getcwd())
+    if options is None:
+        options = options_from(load_settings(module, Path(folder)))
+    options = legacy_options(options, {k: v for k, v in legacy.items() if v is not None},
+                             "run_on_dask")
     distributed = _distributed()
     if not 1 <= total_segments <= 1000:
         raise MigrationError("total_segments must be between 1 and 1000")
     client = scheduler if isinstance(scheduler, distributed.Client) else \
         _connect(distributed, scheduler)
-    if wait_seconds is None or wait_seconds <= 0:
-        wait_seconds = min((lease_seconds or 60.0) * 1.5, unit_seconds)
-    unit = Unit(module, total_segments, target=target,
+    if options.wait_seconds <= 0:
+        options = options.replace(
+            wait_seconds=min(options.lease_seconds * 1.5, unit_seconds))
+    unit = Unit(module, total_segments, options.replace(poll_seconds=0.5), target=target,
                 migrations_dir=os.fspath(migrations_dir) if migrations_dir else None,
-                endpoint=endpoint, directory=os.fspath(directory or os.getcwd()),
-                lease_seconds=lease_seconds, max_wcu=max_wcu, max_rcu=max_rcu,
-                concurrency=concurrency, max_seconds=unit_seconds,
-                wait_seconds=wait_seconds, poll_seconds=0.5, page_size=page_size)
+                endpoint=endpoint, directory=folder, max_seconds=unit_seconds)
     counter = itertools.count()
     segments: dict[str, int] = {}
 

@@ -18,7 +18,7 @@ import attrs
 from dynaunique._answers import Refused, error_for
 from dynaunique._connection import RetryPolicy, exchange, in_batches
 from dynaunique._items import key_id
-from dynaunique._locks import LOCK_SORT_KEY
+from dynaunique._locks import lock_primary_key
 from dynaunique.errors import ConfigurationError, MigrationError
 
 #: The attribute holding all of a ledger item's data (no index may be keyed on it).
@@ -128,10 +128,7 @@ class TableKeys:
 
     def key(self, hash_value: str) -> dict[str, Any]:
         """The typed primary key of a dynaunique item with this hash key value."""
-        key: dict[str, Any] = {self.hash_attr: {"S": hash_value}}
-        if self.range_attr is not None:
-            key[self.range_attr] = {"S": LOCK_SORT_KEY}
-        return key
+        return lock_primary_key(self.key_attributes, hash_value)
 
 
 def describe_table(connection: Any, table: str) -> TableKeys:

@@ -62,11 +62,16 @@ class LeaseMode(Kind):
 
 
 class ProgressState(Kind):
-    """The ``state`` of a ``migration_progress`` event."""
+    """The ``state`` of a ``migration_progress`` event (started, running, finished) and of a
+    :class:`~dynaunique.migrations.ProgressEvent` (those, and ``record``, ``note``)."""
 
     STARTED = "started"
     RUNNING = "running"
     FINISHED = "finished"
+    #: One record (or lock) of a page processed, before the page's checkpoint.
+    RECORD = "record"
+    #: A line worth printing.
+    NOTE = "note"
 
 
 class RunState(Kind):

@@ -1,5 +1,5 @@
-"""What a migration run tells its caller: progress as it goes (a :class:`Reporter`, the
-``migration_progress`` events), the result, and the duplicates that stopped it.
+"""What a migration run tells its caller: progress as it goes (the progress callback's events,
+the ``migration_progress`` log events), the result, and the duplicates that stopped it.
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from dynaunique._items import plain_key
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._kinds import ProgressState, RunState
 from dynaunique.migrations._ledger import Conflict, Counters
+from dynaunique.migrations.options import ProgressCallback, ProgressEvent
 from dynaunique.observe import emit
 from dynaunique.observe import migrations_logger as _log
 
 
 class Reporter(Protocol):
-    """Receives progress; the CLI draws a progress bar or prints log lines from it."""
+    """Receives progress, one method a moment: the protocol before the one progress callback
+    (:data:`~dynaunique.migrations.ProgressCallback`). Deprecated; :func:`reporter_callback`
+    turns one into a callback."""
 
     def phase_started(self, label: str, *, estimate: int | None,
                       so_far: Counters | None = None) -> None:
@@ -40,7 +43,11 @@ class Reporter(Protocol):
 
 
 class SilentReporter:
-    """A reporter that reports nothing."""
+    """A reporter that reports nothing (deprecated: pass no ``progress_callback``); also a
+    progress callback that ignores every event."""
+
+    def __call__(self, event: ProgressEvent) -> None:
+        """Nothing."""
 
     def phase_started(self, label: str, *, estimate: int | None,
                       so_far: Counters | None = None) -> None:
@@ -55,6 +62,24 @@ class SilentReporter:
     def note(self, text: str) -> None:
         """Nothing."""
 
+
+def reporter_callback(reporter: Reporter) -> ProgressCallback:
+    """The progress callback that hands each event to ``reporter``'s method for it (``record``
+    events have none)."""
+    def forward(event: ProgressEvent) -> None:
+        if event.state == ProgressState.RECORD:  # one a record: nothing to hand on
+            return
+        counters = event.counters if event.counters is not None else Counters()
+        if event.state == ProgressState.STARTED:
+            reporter.phase_started(event.label, estimate=event.estimate, so_far=event.counters)
+        elif event.state == ProgressState.RUNNING:
+            reporter.advance(event.label, counters)
+        elif event.state == ProgressState.FINISHED:
+            reporter.phase_finished(event.label, counters)
+        elif event.state == ProgressState.NOTE:
+            reporter.note(event.text)
+
+    return forward
 
 
 @attrs.frozen

@@ -18,10 +18,11 @@ from dynaunique.migrations._lease import Lease
 from dynaunique.migrations._ledger import Conflict, Counters, Progress
 from dynaunique.migrations._pages import fill_page, remove_page, sweep_page
 from dynaunique.migrations._phase import PhaseRun, Segment, consumed_units
-from dynaunique.migrations._report import Reporter, progress_event
+from dynaunique.migrations._report import progress_event
 from dynaunique.migrations._settle import Keeper
 from dynaunique.migrations._worker import Deadline
 from dynaunique.migrations._worker import finished as finished
+from dynaunique.migrations.options import ProgressCallback, ProgressEvent
 from dynaunique.migrations.ratelimit import Limiter
 from dynaunique.migrations.recorder import MigrationRecorder
 
@@ -33,13 +34,15 @@ _PAGES: dict[PhaseKind, Callable[[Keeper, Segment, list[dict[str, Any]]], None]]
 class SegmentRunner:
     """Runs the segments of a phase for one runner (all segments, or a worker's one)."""
 
-    def __init__(self, keeper: Keeper, recorder: MigrationRecorder, reporter: Reporter, *,
-                 worker: str, threads: int, page_size: int, conflict_cap: int,
+    def __init__(self, keeper: Keeper, recorder: MigrationRecorder,
+                 on_progress: ProgressCallback, *, worker: str, threads: int, page_size: int,
+                 conflict_cap: int,
                  bucket: Limiter | None, deadline: Deadline | None = None,
                  concurrency: int = 1, reads: Limiter | None = None) -> None:
         self.keeper = keeper
         self.recorder = recorder
-        self.reporter = reporter
+        #: The run's progress callback: a ``running`` event per checkpointed page.
+        self.on_progress = on_progress
         #: The runner's name in progress items: ``all``, or ``I/N`` for a worker.
         self.worker = worker
         self.threads = threads
@@ -169,7 +172,7 @@ class SegmentRunner:
         progress.conflicts = unique(standing)
         # Each settle returned only after a read confirmed its writes: nothing is in flight.
         progress.pending = []
-        # The counter becomes the number of duplicates standing now; the reporter gets the change.
+        # The counter becomes the number of duplicates standing now; the callback gets the change.
         seg.delta.duplicates = len(progress.conflicts) - progress.counters.duplicates
         self._flush(seg, label)
 
@@ -178,7 +181,9 @@ class SegmentRunner:
         delta, seg.delta = seg.delta, Counters()
         seg.progress.counters.add(delta)
         seg.save()
-        self.reporter.advance(label, delta)
+        self.on_progress(ProgressEvent(ProgressState.RUNNING, label, delta,
+                                       segment=seg.progress.segment,
+                                       segments=seg.progress.total))
         progress_event(ProgressState.RUNNING, label, seg.progress.counters, seg.run.estimate,
                         segment=seg.progress.segment, segments=seg.progress.total)
 

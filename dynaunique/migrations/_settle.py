@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dynaunique._flush import MAX_ATTEMPTS
 from dynaunique._items import LockRef, TypedKey, plain_key
 from dynaunique._locks import CREATED_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique.errors import MigrationError
@@ -34,7 +35,7 @@ class Keeper:
     def __init__(self, put: Put, delete: Delete, tick: Callable[[], None]) -> None:
         self.put = put
         self.delete = delete
-        #: Called after each record a page processed (the test-only crash hook counts them).
+        #: Called after each record a page processed (a `record` progress event).
         self.tick = tick
 
     def settle(self, seg: Segment, owner: TypedKey, written: set[str],
@@ -88,7 +89,7 @@ class Keeper:
         """``owner`` requires ``ref`` but another record's lock is there: a duplicate, unless
         that lock is stale (its owner no longer requires it), which is then removed."""
         run = seg.run
-        if depth >= 3:
+        if depth >= MAX_ATTEMPTS - 1:
             raise MigrationError(f"lock {ref.key!r} keeps changing hands; rerun to retry it")
         holder = lock.get(OWNER_ATTR, {}).get("M") if lock is not None else None
         holder_model = lock.get(MODEL_ATTR, {}).get("S") if lock is not None else None

@@ -12,7 +12,8 @@ from typing import Any
 import attrs
 
 from dynaunique.migrations._kinds import RunState
-from dynaunique.migrations._report import Duplicate, DuplicatesFound, Reporter
+from dynaunique.migrations._report import Duplicate, DuplicatesFound
+from dynaunique.migrations.options import MigrationOptions, ProgressCallback
 from dynaunique.migrations.project import Project, load_settings
 
 #: What :func:`run_unit` reports when duplicates stopped the migration (not a :class:`RunState`:
@@ -25,29 +26,19 @@ class Unit:
     """What a worker needs to rebuild the migration and run one time-bounded unit of it.
 
     ``module`` is the models module (dotted path), imported with ``directory`` (default: the
-    current directory) first on ``sys.path``, its settings read from ``directory``'s
-    ``pyproject.toml``; the rest are ``migrate``'s options.
+    current directory) first on ``sys.path``; ``options`` how the unit runs (its ``worker`` is
+    set per segment by :func:`run_unit`), ``max_seconds`` its time bound (it stops at a page
+    boundary past it: a smaller ``options.page_size`` keeps the bound tighter).
     """
 
     module: str
     total_segments: int
+    options: MigrationOptions = attrs.field(factory=MigrationOptions)
     target: str | None = None
     migrations_dir: str | None = None
     endpoint: str | None = None
     directory: str | None = None
-    lease_seconds: float | None = None
-    max_wcu: float | None = None
-    max_rcu: float | None = None
-    #: Lock writes of a page in flight at once (``--concurrency``; None: the settings' or 1).
-    concurrency: int | None = None
     max_seconds: float | None = None
-    wait_seconds: float = 0.0
-    poll_seconds: float = 1.0
-    #: Items per scanned page: a unit stops at a page boundary, so smaller pages keep a time
-    #: bound tighter.
-    page_size: int = 100
-    #: Run the starting segment alone (a Step Functions Map item), not any open one.
-    only: bool = False
 
     def project(self) -> Project:
         """The project, its models imported and pointed at ``endpoint``."""
@@ -64,20 +55,18 @@ class Unit:
         return Project(self.module, models, migrations_dir=migrations_dir, settings=settings)
 
 
-def run_unit(unit: Unit, segment: int, *, reporter: Reporter | None = None) -> dict[str, Any]:
-    """Run ``unit`` as a worker starting with ``segment``; what it did, as plain data:
+def run_unit(unit: Unit, segment: int, *,
+             progress_callback: ProgressCallback | None = None) -> dict[str, Any]:
+    """Run ``unit`` as a worker starting with ``segment`` (``progress_callback`` gets its
+    events); what it did, as plain data:
 
     ``{"state": "done" | "more" | "idle" | "duplicates", "segment", "applied", "unapplied",
     "waiting"}`` — with ``"duplicates"`` (each a :meth:`Duplicate.to_json
     <dynaunique.migrations.Duplicate.to_json>`), ``"migration"``, ``"message"`` and
     ``"incomplete"`` when duplicates stopped it. Any other failure raises.
     """
-    executor = unit.project().executor(
-        worker=(segment, unit.total_segments), max_wcu=unit.max_wcu,
-        max_rcu=unit.max_rcu, concurrency=unit.concurrency,
-        lease_seconds=unit.lease_seconds, wait_seconds=unit.wait_seconds,
-        poll_seconds=unit.poll_seconds, only=unit.only, page_size=unit.page_size,
-        reporter=reporter)
+    worker = unit.options.replace(worker=(segment, unit.total_segments))
+    executor = unit.project().executor(worker, progress_callback=progress_callback)
     out: dict[str, Any] = {"segment": segment, "applied": [], "unapplied": [], "waiting": []}
     try:
         result = executor.migrate(unit.target, max_seconds=unit.max_seconds)

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from dynaunique.errors import ConfigurationError
 from dynaunique.migrations._kinds import RunState
 from dynaunique.migrations._units import Unit, run_unit, state_of
+from dynaunique.migrations.project import load_settings, options_from
 
 #: The answers of a segment invocation, as the state machine's Choice state reads them.
 MORE, PHASE_DONE, DONE = "more", "phase done", "done"
@@ -88,16 +89,17 @@ def _unit(event: Mapping[str, Any], max_seconds: float | None) -> Unit:
     for name, text in (("target", target), ("migrations_dir", directory)):
         if text is not None and not isinstance(text, str):
             raise ConfigurationError(f"{name} must be a string, not {text!r}")
-    return Unit(module, _field("total_segments", _setting(event, "total_segments", 8), int, 1),
-                target=target or None, migrations_dir=directory or None,
+    total = _field("total_segments", _setting(event, "total_segments", 8), int, 1)
+    options = options_from(
+        load_settings(module), worker=(0, total), only=True,  # run_unit sets the segment
+        lease_seconds=_optional("lease_seconds", _setting(event, "lease_seconds"), float, 0),
+        max_wcu=_optional("max_wcu", _setting(event, "max_wcu"), float, 0),
+        max_rcu=_optional("max_rcu", _setting(event, "max_rcu"), float, 0),
+        concurrency=_optional("concurrency", _setting(event, "concurrency"), int, 1),
+        page_size=_field("page_size", _setting(event, "page_size", 100), int, 1))
+    return Unit(module, total, options, target=target or None, migrations_dir=directory or None,
                 endpoint=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None,
-                lease_seconds=_optional("lease_seconds", _setting(event, "lease_seconds"),
-                                        float, 0),
-                max_wcu=_optional("max_wcu", _setting(event, "max_wcu"), float, 0),
-                max_rcu=_optional("max_rcu", _setting(event, "max_rcu"), float, 0),
-                concurrency=_optional("concurrency", _setting(event, "concurrency"), int, 1),
-                max_seconds=max_seconds, only=True,
-                page_size=_field("page_size", _setting(event, "page_size", 100), int, 1))
+                max_seconds=max_seconds)
 
 
 def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:

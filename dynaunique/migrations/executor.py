@@ -21,6 +21,7 @@ phase), :mod:`._pages` (a page's work), :mod:`._settle` (one record's lock), :mo
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,6 @@ from dynaunique._items import plain_key as plain_key
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._budget import limiters
 from dynaunique.migrations._dynamo import describe_table
-from dynaunique.migrations._hooks import Countdown
 from dynaunique.migrations._kinds import (
     DeleteOutcome,
     PhaseKind,
@@ -45,10 +45,9 @@ from dynaunique.migrations._report import Duplicate as Duplicate
 from dynaunique.migrations._report import (
     DuplicatesFound,
     MigrateResult,
-    Reporter,
-    SilentReporter,
     group_conflicts,
     progress_event,
+    reporter_callback,
 )
 from dynaunique.migrations._segments import SegmentRunner, finished, sum_counters
 from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS as MAX_SETTLE_ROUNDS
@@ -56,6 +55,12 @@ from dynaunique.migrations._settle import Keeper
 from dynaunique.migrations._worker import Deadline, settled, work_phase
 from dynaunique.migrations.loader import MigrationLoader
 from dynaunique.migrations.operations import MigrationContext, Phase
+from dynaunique.migrations.options import (
+    MigrationOptions,
+    ProgressCallback,
+    ProgressEvent,
+    legacy_options,
+)
 from dynaunique.migrations.recorder import MigrationRecorder, TableKeys
 
 
@@ -64,18 +69,15 @@ class MigrationExecutor:
 
     * ``loader`` — the migration files; ``recorder`` — the ledger (with its client and table);
     * ``models`` — the live model classes (by class name), for computing locks;
+    * ``options`` — how the run goes: a :class:`~dynaunique.migrations.MigrationOptions`
+      (default: its defaults; ``Project.options()`` reads ``[tool.dynaunique]``);
     * ``client_for`` — the DynamoDB client for a table (default: the ledger's client);
-    * ``segments`` — scan segments (and threads) for a new phase; ``concurrency`` — lock
-      writes of a page in flight at once, per segment;
-    * ``worker`` — ``(I, N)``: work as one of several workers, each phase split in *N*
-      segments, starting with segment *I* and taking any other open one (see :mod:`._worker`);
-    * ``wait_seconds`` — how long a worker waits, polling every ``poll_seconds``, when every
-      open segment is leased by a running worker, before it ends its run as ``idle``;
-    * ``only`` — a worker runs its segment *I* alone (a Step Functions Map item);
-    * ``max_wcu``, ``max_rcu`` — caps on write, scan read units per second (over all workers);
-    * ``accept_other_secret`` — hashed locks the current lock secret did not make are judged
-      as its own: a sweep deletes them as stale, a backfill locks beside them (rotating the
-      secret). Without it a phase that meets them stops with a :class:`MigrationError`.
+    * ``progress_callback`` — called with each
+      :class:`~dynaunique.migrations.ProgressEvent` (from the running threads), as Django's
+      executor calls its ``progress_callback``; an exception it raises stops the run there.
+
+    The knobs that were keyword arguments here (``segments=``, ``page_size=``, ...) and
+    ``reporter=`` still work, with a :class:`DeprecationWarning` (docs/decisions.md).
     """
 
     def __init__(
@@ -83,45 +85,39 @@ class MigrationExecutor:
         loader: MigrationLoader,
         recorder: MigrationRecorder,
         models: Mapping[str, Any],
+        options: MigrationOptions | None = None,
         *,
         client_for: Callable[[str], Any] | None = None,
-        segments: int = 1,
-        worker: tuple[int, int] | None = None,
-        max_wcu: float | None = None,
-        max_rcu: float | None = None, concurrency: int = 1,
-        reporter: Reporter | None = None,
-        lease_seconds: float = 60.0,
-        page_size: int = 100,
-        poll_seconds: float = 1.0,
-        wait_seconds: float = 0.0,
-        only: bool = False,
-        conflict_cap: int = 500,
-        accept_other_secret: bool = False,
+        progress_callback: ProgressCallback | None = None,
+        **legacy: Any,
     ) -> None:
-        if not (1 <= segments <= 1000 and 1 <= concurrency <= 256):
-            raise MigrationError("segments must be in 1..1000 and concurrency in 1..256")
-        if worker is not None and not (0 <= worker[0] < worker[1] <= 1000):
-            raise MigrationError(f"--segment {worker[0]} --total-segments {worker[1]}: the "
-                                 "segment must be in 0..total-1 (total at most 1000)")
+        reporter = legacy.pop("reporter", None)
+        if reporter is not None:
+            warnings.warn("MigrationExecutor(..., reporter=...) is deprecated: pass "
+                          "progress_callback=, a function of one ProgressEvent",
+                          DeprecationWarning, stacklevel=2)
+            progress_callback = progress_callback or reporter_callback(reporter)
+        self.options = legacy_options(options, legacy, "MigrationExecutor")
         self.loader = loader
         self.recorder = recorder
         self.models = dict(models)
         self.client_for = client_for or (lambda table: recorder.client)
-        self.segments = segments
-        self.worker = worker
-        self.reporter: Reporter = reporter or SilentReporter()
-        self.lease_seconds = lease_seconds
-        self.page_size = page_size
-        self.poll_seconds = poll_seconds
-        self.wait_seconds = wait_seconds
-        self.only = only
-        self.conflict_cap = conflict_cap
-        self.accept_other_secret = accept_other_secret
-        self.concurrency = concurrency
-        self.bucket, self.reads = limiters(recorder, worker, max_wcu, max_rcu)
+        self.progress_callback = progress_callback
+        self.bucket, self.reads = limiters(recorder, self.options.worker, self.options.max_wcu,
+                                           self.options.max_rcu)
         self._tables: dict[str, TableKeys] = {recorder.table: recorder.keys}
-        #: The test-only crash hook (set by ``_hooks.fail_after_records``), or None.
-        self._countdown: Countdown | None = None
+
+    @property
+    def worker(self) -> tuple[int, int] | None:
+        """``options.worker``: ``(I, N)`` when this executor runs as one of several workers."""
+        return self.options.worker
+
+    def _progress(self, event: ProgressEvent) -> None:
+        if self.progress_callback is not None:
+            self.progress_callback(event)
+
+    def _note(self, text: str) -> None:
+        self._progress(ProgressEvent(ProgressState.NOTE, text=text))
 
     # --- planning (reads only) -------------------------------------------------------------------
 
@@ -170,7 +166,7 @@ class MigrationExecutor:
         if not fake:
             self.check_runnable(steps)
         deadline = Deadline(max_seconds)
-        lease = self.recorder.acquire(seconds=self.lease_seconds, worker=self.worker)
+        lease = self.recorder.acquire(seconds=self.options.lease_seconds, worker=self.worker)
         try:
             for step in steps:
                 lease.check()
@@ -197,7 +193,7 @@ class MigrationExecutor:
                deadline: Deadline) -> RunState:
         if self.worker is not None and self._finished_elsewhere(step):
             return RunState.DONE
-        self.reporter.note(f"{'Unapplying' if step.backwards else 'Applying'} {step.name}")
+        self._note(f"{'Unapplying' if step.backwards else 'Applying'} {step.name}")
         for job, phase in step.jobs():
             totals = self._run_job(step, job, phase, lease, deadline, result)
             if totals is None:  # another worker completed the whole migration meanwhile
@@ -229,7 +225,7 @@ class MigrationExecutor:
         estimate = run.keys.item_count if phase.scans else None
         run.label, run.estimate = label, estimate
         so_far = sum_counters(progress)
-        self.reporter.phase_started(label, estimate=estimate, so_far=so_far)
+        self._progress(ProgressEvent(ProgressState.STARTED, label, so_far, estimate))
         progress_event(ProgressState.STARTED, label, so_far, estimate)
         runner = self._segment_runner(deadline)
         if self.worker is None:
@@ -247,15 +243,16 @@ class MigrationExecutor:
             outcome = work_phase(
                 self.recorder, lease, job, total, start=self.worker[0] % total,
                 deadline=deadline, run_segment=run_segment,
-                stop=lambda: self._finished_elsewhere(step), wait_seconds=self.wait_seconds,
-                poll_seconds=self.poll_seconds, only=self.only)
+                stop=lambda: self._finished_elsewhere(step),
+                wait_seconds=self.options.wait_seconds, poll_seconds=self.options.poll_seconds,
+                only=self.options.only)
             if self._finished_elsewhere(step):
                 return None
             if outcome.state is not None:
                 result.waiting = outcome.waiting
                 return _stopped(self, result, outcome.state, label, job, total)
         final = self.recorder.progress(job, total)
-        if self.only and not all(settled(p) for p in final):
+        if self.options.only and not all(settled(p) for p in final):
             result.waiting = [p.segment for p in final if not settled(p)]
             return RunState.IDLE  # its own segment is settled; the others are theirs
         if self.worker is None and deadline.expired() and not all(settled(p) for p in final):
@@ -267,7 +264,7 @@ class MigrationExecutor:
         if not all(finished(p) for p in final):
             raise MigrationError(f"{label}: some segments did not finish; rerun to resume")
         totals = sum_counters(final)
-        self.reporter.phase_finished(label, totals)
+        self._progress(ProgressEvent(ProgressState.FINISHED, label, totals, estimate))
         progress_event(ProgressState.FINISHED, label, totals, estimate)
         return totals
 
@@ -291,17 +288,23 @@ class MigrationExecutor:
             keys = describe_table(client, table)
             self._tables[table] = keys
         return phase_run(phase, keys, client, self.models,
-                         accept_other_secret=self.accept_other_secret)
+                         accept_other_secret=self.options.accept_other_secret)
 
     def _segment_runner(self, deadline: Deadline) -> SegmentRunner:
-        keeper = Keeper(self._put_locks, self._delete_lock, self._tick)
-        return SegmentRunner(keeper, self.recorder, self.reporter, worker=self._worker_name(),
-                             threads=1 if self.worker is not None else self.segments,
-                             page_size=self.page_size, conflict_cap=self.conflict_cap,
+        options = self.options
+        keeper = Keeper(self._put_locks, self._delete_lock, self._record_done)
+        return SegmentRunner(keeper, self.recorder, self._progress, worker=self._worker_name(),
+                             threads=1 if self.worker is not None else options.segments,
+                             page_size=options.page_size, conflict_cap=options.conflict_cap,
                              bucket=self.bucket, deadline=deadline,
-                             concurrency=self.concurrency, reads=self.reads)
+                             concurrency=options.concurrency, reads=self.reads)
 
-    # --- the seams tests act at: every lock write, every processed record -----------------------
+    def _record_done(self) -> None:
+        """A record of a page was processed (its checkpoint not yet written)."""
+        if self.progress_callback is not None:
+            self.progress_callback(_RECORD)
+
+    # --- the lock writes (methods, so that a subclass may act at them) ---------------------------
 
     def _put_locks(self, seg: Segment, entries: Sequence[Entry]) -> list[Answer]:
         """Put each ``(owner, lock, record as read)``'s lock guarded "missing, or owned by
@@ -314,9 +317,10 @@ class MigrationExecutor:
         exactly as this run put it (see :func:`._lockwrites.delete_lock`)."""
         return delete_lock(seg, key, owner, created=created)
 
-    def _tick(self) -> None:
-        if self._countdown is not None:
-            self._countdown.tick()
+
+
+#: The event of every processed record (one value: it carries nothing else).
+_RECORD = ProgressEvent(ProgressState.RECORD)
 
 
 def _stopped(executor: MigrationExecutor, result: MigrateResult, state: RunState, label: str,
@@ -324,7 +328,7 @@ def _stopped(executor: MigrationExecutor, result: MigrateResult, state: RunState
     """This run stops in the phase ``label``: the note, and the phase's totals so far (what its
     segments' checkpoints hold, as the totals of a finished phase) in ``result``."""
     result.totals[label] = sum_counters(executor.recorder.progress(job, total))
-    executor.reporter.note(_stopped_note(state, label, result.waiting))
+    executor._note(_stopped_note(state, label, result.waiting))
     return state
 
 
@@ -335,15 +339,15 @@ def _split(executor: MigrationExecutor, step: Step, job: str, phase: Phase) -> i
     elif executor.worker is not None:
         wanted = executor.worker[1]
     else:
-        wanted = executor.segments
+        wanted = executor.options.segments
     total = executor.recorder.start_job(job, wanted, phase.describe())
     if executor.worker is not None and phase.scans and total != executor.worker[1]:
         raise MigrationError(
             f"{phase.describe()} of {step.name} was started split in {total} segments; run "
             f"the workers with --total-segments {total}"
         )
-    if executor.worker is None and phase.scans and total != executor.segments:
-        executor.reporter.note(f"{phase.describe()}: resuming with the {total} segments it "
+    if executor.worker is None and phase.scans and total != executor.options.segments:
+        executor._note(f"{phase.describe()}: resuming with the {total} segments it "
                                "was started with")
     return total
 

@@ -11,14 +11,16 @@ library reads: ``dynaunique._regions``).
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from dynaunique._clients import connection_in
 from dynaunique._connection import connection_for
 from dynaunique._pyproject import tool_settings
+from dynaunique._regions import route
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import writer
 from dynaunique.migrations.autodetector import detect_changes, suggest_name
@@ -30,6 +32,7 @@ from dynaunique.migrations.operations import (
     Operation,
     RemoveUniqueConstraint,
 )
+from dynaunique.migrations.options import MigrationOptions, ProgressCallback
 from dynaunique.migrations.recorder import MigrationRecorder, describe_table
 from dynaunique.migrations.state import ProjectState
 
@@ -93,6 +96,20 @@ def load_settings(module: str, directory: Path | None = None) -> Settings:
     if "migrations_dir" in values:
         values["migrations_dir"] = (root / values["migrations_dir"]).resolve()
     return Settings(**values)
+
+
+def options_from(settings: Settings, **changes: Any) -> MigrationOptions:
+    """:class:`MigrationOptions` from ``[tool.dynaunique]``'s ``segments``, ``max_wcu``,
+    ``max_rcu``, ``concurrency`` and ``lease_seconds`` over the defaults, then ``changes`` (a
+    change of None keeps the setting).
+
+    :raises InvalidOptionError: an unknown option, or a value out of range.
+    """
+    values = {"segments": settings.segments, "max_wcu": settings.max_wcu,
+              "max_rcu": settings.max_rcu, "concurrency": settings.concurrency,
+              "lease_seconds": settings.lease_seconds}
+    values.update((k, v) for k, v in changes.items() if v is not None)
+    return MigrationOptions().replace(**{k: v for k, v in values.items() if v is not None})
 
 
 @attrs.frozen
@@ -203,7 +220,8 @@ class Project:
         return MakeResult(tuple(operations), full, path, source)
 
     def pending_changes(self) -> list[Operation]:
-        """Changes the models have that no migration holds yet (``migrate`` warns about them)."""
+        """Changes the models have that no migration holds yet (what ``makemigrations
+        --check`` reports; ``migrate`` does not look)."""
         return detect_changes(self.loader().state(), self.live_state())
 
     # --- the ledger ------------------------------------------------------------------------------
@@ -243,13 +261,20 @@ class Project:
         return next(iter(tables))
 
     def client_for(self, table: str) -> Any:
-        """The connection of the model that lives in ``table`` (else of any model of the module)."""
-        for model in self.models.values():
-            if getattr(model.Meta, "table_name", None) == table:
-                return connection_for(model)
-        if not self.models:
-            raise ConfigurationError(f"{self.module} has no models")
-        return connection_for(next(iter(self.models.values())))
+        """The connection of the model that lives in ``table`` (else of any model of the
+        module) — on a global table with a home region, signed for the home region
+        (docs/global-tables.md): the ledger, the scans and the lock writes all go there."""
+        model = next((m for m in self.models.values()
+                      if getattr(m.Meta, "table_name", None) == table), None)
+        if model is None:
+            if not self.models:
+                raise ConfigurationError(f"{self.module} has no models")
+            model = next(iter(self.models.values()))
+        own = connection_for(model)
+        # As a consistent lookup routes (never refused): home when the table has one, else
+        # where the model points, as before.
+        homed = route(model.Meta, lambda _meta: own, write=False)
+        return own if homed is model.Meta else connection_in(model, homed)
 
     def recorder(self, loader: MigrationLoader | None = None) -> MigrationRecorder:
         """The ledger of this module's app, in its table."""
@@ -257,20 +282,19 @@ class Project:
         client = self.client_for(table)
         return MigrationRecorder(client, describe_table(client, table), self.app)
 
-    def executor(self, **options: Any) -> MigrationExecutor:
-        """A :class:`MigrationExecutor` over this module (``options`` as the executor takes;
-        unset ones fall back to the settings)."""
+    def options(self, **changes: Any) -> MigrationOptions:
+        """The :class:`MigrationOptions` of a run of this module: :func:`options_from` its
+        settings and ``changes``."""
+        return options_from(self.settings, **changes)
+
+    def executor(self, options: MigrationOptions | None = None, *,
+                 progress_callback: ProgressCallback | None = None,
+                 **changes: Any) -> MigrationExecutor:
+        """A :class:`MigrationExecutor` over this module, run with ``options`` (default:
+        :meth:`options`) changed by ``changes`` (``executor(page_size=10)``)."""
         loader = self.loader()
-        defaults: Mapping[str, Any] = {
-            "segments": self.settings.segments,
-            "max_wcu": self.settings.max_wcu,
-            "max_rcu": self.settings.max_rcu,
-            "concurrency": self.settings.concurrency,
-            "lease_seconds": self.settings.lease_seconds,
-        }
-        for key, value in defaults.items():
-            if options.get(key) is None and value is not None:
-                options[key] = value
-        options = {k: v for k, v in options.items() if v is not None}
-        return MigrationExecutor(loader, self.recorder(loader), self.models,
-                                 client_for=self.client_for, **options)
+        options = self.options(**changes) if options is None else options.replace(
+            **{k: v for k, v in changes.items() if v is not None})
+        return MigrationExecutor(loader, self.recorder(loader), self.models, options,
+                                 client_for=self.client_for,
+                                 progress_callback=progress_callback)

@@ -20,6 +20,7 @@ costs.
 
 from __future__ import annotations
 
+from ._across import DoubleGrant, RegionGrant
 from ._changes import Change, StreamRecordError, change_of, suspects_of
 from ._guard import BatchResult, Guard, finding_dict, streams_logger
 from ._shards import STARTS, Checkpoints, Position, Reader, StreamsError, streams_connection
@@ -29,9 +30,11 @@ __all__ = [
     "BatchResult",
     "Change",
     "Checkpoints",
+    "DoubleGrant",
     "Guard",
     "Position",
     "Reader",
+    "RegionGrant",
     "StreamRecordError",
     "StreamsError",
     "change_of",

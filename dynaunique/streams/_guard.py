@@ -24,15 +24,16 @@ from dynaunique.audit._judge import _judge, _unreadable
 from dynaunique.audit._kinds import KINDS
 from dynaunique.audit._reads import _read_key
 from dynaunique.audit._stored import _interpret, _lock_info
-from dynaunique.audit._tables import Cost, _call, _Meter, _Table, _tables
-from dynaunique.errors import AuditError
+from dynaunique.audit._tables import Cost, _call, _in_region, _Meter, _Table, _tables
+from dynaunique.errors import AuditError, ConfigurationError
 from dynaunique.model import Model
 from dynaunique.observe import emit
 
+from ._across import DoubleGrant, read_across
 from ._changes import Change, StreamRecordError, Suspects, change_of, suspects_of
 
-#: The stream guard's events: ``stream_finding``, ``stream_repair``, ``stream_repair_refused``,
-#: ``stream_record_failed`` (docs/observability.md).
+#: The stream guard's events: ``stream_finding``, ``stream_double_grant``, ``stream_repair``,
+#: ``stream_repair_refused``, ``stream_record_failed`` (docs/observability.md).
 streams_logger = logging.getLogger("dynaunique.streams")
 
 
@@ -54,11 +55,14 @@ class BatchResult:
     #: ``(table, lock key)`` (``record:<key>`` for a record that could not be read) → the
     #: sequence numbers of the stream records that led to reading it.
     sources: Mapping[tuple[str, str], tuple[str, ...]] = attrs.field(factory=dict, repr=False)
+    #: Values granted to different records in different regions (a guard given ``regions``).
+    double_grants: tuple[DoubleGrant, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"records": self.records,
                 "findings": [finding_dict(f, self.sources) for f in self.findings],
+                "double_grants": [d.to_dict() for d in self.double_grants],
                 "failed": list(self.failed), "repairs": [r.to_dict() for r in self.repairs],
                 "refused": self.refused, "cost": self.cost.to_dict()}
 
@@ -81,13 +85,28 @@ class Guard:
     what it found, with its refusal: while a finding rests on locks another secret made, or a
     hashed constraint's missing lock cannot be told the current secret's, nothing is repaired.
     A hashed constraint counts as confirmed once the guard has read one of its locks carrying
-    the current secret's fingerprint.
+    the current secret's fingerprint. Its repairs of a global table go to the home region, as
+    the library's writes do.
+
+    ``regions`` (two or more; a global table's replicas): every lock key a change touches is
+    also read in each of these regions, and a value granted to different records in different
+    regions — a write that bypassed the home region — is reported as a :class:`DoubleGrant`
+    naming each region (``stream_double_grant``), once the replicas agree on it; it waits for
+    them at most ``settle_seconds`` (``dynaunique.streams._across``).
     """
 
-    def __init__(self, models: Sequence[type[Model]], *, repair: bool = False) -> None:
+    def __init__(self, models: Sequence[type[Model]], *, repair: bool = False,
+                 regions: Sequence[str] = (), settle_seconds: float = 10.0) -> None:
         self.models = tuple(models)
         self.tables = {table.name: table for table in _tables(self.models)}
         self.repair = repair
+        self.regions = tuple(dict.fromkeys(regions))
+        if len(self.regions) == 1:
+            raise ConfigurationError(
+                f"the guard compares two regions or more, not {list(self.regions)}")
+        self.settle_seconds = settle_seconds
+        #: (table, region) → the table as read in that region's replica.
+        self._regional: dict[tuple[str, str | None], _Table] = {}
         #: ``(table, lock name)`` of the hashed constraints a lock with the current secret's
         #: fingerprint was read for.
         self.confirmed: set[tuple[str, str]] = set()
@@ -102,11 +121,22 @@ class Guard:
             raise StreamRecordError(f"no loaded model uses table {name!r}")
         return table
 
+    def table_in(self, name: str, region: str | None) -> _Table:
+        """The loaded models' table ``name`` as read in ``region``'s replica (None: where the
+        models point)."""
+        table = self.table(name)
+        if region is None:
+            return table
+        if (name, region) not in self._regional:
+            self._regional[(name, region)] = _in_region(table, region)
+        return self._regional[(name, region)]
+
     def judge(self, records: Iterable[Mapping[str, Any]], *,
-              table: str | None = None) -> BatchResult:
+              table: str | None = None, region: str | None = None) -> BatchResult:
         """Judge a batch of stream records (Lambda's ``Records``, or GetRecords' records of
-        ``table``). A record that cannot be parsed, or whose values could not be read, is
-        listed in :attr:`BatchResult.failed`; the others are judged all the same."""
+        ``table``) on what ``region``'s replica holds (None: where the models point). A record
+        that cannot be parsed, or whose values could not be read, is listed in
+        :attr:`BatchResult.failed`; the others are judged all the same."""
         meter = _Meter()
         failed: dict[str, str] = {}
         order: list[str] = []
@@ -127,14 +157,20 @@ class Guard:
             for key in [*found.locks, *(_record_name(k) for k in found.unreadable.values())]:
                 sources.setdefault((change.table, key), []).append(change.sequence)
         findings: list[Finding] = []
+        grants: list[DoubleGrant] = []
         for name, found in suspects.items():
-            table_ = self.tables[name]
-            checks: list[tuple[str, Callable[[], Finding | None]]] = [
+            table_ = self.table_in(name, region)
+            checks: list[tuple[str, Callable[[], Finding | DoubleGrant | None]]] = [
                 (key, functools.partial(self._recheck, table_, key, list(wanted.values()), meter))
                 for key, wanted in found.locks.items()]
             checks += [(_record_name(record_key),
                         functools.partial(self._reread, table_, record_key, meter))
                        for record_key in found.unreadable.values()]
+            if self.regions:
+                across = {r: self.table_in(name, r) for r in self.regions}
+                checks += [(key, functools.partial(
+                    read_across, across, key, list(wanted.values()), meter,
+                    settle_seconds=self.settle_seconds)) for key, wanted in found.locks.items()]
             for source, check in checks:
                 try:
                     finding = check()
@@ -142,7 +178,9 @@ class Guard:
                     for sequence in sources.get((name, source), ()):
                         failed.setdefault(sequence, str(exc))
                     continue
-                if finding is not None:
+                if isinstance(finding, DoubleGrant):
+                    grants.append(finding)
+                elif finding is not None:
                     findings.append(finding)
         rank = {kind: i for i, kind in enumerate(KINDS)}
         findings.sort(key=lambda f: (rank[f.kind], f.table, f.lock_key,
@@ -156,10 +194,14 @@ class Guard:
             # The finding's fields (its ``message`` is the record's message).
             fields = {k: v for k, v in finding_dict(finding, by_key).items() if k != "message"}
             emit(streams_logger, logging.WARNING, "stream_finding", finding.message, **fields)
+        for grant in grants:
+            emit(streams_logger, logging.WARNING, "stream_double_grant", grant.message,
+                 **{k: v for k, v in grant.to_dict().items() if k != "message"},
+                 sequences=list(by_key.get((grant.table, grant.lock_key), ())))
         repairs, refused = self._repair(findings) if self.repair and findings else ((), None)
         return BatchResult(count, tuple(findings),
                            tuple(s for s in order if s in failed), repairs, refused,
-                           meter.cost(), by_key)
+                           meter.cost(), by_key, tuple(grants))
 
     def _recheck(self, table: _Table, key: str, records: Sequence[TypedKey],
                  meter: _Meter) -> Finding | None:
@@ -221,4 +263,4 @@ def _sequence_of(record: Mapping[str, Any], number: int) -> str:
     return sequence if isinstance(sequence, str) else f"#{number}"
 
 
-__all__ = ["BatchResult", "Change", "Guard", "finding_dict", "streams_logger"]
+__all__ = ["BatchResult", "Change", "DoubleGrant", "Guard", "finding_dict", "streams_logger"]

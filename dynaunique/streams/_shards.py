@@ -25,14 +25,21 @@ import attrs
 import botocore.client
 from pynamodb.connection import Connection
 
+from dynaunique import _regions
 from dynaunique._answers import Refused, error_for
 from dynaunique._connection import RetryPolicy, _meta_value, exchange, send
 from dynaunique._endpoint import region_in_url
 from dynaunique._locks import untyped
 from dynaunique._writes import now
-from dynaunique.audit._tables import _Table
+from dynaunique.audit._tables import _in_region, _Table
 from dynaunique.errors import ConfigurationError, DynauniqueError
-from dynaunique.migrations._dynamo import LEDGER_ATTR, ConditionFailed, TableKeys, call
+from dynaunique.migrations._dynamo import (
+    LEDGER_ATTR,
+    ConditionFailed,
+    MissingTableError,
+    TableKeys,
+    call,
+)
 from dynaunique.migrations._kinds import LedgerKind
 from dynaunique.migrations._ledger import STREAM_PREFIX, ledger_key
 
@@ -66,10 +73,13 @@ class _StreamsConnection(Connection):
         return self._make_api_call(operation_name, operation_kwargs)
 
 
-def streams_connection(table: _Table) -> Connection:
+def streams_connection(table: _Table, region: str | None = None) -> Connection:
     """A Streams API connection for ``table``'s models: their endpoint when it is not AWS's own
-    DynamoDB endpoint (a local server serves both APIs), signed as their connection is."""
+    DynamoDB endpoint (a local server serves both APIs), signed as their connection is (for
+    ``region`` when given: that replica's stream)."""
     meta = table.models[0].Meta
+    if region is not None:
+        meta = _regions.in_region(meta, region)
     # As the models' own connection reads them: Meta first, then PynamoDB's settings file.
     host = _meta_value(meta, "host")
     if host is not None and region_in_url(host) is not None:
@@ -155,22 +165,32 @@ def _only_checkpoints(table: _Table, records: list[Mapping[str, Any]]) -> bool:
 
 
 class Reader:
-    """Reads ``table``'s stream for ``guard``, shard by shard, checkpointing in the ledger."""
+    """Reads ``table``'s stream for ``guard``, shard by shard, checkpointing in the ledger.
+
+    ``region``: read that replica's stream (a global table), judge on what that replica holds
+    and keep the checkpoints there, under a stream label that names the region.
+    """
 
     def __init__(self, guard: Guard, table: _Table, *, start: str = "trim-horizon",
                  consumer: str = "watch", limit: int = 1000, max_pages: int = 100,
-                 connection: Connection | None = None) -> None:
+                 connection: Connection | None = None, region: str | None = None) -> None:
         if start not in STARTS:
             raise ConfigurationError(f"--from must be one of {', '.join(STARTS)}, not {start!r}")
         self.guard = guard
+        self.region = region
+        if region is not None:
+            table = _in_region(table, region)
         self.table = table
         self.start = STARTS[start]
         self.limit = limit
         #: GetRecords pages read from one shard in one pass at most, so that a pass ends even
         #: while writes keep coming (the next pass goes on from there).
         self.max_pages = max_pages
-        self.streams = connection if connection is not None else streams_connection(table)
+        self.streams = connection if connection is not None else streams_connection(table,
+                                                                                    region)
         self.arn, label = self._stream()
+        if region is not None:
+            label = f"{region}@{label}"
         self.checkpoints = Checkpoints(table, consumer, label)
         #: Per shard: the position in the ledger (as read or last written), the sequence number
         #: of the last record read (ahead of the ledger after a page of checkpoints only), and
@@ -184,7 +204,15 @@ class Reader:
         return send(self.streams, operation, params, policy=_POLICY, error=StreamsError)
 
     def _stream(self) -> tuple[str, str]:
-        table = call(self.table.connection, "describe_table", TableName=self.table.name)["Table"]
+        try:
+            table = call(self.table.connection, "describe_table",
+                         TableName=self.table.name)["Table"]
+        except MissingTableError:
+            if self.region is None:
+                raise
+            raise ConfigurationError(
+                f"table {self.table.name!r} has no replica in {self.region}: --regions names "
+                "the regions of a global table's replicas") from None
         spec = table.get("StreamSpecification") or {}
         arn = table.get("LatestStreamArn")
         if not spec.get("StreamEnabled") or not arn:
@@ -283,7 +311,7 @@ class Reader:
             following = page.get("NextShardIterator")
             sequence = self._last_read(shard_id)
             if records:
-                result = self.guard.judge(records, table=self.table.name)
+                result = self.guard.judge(records, table=self.table.name, region=self.region)
                 on_batch(result)
                 if result.failed:
                     handled = [r["dynamodb"]["SequenceNumber"] for r in records]

@@ -13,7 +13,9 @@ first failed record instead of the whole batch.
 
 Configuration comes from the environment: ``DYNAUNIQUE_MODULE`` (the models module, required),
 ``DYNAUNIQUE_REPAIR`` (``1``/``true``: send the audit's guarded repair for what is found; off by
-default), ``DYNAUNIQUE_LOG_LEVEL`` (default ``WARNING``) and ``AWS_ENDPOINT_URL_DYNAMODB``.
+default), ``DYNAUNIQUE_REGIONS`` (a global table's regions, comma-separated: also read each lock
+key in every one of them and report a value granted in two, ``stream_double_grant``),
+``DYNAUNIQUE_LOG_LEVEL`` (default ``WARNING``) and ``AWS_ENDPOINT_URL_DYNAMODB``.
 A warm container keeps its guard (models loaded once, hashed constraints confirmed so far).
 """
 
@@ -30,7 +32,7 @@ from dynaunique.errors import ConfigurationError
 from ._guard import Guard, streams_logger
 
 _TRUE = ("1", "true", "yes", "on")
-_guards: dict[tuple[str, str | None, bool], Guard] = {}
+_guards: dict[tuple[str, str | None, bool, str], Guard] = {}
 
 
 class _JsonLines(logging.Formatter):
@@ -53,18 +55,21 @@ def _configure_logging() -> None:
 
 
 def guard() -> Guard:
-    """The guard the environment configures (one per module, endpoint and repair setting)."""
+    """The guard the environment configures (one per module, endpoint, repair setting and
+    regions)."""
     module = os.environ.get("DYNAUNIQUE_MODULE")
     if not module:
         raise ConfigurationError("set DYNAUNIQUE_MODULE to the models module (a dotted path)")
     endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None
     repair = os.environ.get("DYNAUNIQUE_REPAIR", "").strip().lower() in _TRUE
-    key = (module, endpoint, repair)
+    regions = os.environ.get("DYNAUNIQUE_REGIONS", "")
+    key = (module, endpoint, repair, regions)
     if key not in _guards:
         from dynaunique._user_models import open_models  # every tool's one model loader
 
         models, _ = open_models(module, endpoint)
-        _guards[key] = Guard(models, repair=repair)
+        _guards[key] = Guard(models, repair=repair,
+                             regions=[r.strip() for r in regions.split(",") if r.strip()])
     return _guards[key]
 
 

@@ -21,7 +21,9 @@ def set_replication_delay(endpoint: str, seconds: float, *, timeout: float = 10.
     ``ReplicaUpdates``, multi-Region eventual consistency) reaches the other replicas once
     ``seconds`` have passed, last writer wins; ``0`` (the default, and after
     :func:`dynaunique.testing.reset_local_dynamodb`) replicates before the next request is served.
-    Tables with multi-Region strong consistency replicate at once whatever the delay.
+    Tables with multi-Region strong consistency replicate at once whatever the delay. A new
+    delay applies to the versions in flight too (each is due ``seconds`` after its write), so a
+    test can hold replication back with a long delay and release it with ``0``.
 
     Raises:
         LocalServerError: the server could not be reached, or ``seconds`` is negative.

@@ -50,8 +50,10 @@ class Pending:
     """One replicated version of one item, on its way to one region."""
 
     def __init__(self, due: float, stamp: tuple[int, str], region: str, table: str,
-                 key: dict[str, Any], item: dict[str, Any] | None) -> None:
+                 key: dict[str, Any], item: dict[str, Any] | None, written: float) -> None:
         self.due = due
+        #: When the write it replicates was made (a new delay makes it due that long after).
+        self.written = written
         self.stamp = stamp
         self.region = region
         self.table = table

@@ -15,8 +15,9 @@ API, with the credential scope rewritten to the replica's region.
 - After each successful write (``PutItem``, ``UpdateItem``, ``DeleteItem``, ``BatchWriteItem``,
   ``TransactWriteItems``), the new state of every written item is read back in the region that
   wrote it and replicated to every other replica: at once for ``STRONG``; for ``EVENTUAL`` after
-  the replication delay (``POST /dynaunique-api/replication`` ``{"delay": seconds}``, default 0),
-  applied before the first request served once it is due. Conflicts are settled last writer
+  the replication delay (``POST /dynaunique-api/replication`` ``{"delay": seconds}``, default 0;
+  a new delay applies to the versions in flight too), applied before the first request served
+  once it is due. Conflicts are settled last writer
   wins: a replicated version is dropped where the item was written later. A replicated write is
   an ordinary write of the replica, so its stream carries it.
 - On a ``STRONG`` table ``TransactWriteItems`` and ``TransactGetItems`` are refused with a
@@ -140,6 +141,8 @@ class Replicas:
                 if not delay >= 0:
                     raise ValueError(f"delay must not be negative, not {delay!r}")
                 self.delay = delay
+                for version in self._pending:   # in flight: due ``delay`` after its write
+                    version.due = version.written + delay
         except (ValueError, KeyError, TypeError) as exc:
             return _Answer.json("400 Bad Request", {"error": str(exc)})
         return _Answer.json("200 OK", self.state())
@@ -271,9 +274,10 @@ class Replicas:
             got = json.loads(self._inner(environ, "GetItem", {
                 "TableName": table, "Key": key, "ConsistentRead": True}, region).body)
             item = got.get("Item")
-            due = self._clock() + (0.0 if group.mode == "STRONG" else self.delay)
+            written = self._clock()
+            due = written + (0.0 if group.mode == "STRONG" else self.delay)
             for other in sorted(group.regions - {region}):
-                self._pending.append(Pending(due, stamp, other, table, key, item))
+                self._pending.append(Pending(due, stamp, other, table, key, item, written))
         if any(self._groups[t].mode == "STRONG" for t in tables_of(operation, request)
                if t in self._groups):
             self._apply_due(environ)

@@ -11,8 +11,7 @@ from support.invariants import raw_client
 
 from benchmarks import trace
 
-# benchmarks/trace.py names each function by its code object's co_qualname, new in Python 3.11
-# (as tests/unit/test_straight_flush.py says).
+# benchmarks/trace.py names each function by its code object's co_qualname, new in Python 3.11.
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11),
                                 reason="benchmarks.trace needs Python 3.11 (code.co_qualname)")
 

@@ -166,3 +166,15 @@ def test_a_bad_delay_is_refused_and_reset_forgets_global_tables(dynaunique_db: s
     reset_local_dynamodb(dynaunique_db)
     assert replication_state(dynaunique_db) == {
         "delay": 0.0, "tables": {}, "pending": 0, "replicated": 0}
+
+
+def test_a_new_delay_applies_to_the_versions_in_flight(dynaunique_db: str) -> None:
+    east, west = make_global(dynaunique_db)
+    set_replication_delay(dynaunique_db, 30)
+    put_lock(east, "M1")
+    assert "Item" not in west.get_item(TableName=TABLE, Key=LOCK, ConsistentRead=True)
+    assert replication_state(dynaunique_db)["pending"] == 1
+    set_replication_delay(dynaunique_db, 0)   # released: due now, applied before the next read
+    assert west.get_item(TableName=TABLE, Key=LOCK, ConsistentRead=True)["Item"]["owner"] == {
+        "S": "M1"}
+    assert replication_state(dynaunique_db)["pending"] == 0

@@ -4,32 +4,28 @@ the same code through ``dynaunique migrate``)."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.migrations_workspace import LiveWriters, Workspace, open_workspace
+from support.migration_progress import InjectedCrash
+from support.migrations_workspace import LiveWriters, Workspace, workspace_fixture
 
 from dynaunique._locks import lock_key, secret_id
 from dynaunique.errors import UniqueViolation
 from dynaunique.migrations import (
     DuplicatesFound,
     MigrationExecutor,
+    MigrationOptions,
 )
-from dynaunique.migrations._hooks import InjectedCrash
 from dynaunique.migrations.recorder import Progress
 
 TABLE = "mig_backfill_accounts"
 UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 def _seed(ws: Workspace, count: int, prefix: str = "user") -> None:
@@ -226,7 +222,8 @@ def test_a_crash_right_after_a_stale_delete_is_repaired(ws: Workspace) -> None:
     # One item per page: ACCT#001's page is checkpointed before ACCT#002's, so no rescan
     # revisits ACCT#001.
     with pytest.raises(InjectedCrash):
-        Stormy(loader, project.recorder(loader), project.models, page_size=1).migrate()
+        Stormy(loader, project.recorder(loader), project.models,
+               MigrationOptions(page_size=1)).migrate()
     assert "UNIQ#EMAIL#v@x.io" not in ws.locks()  # ACCT#001 holds v@x.io; its lock is gone
     with pytest.raises(DuplicatesFound) as info:
         ws.project().executor(page_size=1).migrate()
@@ -314,7 +311,8 @@ def test_a_duplicate_the_application_resolves_during_the_backfill_is_not_reporte
 
     project = ws.project()
     loader = project.loader()
-    executor = Resolving(loader, project.recorder(loader), project.models, page_size=2)
+    executor = Resolving(loader, project.recorder(loader), project.models,
+                         MigrationOptions(page_size=2))
     result = executor.migrate()
     assert fired  # the duplicate existed mid-scan
     assert result.applied == ["0001_initial"]
@@ -392,13 +390,7 @@ def test_the_backfill_locks_exactly_the_records_the_audit_expects_locks_of(
     ws.put_raw("ACCT#002", email="bob@x.io")
     ws.put_raw("INV#001", email="ADA@x.io", inviter="ACCT#002")  # the same email as ACCT#001
     ws.put_raw("INV#002", email="cy@x.io", inviter="ACCT#001")
-    (ws.directory / "models.py").write_text(SHARED_TABLE_MODELS.format(table=TABLE),
-                                            encoding="utf-8")
-    sys.modules.pop(ws.module, None)
-    models = importlib.import_module(ws.module)
-    for model in (models.Account, models.Invite):
-        model.Meta.host = ws.endpoint
-        model._connection = None
+    models = ws.deploy_source(SHARED_TABLE_MODELS.format(table=TABLE))
     assert ws.project().make_migrations().changed
 
     result = ws.project().executor().migrate()
@@ -443,13 +435,7 @@ def test_the_backfill_locks_the_records_of_a_polymorphic_models_subclasses(
 
     ws.put_raw("ANI#001", email="rex@x.io", cls="dog")
     ws.put_raw("ANI#002", email="tom@x.io", cls="animal")
-    (ws.directory / "models.py").write_text(POLYMORPHIC_MODELS.format(table=TABLE),
-                                            encoding="utf-8")
-    sys.modules.pop(ws.module, None)
-    models = importlib.import_module(ws.module)
-    for model in (models.Animal, models.Dog):
-        model.Meta.host = ws.endpoint
-        model._connection = None
+    models = ws.deploy_source(POLYMORPHIC_MODELS.format(table=TABLE))
     assert ws.project().make_migrations().changed
 
     result = ws.project().executor().migrate()
@@ -681,19 +667,6 @@ def test_duplicates_fixed_through_the_model_then_a_rerun_finishes(ws: Workspace)
 # --- a record replaced by another model's between the scan and the lock put (task ident) -------
 
 
-def _deploy_source(ws: Workspace, source: str) -> Any:
-    """Write ``source`` as the models module, import it and point its models at the server."""
-    (ws.directory / "models.py").write_text(source.format(table=TABLE), encoding="utf-8")
-    sys.modules.pop(ws.module, None)
-    models = importlib.import_module(ws.module)
-    for value in vars(models).values():
-        if isinstance(value, type) and getattr(value, "Meta", None) is not None \
-                and getattr(value.Meta, "table_name", None) == TABLE:
-            value.Meta.host = ws.endpoint
-            value._connection = None
-    return models
-
-
 @pytest.mark.parametrize("family", ["plain models", "polymorphic"])
 def test_a_record_another_model_recreated_before_the_lock_put_gets_no_lock_of_the_first(
         ws: Workspace, family: str) -> None:
@@ -711,7 +684,7 @@ def test_a_record_another_model_recreated_before_the_lock_put_gets_no_lock_of_th
     if family == "plain models":
         ws.put_raw("ACCT#001", email="ada@x.io")
         ws.put_raw("ACCT#005", email="user5@x.io")
-        models = _deploy_source(ws, SHARED_TABLE_MODELS)
+        models = ws.deploy_source(SHARED_TABLE_MODELS.format(table=TABLE))
         checked = [models.Account, models.Invite]
 
         def replace() -> None:
@@ -722,7 +695,7 @@ def test_a_record_another_model_recreated_before_the_lock_put_gets_no_lock_of_th
     else:
         ws.put_raw("ACCT#001", email="ada@x.io", cls="animal")
         ws.put_raw("ACCT#005", email="user5@x.io", cls="dog")
-        models = _deploy_source(ws, POLYMORPHIC_MODELS)
+        models = ws.deploy_source(POLYMORPHIC_MODELS.format(table=TABLE))
         checked = [models.Animal, models.Dog]
 
         def replace() -> None:

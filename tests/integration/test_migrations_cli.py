@@ -7,13 +7,11 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from support.migrations_workspace import Workspace, open_workspace
+from support.migrations_workspace import Workspace, workspace_fixture
 
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError
@@ -23,9 +21,7 @@ TABLE = "mig_cli_accounts"
 UNIQUE_EMAIL = ", unique=True, normalize=normalizers.casefold"
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 def run(*args: str) -> Result:
@@ -304,45 +300,45 @@ def test_nothing_to_apply_says_so(ws: Workspace) -> None:
     assert result.stdout == f"No migrations to apply for {ws.module}.\n"
 
 
-def test_migrate_warns_about_changes_with_no_migration(ws: Workspace) -> None:
+def test_migrate_runs_no_autodetector_makemigrations_check_finds_the_change(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``migrate`` applies what the files hold and never diffs the models (it used to, on every
+    run, only to warn); ``makemigrations --check`` is the tool that finds a missing migration."""
+    from dynaunique.migrations import autodetector, project
+
     ws.deploy(email=UNIQUE_EMAIL)
     run("makemigrations", ws.module)
     ws.deploy(email=", unique=True")
-    result = migrate(ws, "--plan")
-    assert "Warning: the models have a change with no migration: ~ Alter unique constraint" \
-        in result.stderr
+    calls: list[object] = []
+    real = autodetector.detect_changes
+
+    def counted(*args: Any) -> Any:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(project, "detect_changes", counted)
+    for args in (("--plan",), ()):
+        result = migrate(ws, *args)
+        assert result.exit_code == 0
+        assert "Warning" not in result.stderr
+    assert calls == []
+    assert _migration_items(ws) == {"0001_initial"}  # applied as the file holds it
+    check = run("makemigrations", ws.module, "--check")
+    assert check.exit_code == 1
+    assert "~ Alter unique constraint" in check.stdout
+    assert len(calls) == 1
 
 
 # --- resuming, leases ----------------------------------------------------------------------------
 
 
-class Progressing:
-    """A reporter that sums the records this run processed."""
-
-    def __init__(self) -> None:
-        self.records = 0
-
-    def phase_started(self, label: str, *, estimate: int | None, so_far: Any = None) -> None:
-        pass
-
-    def advance(self, label: str, delta: Any) -> None:
-        self.records += delta.records
-
-    def phase_finished(self, label: str, totals: Any) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
-
 def test_a_crashed_backfill_resumes_from_the_ledger(ws: Workspace) -> None:
-    from dynaunique.migrations._hooks import InjectedCrash, fail_after_records
+    from support.migration_progress import Counting, InjectedCrash, crash_after_records
 
     _seed(ws, 40)
     ws.deploy(email=UNIQUE_EMAIL)
     run("makemigrations", ws.module)
-    executor = ws.project().executor(page_size=10)
-    fail_after_records(executor, 25)
+    executor = ws.project().executor(page_size=10, progress_callback=crash_after_records(25))
     with pytest.raises(InjectedCrash):
         executor.migrate()
     status = run("showmigrations", ws.module, "--endpoint", ws.endpoint)
@@ -355,8 +351,8 @@ def test_a_crashed_backfill_resumes_from_the_ledger(ws: Workspace) -> None:
     checkpointed = progress.counters.records
     assert 10 <= checkpointed < 25
 
-    reporter = Progressing()
-    ws.project().executor(page_size=10, reporter=reporter).migrate()
+    reporter = Counting()
+    ws.project().executor(page_size=10, progress_callback=reporter).migrate()
     assert ws.locks() == ws.expected_locks()
     # The rerun started at the checkpoint, not at the beginning of the table.
     assert reporter.records == 40 - checkpointed

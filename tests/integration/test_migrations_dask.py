@@ -13,16 +13,15 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from support.invariants import assert_clean
-from support.migrations_workspace import LiveWriters, Workspace, open_workspace
+from support.migrations_workspace import LiveWriters, Workspace, workspace_fixture
 
 from dynaunique.cli import cli
-from dynaunique.migrations import DuplicatesFound, RunState, run_on_dask
+from dynaunique.migrations import DuplicatesFound, MigrationOptions, RunState, run_on_dask
 
 # Found, not imported: every xdist worker collects this file and only one runs it, and importing
 # distributed costs about 0.9 CPU-seconds (tests/README.md, "Time"); the fixture imports it.
@@ -43,9 +42,7 @@ IDLE_SETTINGS = {
 }
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +123,10 @@ def test_a_migration_on_dask_survives_a_killed_worker_under_live_writers(
         # its record's check, transactional), about 8 s of writes on two Dask workers, so the
         # kill lands mid-phase, in 2-second units of pages of 20 items.
         result = run_on_dask(ws.module, client, total_segments=4, unit_seconds=2.0,
-                             lease_seconds=2.0, max_wcu=160, page_size=20, endpoint=ws.endpoint,
-                             directory=ws.root, timeout=300, on_report=reports.append)
+                             options=MigrationOptions(lease_seconds=2.0, max_wcu=160,
+                                                      page_size=20),
+                             endpoint=ws.endpoint, directory=ws.root, timeout=300,
+                             on_report=reports.append)
         killer.join()
         during = writers.ops
     assert killed and mid_phase == [True]  # killed before the migration was recorded

@@ -17,12 +17,13 @@ import pytest
 from support.asl import Machine
 from support.deploy_policies import DEPLOY
 from support.invariants import assert_clean
+from support.migration_progress import InjectedCrash, crash_after_records
 from support.migrations_workspace import UNIQUE_EMAIL, Workspace, open_workspace
 
 from dynaunique.errors import ConfigurationError
-from dynaunique.migrations import DuplicatesFound, MigrationExecutor
-from dynaunique.migrations._hooks import InjectedCrash
+from dynaunique.migrations import DuplicatesFound, aws_lambda
 from dynaunique.migrations._lease import Lease
+from dynaunique.migrations._units import Unit, run_unit
 from dynaunique.migrations.aws_lambda import handler
 
 TABLE = "mig_lambda_accounts"
@@ -64,15 +65,12 @@ class Function:
         self.answers: list[tuple[int, str]] = []
         self.died = False
         self._dying = threading.local()
-        self._records = 0
-        tick, release, drop = MigrationExecutor._tick, Lease.release, Lease.drop
+        release, drop = Lease.release, Lease.drop
+        # The dying invocation's executor crashes at its 8th record, mid-page.
+        crash = crash_after_records(8, when=lambda: getattr(self._dying, "on", False))
 
-        def dying_tick(executor: Any) -> None:
-            if getattr(self._dying, "on", False):
-                self._records += 1
-                if self._records == 8:
-                    raise InjectedCrash("the invocation was stopped at its timeout")
-            tick(executor)
+        def dying_run_unit(unit: Unit, segment: int) -> dict[str, Any]:
+            return run_unit(unit, segment, progress_callback=crash)
 
         def dying_release(lease: Lease) -> None:
             if getattr(self._dying, "on", False):
@@ -84,7 +82,7 @@ class Function:
             if not getattr(self._dying, "on", False):
                 drop(lease, ident)
 
-        monkeypatch.setattr(MigrationExecutor, "_tick", dying_tick)
+        monkeypatch.setattr(aws_lambda, "run_unit", dying_run_unit)
         monkeypatch.setattr(Lease, "release", dying_release)
         monkeypatch.setattr(Lease, "drop", dying_drop)
 

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from click.testing import CliRunner, Result
-from support.migrations_workspace import UNIQUE_EMAIL, Workspace, open_workspace
+from support.migrations_workspace import UNIQUE_EMAIL, Workspace, workspace_fixture
 
 from dynaunique.cli import cli
 
@@ -39,9 +36,7 @@ class Person(Model):
 '''
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 def run(*args: str) -> Result:

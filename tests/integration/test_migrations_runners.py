@@ -20,14 +20,13 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import yaml
 from support.cli_process import Forker
 from support.deploy_policies import DEPLOY
 from support.invariants import assert_clean
-from support.migrations_workspace import DYNAUNIQUE, Workspace, open_workspace
+from support.migrations_workspace import DYNAUNIQUE, Workspace, workspace_fixture
 
 # Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
 pytestmark = pytest.mark.external
@@ -38,9 +37,7 @@ MANIFEST = yaml.safe_load((DEPLOY / "kubernetes" / "migrate-indexed-job.yaml").r
 BATCH = json.loads((DEPLOY / "batch" / "migrate-job-definition.json").read_text())
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 @pytest.fixture(scope="module")

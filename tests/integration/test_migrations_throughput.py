@@ -109,13 +109,13 @@ def test_concurrency_reports_the_duplicates_one_at_a_time_does_and_ends_with_exa
 
 
 def test_a_crash_with_writes_in_flight_is_repaired_by_the_rerun(ws: Workspace) -> None:
-    from dynaunique.migrations._hooks import InjectedCrash, fail_after_records
+    from support.migration_progress import InjectedCrash, crash_after_records
 
     models = ws.seed_unique_email(90)
     with LiveWriters(models.Account, 90) as writers:
         writers.wait_for(3)
-        executor = ws.project().executor(concurrency=8, page_size=30)
-        fail_after_records(executor, 40)
+        executor = ws.project().executor(concurrency=8, page_size=30,
+                                         progress_callback=crash_after_records(40))
         with pytest.raises(InjectedCrash):
             executor.migrate()
         assert ws.project().executor(concurrency=8, page_size=30).migrate().state == \

@@ -11,22 +11,22 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from support.cli_process import Forker
+from support.migration_progress import Counting
 from support.migrations_workspace import (
     DYNAUNIQUE,
     LiveWriters,
     Workspace,
-    open_workspace,
+    workspace_fixture,
 )
 
 from dynaunique.cli import cli
 from dynaunique.errors import MigrationError
-from dynaunique.migrations import Counters, RunState
+from dynaunique.migrations import RunState
 from dynaunique.migrations._budget import budget_key
 from dynaunique.migrations._dynamo import LEDGER_ATTR
 from dynaunique.migrations._lease import Lease, SegmentLost
@@ -37,9 +37,7 @@ TABLE = "mig_workers_accounts"
 JOB = "0001_initial#0#F#0"
 
 
-@pytest.fixture
-def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    yield open_workspace(tmp_path, dynaunique_db, TABLE, monkeypatch)
+ws = workspace_fixture(TABLE)
 
 
 @pytest.fixture(scope="module")
@@ -59,27 +57,6 @@ def _cli(ws: Workspace, workers: Forker, *args: str,
          timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``dynaunique migrate`` in its own process (a worker the test can kill or time out)."""
     return workers.run(_migrate(ws, *args), cwd=ws.root, env=ws.process_env(), timeout=timeout)
-
-
-class Counting:
-    """A reporter that sums the records processed."""
-
-    def __init__(self) -> None:
-        self.records = 0
-        self.notes: list[str] = []
-
-    def phase_started(self, label: str, *, estimate: int | None,
-                      so_far: Counters | None = None) -> None:
-        pass
-
-    def advance(self, label: str, delta: Counters) -> None:
-        self.records += delta.records
-
-    def phase_finished(self, label: str, totals: Counters) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
 
 
 # --- one after the other, side by side -----------------------------------------------------------
@@ -108,7 +85,8 @@ def test_workers_side_by_side_split_the_backfill(ws: Workspace) -> None:
     def worker(index: int) -> None:
         try:
             ws.project().executor(worker=(index, 2), page_size=5, poll_seconds=0.05,
-                                  wait_seconds=30, reporter=reporters[index]).migrate()
+                                  wait_seconds=30,
+                                  progress_callback=reporters[index]).migrate()
         except BaseException as exc:
             errors.append(exc)
 

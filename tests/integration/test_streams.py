@@ -240,10 +240,11 @@ def _judged(reader: Reader) -> list[str]:
     seen: list[str] = []
     original = reader.guard.judge
 
-    def judge(records: Any, *, table: str | None = None) -> BatchResult:
+    def judge(records: Any, *, table: str | None = None,
+              region: str | None = None) -> BatchResult:
         seen.extend(r["dynamodb"]["SequenceNumber"] for r in records
                     if not r["dynamodb"]["Keys"]["PK"]["S"].startswith("UNIQ#~"))
-        return original(records, table=table)
+        return original(records, table=table, region=region)
 
     reader.guard.judge = judge  # type: ignore[method-assign]
     reader.read_all(lambda result: None)
@@ -281,8 +282,9 @@ def test_a_record_that_failed_is_read_again_and_those_before_it_are_not(
     reader = _reader()
     original = reader.guard.judge
 
-    def failing(records: Any, *, table: str | None = None) -> BatchResult:
-        result = original(records, table=table)
+    def failing(records: Any, *, table: str | None = None,
+                region: str | None = None) -> BatchResult:
+        result = original(records, table=table, region=region)
         return attrs.evolve(result, failed=(sequences[1],))
 
     reader.guard.judge = failing  # type: ignore[method-assign]

@@ -16,12 +16,15 @@ EAST, WEST = "us-east-1", "eu-west-1"
 
 
 def member_model(table: str, region: str, endpoint: str, *, home: str | None = None,
-                 name: str = "Member") -> type[Model]:
+                 name: str = "Member", stream: bool = False) -> type[Model]:
     """A model ``name`` (the same class name in every region, as one application deployed in two
-    regions has it) on ``table``, bound to ``region`` on the local ``endpoint``."""
+    regions has it) on ``table``, bound to ``region`` on the local ``endpoint``; ``stream``: its
+    table has a NEW_AND_OLD_IMAGES stream (the stream guard's)."""
     meta_attrs: dict[str, Any] = {"table_name": table, "region": region}
     if home is not None:
         meta_attrs["home_region"] = home
+    if stream:
+        meta_attrs["stream_view_type"] = "NEW_AND_OLD_IMAGES"
     model = type(name, (Model,), {
         "__module__": __name__,
         "Meta": type("Meta", (), meta_attrs),

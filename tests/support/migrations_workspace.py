@@ -79,9 +79,13 @@ class Workspace:
 
     def deploy(self, *, email: str = "", meta: str = "", extra: str = "") -> Any:
         """Write ``models.py`` with these options and (re)import it; returns the module."""
-        source = MODELS.format(table=self.table, email=email,
-                               meta=textwrap.indent(meta, " " * 8) if meta else "",
-                               extra=textwrap.indent(extra, " " * 4) if extra else "")
+        return self.deploy_source(MODELS.format(
+            table=self.table, email=email, meta=textwrap.indent(meta, " " * 8) if meta else "",
+            extra=textwrap.indent(extra, " " * 4) if extra else ""))
+
+    def deploy_source(self, source: str) -> Any:
+        """Write ``source`` as ``models.py``, (re)import it and point its models at the server;
+        returns the module."""
         (self.directory / "models.py").write_text(source, encoding="utf-8")
         sys.modules.pop(self.module, None)
         importlib.invalidate_caches()
@@ -261,6 +265,18 @@ def open_workspace(root: Path, endpoint: str, table: str,
     workspace = Workspace(root, endpoint, table)
     workspace.create_table()
     return workspace
+
+
+def workspace_fixture(table: str) -> Any:
+    """The ``ws`` fixture of a migrations test file: ``ws = workspace_fixture(TABLE)`` gives each
+    test an :func:`open_workspace` on the server, its table ``table``."""
+    import pytest
+
+    @pytest.fixture
+    def ws(dynaunique_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+        return open_workspace(tmp_path, dynaunique_db, table, monkeypatch)
+
+    return ws
 
 
 class LiveWriters:

@@ -26,7 +26,7 @@ def test_the_values_are_the_old_strings() -> None:
         "deleted", "absent", "foreign",
         "migration", "job", "progress", "lease", "stream", "budget",
         "exclusive", "workers",
-        "started", "running", "finished",
+        "started", "running", "finished", "record", "note",
     ]
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dynaunique.migrations import (
     Counters,
+    ProgressEvent,
     SilentReporter,
 )
+from dynaunique.migrations._kinds import ProgressState
 
 
 def test_counters_add_up() -> None:
@@ -13,6 +15,7 @@ def test_counters_add_up() -> None:
     total.add(Counters(scanned=3, duplicates=1, write_units=0.5))
     assert total == Counters(scanned=4, written=2, duplicates=1, write_units=2.0)
     assert SilentReporter().note("x") is None
+    assert SilentReporter()(ProgressEvent(ProgressState.NOTE, text="x")) is None
 
 
 # --- the lock puts: batches of a round, and their size under a cap --------------------------

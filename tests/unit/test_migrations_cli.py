@@ -9,16 +9,20 @@ def test_the_progress_bar_shows_scanned_items_locks_and_duplicates() -> None:
     from rich.console import Console
 
     from dynaunique.cli._migrations import RichReporter
-    from dynaunique.migrations import Counters
+    from dynaunique.migrations import Counters, ProgressEvent
+    from dynaunique.migrations._kinds import ProgressState
 
     buffer = io.StringIO()
     reporter = RichReporter(Console(file=buffer, force_terminal=True, width=160))
-    reporter.phase_started("0001_initial: fill Account.EMAIL", estimate=10)
-    reporter.advance("0001_initial: fill Account.EMAIL",
-                     Counters(scanned=10, records=9, written=8, duplicates=1))
-    reporter.phase_finished("0001_initial: fill Account.EMAIL",
-                            Counters(scanned=10, records=9, written=8, duplicates=1))
-    reporter.note("Applied 0001_initial")
+    label = "0001_initial: fill Account.EMAIL"
+    counters = Counters(scanned=10, records=9, written=8, duplicates=1)
+    # The executor's progress callback: the bar is fed events.
+    for event in (ProgressEvent(ProgressState.STARTED, label, estimate=10),
+                  ProgressEvent(ProgressState.RUNNING, label, counters, segment=0, segments=1),
+                  ProgressEvent(ProgressState.RECORD),
+                  ProgressEvent(ProgressState.FINISHED, label, counters),
+                  ProgressEvent(ProgressState.NOTE, text="Applied 0001_initial")):
+        reporter(event)
     reporter.stop()
     output = buffer.getvalue()
     assert "0001_initial: fill Account.EMAIL" in output

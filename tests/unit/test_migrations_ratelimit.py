@@ -7,22 +7,10 @@ from typing import Any
 
 import botocore.exceptions
 import pytest
+from support.clock import FakeClock
 
 from dynaunique._connection import RetryPolicy, Sleep, send_steps
 from dynaunique.migrations.ratelimit import AIMD, Limiter, TokenBucket
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def test_a_throttle_halves_the_rate_from_what_was_spent_and_it_grows_back_to_the_ceiling(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.clock import FakeClock
 
 from dynaunique import UniqueConstraint, normalizers
 from dynaunique.errors import MigrationError
@@ -305,19 +306,6 @@ def test_replaying_a_remove_of_an_unknown_constraint_fails(tmp_path: Path) -> No
 
 
 # --- the token bucket ----------------------------------------------------------------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def test_the_bucket_allows_a_burst_then_paces_at_the_rate() -> None:

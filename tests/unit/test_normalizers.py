@@ -304,14 +304,3 @@ def test_every_normalizer_is_a_fixed_point_on_random_strings(text: str) -> None:
                      compose(strip, casefold)):
         once = function(text)
         assert function(once) == once
-
-
-@settings(max_examples=200)
-@given(st.text())
-def test_each_str_method_the_lock_derivation_calls_equals_its_normalizer(text: str) -> None:
-    # The template calls these instead of the functions on a str value (_locks.stored_lock_refs).
-    assert normalizers._ON_STR, "the table is empty"
-    for function, method in normalizers._ON_STR.items():
-        assert method(text) == function(text), function
-        assert normalizers.on_str(function) is method
-    assert normalizers.on_str(nfkc_casefold) is None

@@ -168,6 +168,26 @@ def test_create_plan_is_record_put_plus_one_lock_put_per_unique_field() -> None:
     assert plan.is_transaction
 
 
+def test_the_pure_planner_plans_a_create_from_a_never_loaded_record() -> None:
+    # The create goes through the one planner (_plan.plan_save): a Record loaded as None.
+    record = {"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}, "username": {"S": "ada"}}
+    handle = LockRef("HANDLE", ("username",), "UNIQ#HANDLE#ada", "ada")
+    plan = plan_save(Record(info_of(Account), None, {}, record, {"HANDLE": handle}, now=NOW))
+    assert plan.writes == (
+        RecordPut("uow_accounts", "Account", A1, record, Absent(), None, create=True),
+        LockPut("uow_accounts", "Account", handle, A1,
+                lock_entry("UNIQ#HANDLE#ada", "ada", "HANDLE", A1),
+                HeldBy((A1,)), {"PK": {"S": "UNIQ#HANDLE#ada"}, "SK": {"S": "LOCK"}}),
+    )
+    assert plan.changes == (LockChange("HANDLE", None, handle),)
+    assert plan.is_transaction
+    # No lock to take: one put guarded on absence, not a transaction.
+    alone = plan_save(Record(info_of(Account), None, item=dict(A1), now=NOW))
+    assert alone.writes == (RecordPut("uow_accounts", "Account", A1, A1, Absent(), None,
+                                      create=True),)
+    assert not alone.is_transaction and not alone.pynamodb
+
+
 def test_create_request() -> None:
     acct = Account(pk="ACCT#1", email="Ada@Lovelace.io", username="ada", name="Ada")
     assert acct.save(dry_run=True) == {"TransactItems": [
@@ -600,19 +620,17 @@ def test_one_record_written_twice_in_one_unit_is_refused() -> None:
         merge([plan_of(first), plan_of(twin)])
 
 
-def test_item_identity_is_the_table_and_typed_key_in_any_order() -> None:
-    from dynaunique._plan import _item_id
+def test_key_identity_is_the_typed_key_in_any_order() -> None:
+    # The one identity of an item's key (_items.key_id): the merge keys items by (table, it).
+    from dynaunique._items import key_id
 
     key = {"pk": {"S": "A"}, "sk": {"S": "LOCK"}}
-    assert _item_id("t", key) == (
-        "t", (("pk", (("S", "A"),)), ("sk", (("S", "LOCK"),))))
-    assert _item_id("t", {"sk": {"S": "LOCK"}, "pk": {"S": "A"}}) == _item_id("t", key)
-    assert _item_id("u", key) != _item_id("t", key)
-    assert _item_id("t", {"pk": {"N": "1"}}) != _item_id("t", {"pk": {"S": "1"}})
-    # An unhashable value keeps its repr as before, apart from the same bytes.
-    assert _item_id("t", {"pk": {"B": bytearray(b"x")}}) == (
-        "t", "[('pk', [('B', bytearray(b'x'))])]")
-    assert _item_id("t", {"pk": {"B": bytearray(b"x")}}) != _item_id("t", {"pk": {"B": b"x"}})
+    assert key_id(key) == (("pk", (("S", "A"),)), ("sk", (("S", "LOCK"),)))
+    assert key_id({"sk": {"S": "LOCK"}, "pk": {"S": "A"}}) == key_id(key)
+    assert key_id({"pk": {"N": "1"}}) != key_id({"pk": {"S": "1"}})
+    # An unhashable value keeps its repr, apart from the same bytes.
+    assert key_id({"pk": {"B": bytearray(b"x")}}) == "[('pk', [('B', bytearray(b'x'))])]"
+    assert key_id({"pk": {"B": bytearray(b"x")}}) != key_id({"pk": {"B": b"x"}})
 
 
 def test_merge_of_one_plan_is_that_plan() -> None:

@@ -1,5 +1,6 @@
-"""The stream guard's pure parts: a stream record as a Change, and the shard reader's order,
-shard ends, children and checkpoints over an in-memory stream (no server)."""
+"""The stream guard's pure parts: a stream record as a Change, the shard reader's order,
+shard ends, children and checkpoints over an in-memory stream (no server), and a double grant's
+report."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from dynaunique.audit._stored import RecordRef
 from dynaunique.audit._tables import Cost, _Table
 from dynaunique.streams import (
     BatchResult,
     Change,
+    DoubleGrant,
     Position,
     Reader,
+    RegionGrant,
     StreamRecordError,
     StreamsError,
     change_of,
@@ -181,7 +185,8 @@ class RecordingGuard:
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
 
-    def judge(self, records: Any, *, table: str | None = None) -> BatchResult:
+    def judge(self, records: Any, *, table: str | None = None,
+              region: str | None = None) -> BatchResult:
         self.batches.append([r["dynamodb"]["SequenceNumber"] for r in records])
         return BatchResult(len(self.batches[-1]), (), (), (), None, Cost())
 
@@ -273,3 +278,32 @@ def test_a_pass_reads_at_most_max_pages_of_a_shard_and_the_next_goes_on() -> Non
     assert guard.batches == [["10", "11"], ["12"], ["30", "31"], ["32", "33"], ["34", "35"]]
     bounded.read_all(lambda result: None)
     assert guard.batches[5:] == [["36", "37"], ["38", "39"]]
+
+
+# --- a double grant (dynaunique/streams/_across.py) -----------------------------------------------
+
+
+def test_a_double_grant_names_each_region_and_what_it_granted() -> None:
+    def ref(pk: str) -> RecordRef:
+        return RecordRef("accounts", {"PK": {"S": pk}}, "Account")
+
+    grant = DoubleGrant("accounts", "UNIQ#EMAIL#ada@x.io", "EMAIL", "ada@x.io", False, (
+        RegionGrant("us-east-1", ref("M1"), "M1"), RegionGrant("eu-west-1", ref("M2"), "-")))
+    assert grant.regions == ("us-east-1", "eu-west-1")
+    assert grant.message == (
+        "EMAIL 'ada@x.io' was granted in 2 regions before replication settled: us-east-1 to M1 "
+        "(the lock there names M1), eu-west-1 to M2 (no lock there); once the replicas agreed, "
+        "2 records hold it (a write bypassed the home region)")
+    assert grant.to_dict() == {
+        "kind": "double_grant", "table": "accounts", "lock_key": "UNIQ#EMAIL#ada@x.io",
+        "constraint": "EMAIL", "value": "ada@x.io", "hashed": False,
+        "regions": ["us-east-1", "eu-west-1"],
+        "grants": [
+            {"region": "us-east-1", "lock_owner": "M1",
+             "holder": {"table": "accounts", "key": {"PK": "M1"}, "model": "Account"}},
+            {"region": "eu-west-1", "lock_owner": "-",
+             "holder": {"table": "accounts", "key": {"PK": "M2"}, "model": "Account"}}],
+        "message": grant.message}
+    hashed = DoubleGrant("accounts", "UNIQ#PHONE#x", "PHONE", None, True, grant.grants)
+    assert hashed.message.startswith("PHONE (hashed) was granted in 2 regions")
+    assert hashed.to_dict()["value"] is None

@@ -95,11 +95,7 @@ def test_a_records_locks_off_its_stored_item_are_the_one_builders(**values: Any)
 def test_the_template_is_computed_per_constraint() -> None:
     bounds = {b.constraint.name: b for b in Templated._du_info.constraints}
     assert bounds["EMAIL"].prefix == lock_prefix("EMAIL") == "UNIQ#EMAIL#"
-    assert bounds["EMAIL"].on_str == (str.casefold,)
-    assert bounds["PADDED"].on_str == (str.strip,)
-    assert bounds["FOLDED"].on_str == (None,)      # two str methods: called as the function
-    assert bounds["CODE"].on_str == (None,)
-    assert bounds["HANDLE"].on_str == (None,) and bounds["HANDLE"].normalizers == (None,)
+    assert bounds["HANDLE"].normalizers == (None,)
     # A string field is read off its S only through PynamoDB's own deserializing.
     assert bounds["HANDLE"].text == (True,)
     assert bounds["MIRRORED"].text == (False,)
@@ -114,7 +110,7 @@ def test_a_string_attribute_that_deserializes_is_locked_on_its_python_value() ->
     assert lock.key == "UNIQ#MIRRORED#abc"
 
 
-def test_a_lone_surrogate_in_a_locked_string_is_refused_on_the_straight_line() -> None:
+def test_a_lone_surrogate_in_a_locked_string_is_refused_when_its_lock_is_read() -> None:
     info = Templated._du_info
     with pytest.raises(InvalidValueError, match="not valid UTF-8"):
         stored_lock_refs(info, {"PK": {"S": "P#1"}, "SK": {"S": "R"}, "handle": {"S": "a\ud800"}})
@@ -124,18 +120,6 @@ def test_a_key_too_long_keeps_the_same_digest_as_the_builder() -> None:
     for value in ("x" * 2100, "é" * 1100, "x" * 500):
         refs = stored_lock_refs(Templated._du_info, {"PK": {"S": "P"}, "handle": {"S": value}})
         assert refs["HANDLE"].key == lock_key("HANDLE", [value])
-
-
-@pytest.mark.parametrize("value", ["Ada@X.io", "  padded  ", "Straße", "ǅ", "", "ﬃ", "\u0130"])
-def test_built_in_normalizers_are_their_str_method_on_strings(value: str) -> None:
-    for function in (normalizers.casefold, normalizers.strip):
-        method = normalizers.on_str(function)
-        assert method is not None
-        assert method(value) == function(value)
-    assert normalizers.on_str(normalizers.nfkc_casefold) is None
-    assert normalizers.on_str(None) is None
-    assert normalizers.on_str(normalizers.compose(normalizers.strip)) is None
-    assert normalizers.on_str(lambda v: v) is None
 
 
 # --- a scalar model's item ------------------------------------------------------------------------
