@@ -164,7 +164,7 @@ def flush(unit: Unit, *, dry_run: bool = False) -> Flushed:
     return run(flush_steps(unit, dry_run=dry_run))
 
 
-def flush_steps(unit: Unit, *, dry_run: bool = False,  # noqa: C901, PLR0912, PLR0915  # issue 39's planner work splits it into its steps
+def flush_steps(unit: Unit, *, dry_run: bool = False,
                 sending: tuple[Connection, RetryPolicy] | None = None) -> Steps[Flushed]:
     """:func:`flush` without I/O: yields its reads and its write, receives their answers.
     ``sending``: the unit's connection and retry policy, when the caller knows them."""

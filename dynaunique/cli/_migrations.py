@@ -289,7 +289,7 @@ def _key_text(key: dict[str, Any]) -> str:
 @endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_handle_errors
-def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,  # noqa: PLR0912  # checks of 18 options; issue 39 makes them one value
+def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,  # noqa: PLR0912  # a click command: its option checks, then one branch a mode
             segment: int | None, total_segments: int | None, concurrency: int | None,
             max_wcu: float | None, max_rcu: float | None,
             accept_other_secret: bool, max_seconds: float | None, wait_seconds: float,
