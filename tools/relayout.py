@@ -666,10 +666,11 @@ def move_files(root: Path, to_move: dict[str, str], dry_run: bool, report: Repor
             shutil.move(str(old_path), str(new_path))
 
 
-def create_layers(root: Path, dry_run: bool, report: Report) -> None:
+def create_layers(root: Path, moves: dict[str, str], dry_run: bool, report: Report) -> None:
+    """Each folder's ``__init__.py``, for the folders a module moves (or moved) into."""
     for layer, doc in LAYERS.items():
         init = package_path(layer, root) / "__init__.py"
-        if init.exists():
+        if init.exists() or not any(new.startswith(layer + ".") for new in moves.values()):
             continue
         report.created.append(str(init.relative_to(root)))
         if dry_run:
@@ -680,8 +681,8 @@ def create_layers(root: Path, dry_run: bool, report: Report) -> None:
 
 
 def sort_imports(root: Path, paths: list[Path], report: Report) -> None:
-    ruff = root / ".venv" / "bin" / "ruff"
-    command = str(ruff) if ruff.exists() else shutil.which("ruff")
+    beside = [root / ".venv" / "bin" / "ruff", Path(sys.executable).parent / "ruff"]
+    command = next((str(path) for path in beside if path.exists()), shutil.which("ruff"))
     if command is None:
         report.warnings.append("ruff not found: run `ruff check --fix --select I001` yourself")
         return
@@ -743,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
     move_files(root, to_move, args.dry_run, report)
     if args.glossary:
         rename_names(root, args.dry_run, report)
-    create_layers(root, args.dry_run, report)
+    create_layers(root, moves, args.dry_run, report)
     if not args.dry_run:
         moved_paths = {module_path(o, root): module_path(n, root) for o, n in to_move.items()}
         sort_imports(root, [moved_paths.get(p, p) for p in touched], report)
