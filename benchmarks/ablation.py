@@ -7,7 +7,7 @@ round runs dynaunique as it is, and again with one of its request-path changes u
 
 * ``botocore request path``: botocore's ``_make_api_call`` (events, endpoint ruleset, signing,
   parsing) instead of ``dynaunique._wire.FastPath``;
-* ``botocore serializer``: the client's own serializer instead of ``dynaunique._codec``'s;
+* ``botocore serializer``: the client's own serializer instead of ``dynaunique._wire``'s;
 * ``digest token``: the earlier ``ClientRequestToken``, a uuid4 and a SHA-256 of the request;
 * ``a timestamp per lock``: every lock put stamped with its own ``now()``.
 

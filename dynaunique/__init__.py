@@ -9,6 +9,7 @@ PynamoDB's connection and botocore's client (about 0.5 CPU-s).
 from __future__ import annotations
 
 import importlib
+import logging as _logging
 from importlib import metadata as _metadata
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,10 @@ from dynaunique.errors import (
     UnsupportedOperationError,
     WriteConflict,
 )
+
+# The package logger has a NullHandler from the first import (the library is silent unless the
+# application configures logging), not only once dynaunique.observe is imported on first use.
+_logging.getLogger("dynaunique").addHandler(_logging.NullHandler())
 
 if TYPE_CHECKING:
     from dynaunique import normalizers

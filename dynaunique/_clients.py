@@ -18,6 +18,7 @@ from typing import Any
 
 from pynamodb.connection import Connection
 
+from dynaunique import _botocore
 from dynaunique._wire import FastPath, FastSerializer
 
 #: The connections wired so far (what ``client_hooks`` were run for), by ``id``.
@@ -35,15 +36,15 @@ def install(client: Any) -> bool:
     """Serialize ``client``'s requests with ``_wire.FastSerializer`` and send them through a
     ``_wire.FastPath``; False when it already was (or the private hooks are missing: ``client``
     is left as it is)."""
-    inner = getattr(client, "_serializer", None)
-    if isinstance(client.__dict__.get("_make_api_call"), FastPath):
+    inner = _botocore.serializer(client)
+    if isinstance(_botocore.installed_call(client), FastPath):
         return False
     if not isinstance(inner, FastSerializer):
         from botocore.serialize import JSONSerializer
         if not isinstance(inner, JSONSerializer) or not hasattr(inner, "serialize_to_request"):
             return False
-        client._serializer = FastSerializer(inner)
-    client._make_api_call = FastPath(client)
+        _botocore.set_serializer(client, FastSerializer(inner))
+    _botocore.install_call(client, FastPath(client))
     for hook in client_hooks:
         hook(client)
     return True
@@ -53,11 +54,26 @@ def connection_for(model: Any) -> Connection:
     """The PynamoDB connection a model's requests go through: the model's own, its client wired
     (:func:`install`). The one place a model's client is chosen."""
     connection: Connection = model._get_connection().connection
+    if "_connection" not in vars(model) and not _made_for(connection, model.Meta):
+        # PynamoDB keeps one connection per class hierarchy and table (its ``_get_connection``
+        # compares only the table name): a subclass naming another region or host would send
+        # through its parent's. Its own, made as PynamoDB makes one; the parent keeps its.
+        model._connection = None
+        connection = model._get_connection().connection
     if install(connection.client) or id(connection) not in _connections:
         with _lock:
             _connections[id(connection)] = connection
             _wired.add(model)
     return connection
+
+
+def _made_for(connection: Connection, meta: Any) -> bool:
+    """Whether ``connection`` is for the region and host ``meta`` names (a setting it leaves
+    unset is PynamoDB's default, which any connection of the hierarchy was made with)."""
+    region = getattr(meta, "region", None)
+    host = getattr(meta, "host", None)
+    return ((region is None or connection.region == region)
+            and (host is None or connection.host == host))
 
 
 #: (model, region) → (the model's own connection it was made beside, the home region's one).
@@ -69,8 +85,9 @@ def connection_in(model: Any, meta: Any) -> Connection:
     it: the model's own (:func:`connection_for`) when ``meta`` is its ``Meta``; else ``meta`` is
     the model's settings signed for a global table's home region, and this is a PynamoDB
     connection made from them as PynamoDB makes the model's, wired the same way, kept per model
-    and region and made again when the model's own connection is. (Handlers registered on the
-    model's own client are not on it: register them on this one, ``connection_in(...).client``.)
+    and region and made again when the model's own connection is. Every handler registered on
+    the model's own client, before or after, runs on this one's calls too (a ``before-send``
+    hook, a ``Stubber``: ``_botocore.forward``).
     """
     own = connection_for(model)
     if meta is model.Meta:
@@ -90,6 +107,7 @@ def connection_in(model: Any, meta: Any) -> Connection:
                       aws_secret_access_key=meta.aws_secret_access_key,
                       aws_session_token=meta.aws_session_token)
     install(home.client)
+    _botocore.forward(own.client, home.client)
     with _lock:
         _homes[key] = (own, home)
         _connections[id(home)] = home

@@ -211,7 +211,7 @@ def answer(request: Request) -> Answer | BaseException:
     says nothing about the request (:func:`answer_of`)."""
     if isinstance(request.connection, Connection):   # (a test's stand-in answers by itself)
         client = request.connection.client
-        if "_make_api_call" not in client.__dict__:    # a client PynamoDB made again
+        if _botocore.installed_call(client) is None:    # a client PynamoDB made again
             _clients.install(client)
     token = _botocore.once.set(True)
     try:

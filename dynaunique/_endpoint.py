@@ -178,17 +178,20 @@ def point_models(models: Sequence[Any], endpoint: str | None) -> None:
         own_key = getattr(meta, "aws_access_key_id", None) is not None
         target = target_for(host, region=getattr(meta, "region", None), credentials=own_key,
                             environment=env)
-        before = _pointing(meta)
+        before = pointing(meta)
         if endpoint is not None:
             meta.host = endpoint
         meta.region = target.region
         if target.credentials is not None:
             meta.aws_access_key_id, meta.aws_secret_access_key = target.credentials
-        if _pointing(meta) != before:
+        if pointing(meta) != before:
             # Only then: the model's connection (and the handlers on its client) is kept.
             model._connection = None
 
 
-def _pointing(meta: Any) -> tuple[Any, ...]:
+def pointing(meta: Any) -> tuple[Any, ...]:
+    """What a model's connection is made of that re-pointing it changes: host, region and
+    credentials (equal before and after: the connection, and the handlers on its client, stay).
+    """
     return tuple(getattr(meta, name, None) for name in (
         "host", "region", "aws_access_key_id", "aws_secret_access_key"))

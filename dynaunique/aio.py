@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -37,6 +38,7 @@ from pynamodb.connection import Connection
 from dynaunique import _botocore, _wire
 from dynaunique._answers import Ambiguous, Answer, Ok, answer_of
 from dynaunique._connection import Sleep, Steps
+from dynaunique.errors import ConfigurationError
 
 __all__ = ["arun", "close", "session"]
 
@@ -175,19 +177,30 @@ def _made(transport: _botocore.Transport) -> httpx.AsyncClient:
     proxy = None
     if transport.proxy is not None:
         settings = transport.proxy_settings
+        if settings.get("proxy_use_forwarding_for_https") \
+                and transport.endpoint_url.startswith("https:"):
+            raise ConfigurationError(
+                "proxies_config's proxy_use_forwarding_for_https is not supported by the async "
+                "sender: httpx always tunnels HTTPS through the proxy with CONNECT. Send with "
+                "save() (botocore honours it), or leave the setting off if the proxy accepts "
+                "CONNECT (docs/async.md, \"Transport\")")
         proxy_tls = None
         if settings.get("proxy_ca_bundle") or settings.get("proxy_client_cert"):
             proxy_tls = _botocore.ssl_context(settings.get("proxy_ca_bundle") or True,
                                               settings.get("proxy_client_cert"))
         proxy = httpx.Proxy(transport.proxy, headers=dict(transport.proxy_headers),
                             ssl_context=proxy_tls)
-    return httpx.AsyncClient(
+    sender = httpx.AsyncHTTPTransport(
         verify=_botocore.ssl_context(transport.verify, transport.cert),
         proxy=proxy, trust_env=False,
-        timeout=httpx.Timeout(transport.read_timeout, connect=transport.connect_timeout),
         limits=httpx.Limits(max_connections=None,
                             max_keepalive_connections=transport.max_pool_connections),
-    )
+        # botocore's tcp_keepalive: SO_KEEPALIVE, as its session sets it (nothing else).
+        socket_options=[(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+        if transport.tcp_keepalive else None)
+    return httpx.AsyncClient(
+        transport=sender, trust_env=False,
+        timeout=httpx.Timeout(transport.read_timeout, connect=transport.connect_timeout))
 
 
 async def close() -> None:

@@ -38,10 +38,9 @@ try:  # optional: the `otel` extra
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     _trace = None
 
-#: The package logger: a ``NullHandler``, so the library is silent unless the app configures
-#: logging.
+#: The package logger: a ``NullHandler`` (added by ``import dynaunique``), so the library is
+#: silent unless the app configures logging.
 logger = logging.getLogger("dynaunique")
-logger.addHandler(logging.NullHandler())
 #: Outcomes of writes: violations, stale refusals, foreign locks, drift.
 write_logger = logging.getLogger("dynaunique.write")
 #: The retry loop: retries, resends, throttling, and (at DEBUG) each request sent.

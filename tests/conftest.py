@@ -22,6 +22,21 @@ botocore_loader.install()
 examples.register()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fake_aws_environment() -> Any:
+    """Fake credentials and a region for every test, where the environment has none: what the
+    plugin's ``dynaunique_endpoint`` sets when a test first asks for the server, set before the
+    first test, so that a file of pure tests (tests/unit/test_plan.py saves through a stub
+    transport) passes alone as it does after a server test in the same worker."""
+    from dynaunique.testing import FAKE_AWS_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in FAKE_AWS_ENV.items():
+            if not os.environ.get(name):
+                patch.setenv(name, value)
+        yield
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``--soak`` / ``--soak-ops N``: the long form of tests/reliability's soak, and
     ``--reliability-report``: its numbers printed at the end; registered here so that

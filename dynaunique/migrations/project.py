@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -260,10 +261,15 @@ class Project:
             )
         return next(iter(tables))
 
-    def client_for(self, table: str) -> Any:
+    def client_for(self, table: str, *, write: bool = False) -> Any:
         """The connection of the model that lives in ``table`` (else of any model of the
         module) — on a global table with a home region, signed for the home region
-        (docs/global-tables.md): the ledger, the scans and the lock writes all go there."""
+        (docs/global-tables.md): the ledger, the scans and the lock writes all go there.
+
+        ``write=True`` (a run that writes: :meth:`executor`) routes as the library's writes do:
+        a global table without a home region, or one with strong consistency, is refused with
+        :class:`~dynaunique.errors.GlobalTableError` before anything is written, as ``repair``
+        refuses it. A read (``showmigrations``) is never refused."""
         model = next((m for m in self.models.values()
                       if getattr(m.Meta, "table_name", None) == table), None)
         if model is None:
@@ -273,13 +279,14 @@ class Project:
         own = connection_for(model)
         # As a consistent lookup routes (never refused): home when the table has one, else
         # where the model points, as before.
-        homed = route(model.Meta, lambda _meta: own, write=False)
+        homed = route(model.Meta, lambda _meta: own, write=write)
         return own if homed is model.Meta else connection_in(model, homed)
 
-    def recorder(self, loader: MigrationLoader | None = None) -> MigrationRecorder:
-        """The ledger of this module's app, in its table."""
+    def recorder(self, loader: MigrationLoader | None = None, *,
+                 write: bool = False) -> MigrationRecorder:
+        """The ledger of this module's app, in its table (``write``: see :meth:`client_for`)."""
         table = self.ledger_table(loader)
-        client = self.client_for(table)
+        client = self.client_for(table, write=write)
         return MigrationRecorder(client, describe_table(client, table), self.app)
 
     def options(self, **changes: Any) -> MigrationOptions:
@@ -295,6 +302,6 @@ class Project:
         loader = self.loader()
         options = self.options(**changes) if options is None else options.replace(
             **{k: v for k, v in changes.items() if v is not None})
-        return MigrationExecutor(loader, self.recorder(loader), self.models, options,
-                                 client_for=self.client_for,
+        return MigrationExecutor(loader, self.recorder(loader, write=True), self.models, options,
+                                 client_for=partial(self.client_for, write=True),
                                  progress_callback=progress_callback)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import queue
 import subprocess
 import sys
@@ -336,20 +337,43 @@ def use_endpoint(endpoint: str, *models: type[Model]) -> None:
 
     For each model: sets ``Meta.host``, sets ``Meta.region`` to ``us-east-1`` when it is unset,
     sets fake credentials (which the local server accepts) when ``Meta.aws_access_key_id`` is
-    unset, so it works on a machine with no AWS credentials or config, and drops the class's
-    cached connection so the next call connects to the new host. This lets
-    tests retarget models that were defined (and maybe used) at import time. A ``Meta`` class
+    unset, so it works on a machine with no AWS credentials or config, and, when any of these
+    changed, drops the class's cached connection so the next call connects to the new host
+    (botocore event handlers registered on the old connection's client are not on the new
+    one: register them after re-pointing; one WARNING names any that are dropped). Pointing a
+    model where it already points keeps its connection and its handlers. This lets tests
+    retarget models that were defined (and maybe used) at import time. A ``Meta`` class
     shared by several models is changed for all of them.
     """
+    from dynaunique._endpoint import pointing
+
     for model in models:
         meta = model.Meta
+        before = pointing(meta)
         meta.host = endpoint
         if getattr(meta, "region", None) is None:
             meta.region = _DEFAULT_REGION
         if getattr(meta, "aws_access_key_id", None) is None:
             meta.aws_access_key_id = FAKE_AWS_ENV["AWS_ACCESS_KEY_ID"]
             meta.aws_secret_access_key = FAKE_AWS_ENV["AWS_SECRET_ACCESS_KEY"]
-        model._connection = None
+        if pointing(meta) != before:
+            _drop_connection(model)
+
+
+def _drop_connection(model: type[Model]) -> None:
+    """Drop a model's PynamoDB connection (made again, with a new client, on its next call);
+    one WARNING when handlers a user registered on the old client are dropped with it."""
+    from dynaunique._botocore import user_handlers
+
+    table = getattr(model, "_connection", None)     # PynamoDB's TableConnection
+    client = getattr(getattr(table, "connection", None), "_client", None)
+    dropped = user_handlers(client) if client is not None else []
+    model._connection = None
+    if dropped:
+        logging.getLogger("dynaunique.testing").warning(
+            "use_endpoint re-pointed %s: its new botocore client does not have the handlers "
+            "registered on the old one (%s); register them after use_endpoint",
+            model.__name__, ", ".join(dropped))
 
 
 def create_tables(*models: type[Model]) -> None:

@@ -15,6 +15,7 @@ import ipaddress
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from reliability.proxy import FaultProxy
@@ -23,6 +24,7 @@ from support.declare import declare
 from dynaunique import DynauniqueError, aio
 from dynaunique import _connection as connection
 from dynaunique.attributes import UnicodeAttribute
+from dynaunique.errors import ConfigurationError
 from dynaunique.testing import create_tables
 
 x509 = pytest.importorskip("cryptography.x509")
@@ -32,8 +34,10 @@ Secured = declare("Secured", "aio_transport", meta={"region": "us-east-1"},
                   email=UnicodeAttribute(unique=True, null=True))
 
 
-def _private_ca(folder: Path) -> tuple[Path, ssl.SSLContext]:
-    """A CA's certificate (written to ``folder``) and a server context for 127.0.0.1 it signed."""
+def _private_ca(folder: Path, require_client: bool = False) -> tuple[Path, ssl.SSLContext]:
+    """A CA's certificate (written to ``folder``) and a server context for 127.0.0.1 it signed;
+    with ``require_client``, the server demands a client certificate the CA signed (one is
+    written to ``folder``: client.pem, client.key)."""
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -72,20 +76,61 @@ def _private_ca(folder: Path) -> tuple[Path, ssl.SSLContext]:
         pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(folder / "server.pem", folder / "server.key")
+    if require_client:
+        client_key = ec.generate_private_key(ec.SECP256R1())
+        client = (x509.CertificateBuilder()
+                  .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client")]))
+                  .issuer_name(ca_name).public_key(client_key.public_key())
+                  .serial_number(x509.random_serial_number())
+                  .not_valid_before(now - day).not_valid_after(now + day)
+                  .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
+                                 critical=False)
+                  .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                      ca_key.public_key()), critical=False)
+                  .sign(ca_key, hashes.SHA256()))
+        (folder / "client.pem").write_bytes(client.public_bytes(pem))
+        (folder / "client.key").write_bytes(client_key.private_bytes(
+            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        server.verify_mode = ssl.CERT_REQUIRED
+        server.load_verify_locations(ca_file)
     return ca_file, server
+
+
+def _serving(endpoint: str, server: ssl.SSLContext) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(endpoint)
+    proxy.start(tls=server)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+        connection.forget()
 
 
 @pytest.fixture
 def tls_endpoint(dynaunique_db: str, tmp_path: Path) -> Iterator[tuple[FaultProxy, Path]]:
     """The local server behind a TLS endpoint signed by a private CA: (it, the CA's file)."""
     ca_file, server = _private_ca(tmp_path)
-    proxy = FaultProxy(dynaunique_db)
-    proxy.start(tls=server)
-    try:
+    for proxy in _serving(dynaunique_db, server):
         yield proxy, ca_file
-    finally:
-        proxy.stop()
-        connection.forget()
+
+
+@pytest.fixture
+def mutual_tls_endpoint(dynaunique_db: str, tmp_path: Path) -> Iterator[tuple[FaultProxy, Path]]:
+    """The local server behind a TLS endpoint that demands a client certificate: (it, the
+    folder of the CA's file and the client's certificate and key)."""
+    _, server = _private_ca(tmp_path, require_client=True)
+    for proxy in _serving(dynaunique_db, server):
+        yield proxy, tmp_path
+
+
+def _own_client(**kwargs: Any) -> None:
+    """Give Secured's PynamoDB connection a botocore client made with ``kwargs`` (what PynamoDB
+    does not pass on: ``verify``, ``Config(client_cert=...)``), as a user would."""
+    import botocore.session
+
+    own = connection.connection_for(Secured)
+    own._client = botocore.session.get_session().create_client(
+        "dynamodb", region_name="us-east-1", endpoint_url=Secured.Meta.host, **kwargs)
 
 
 def _point(endpoint: str) -> None:
@@ -97,6 +142,17 @@ def _point(endpoint: str) -> None:
 async def _asave(pk: str, email: str) -> None:
     async with aio.session():
         await Secured(pk=pk, email=email).asave()
+
+
+def _neither_gets_through(proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pointed at ``proxy``, neither save() nor asave() gets through (one attempt each)."""
+    monkeypatch.setattr(Secured.Meta, "max_retry_attempts", 0, raising=False)
+    _point(proxy.url)
+    with pytest.raises(DynauniqueError):
+        Secured(pk="sync", email="sync@x.io").save()
+    with pytest.raises(DynauniqueError):
+        asyncio.run(_asave("async", "async@x.io"))
+    assert proxy.writes() == []
 
 
 def test_a_private_ca_in_aws_ca_bundle_verifies_save_and_asave(
@@ -117,13 +173,7 @@ def test_without_the_ca_neither_save_nor_asave_trusts_the_endpoint(
         tls_endpoint: tuple[FaultProxy, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     proxy, _ = tls_endpoint
     monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
-    monkeypatch.setattr(Secured.Meta, "max_retry_attempts", 0, raising=False)
-    _point(proxy.url)
-    with pytest.raises(DynauniqueError):
-        Secured(pk="sync", email="sync@x.io").save()
-    with pytest.raises(DynauniqueError):
-        asyncio.run(_asave("async", "async@x.io"))
-    assert proxy.writes() == []
+    _neither_gets_through(proxy, monkeypatch)
 
 
 def test_the_proxy_botocore_resolved_carries_save_and_asave(
@@ -144,3 +194,85 @@ def test_the_proxy_botocore_resolved_carries_save_and_asave(
         writes = [r.body["TransactItems"][0]["Put"]["Item"]["pk"]["S"]
                   for r in forward.writes()]
         assert writes == ["sync", "async"]
+
+
+@pytest.mark.filterwarnings("ignore:Unverified HTTPS request")
+def test_verify_false_trusts_the_endpoint_for_save_and_asave(
+        tls_endpoint: tuple[FaultProxy, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client made with ``verify=False`` (no CA given) reaches the private CA's endpoint, for
+    ``asave()`` (httpx) as for ``save()`` (botocore's session)."""
+    proxy, _ = tls_endpoint
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    _point(proxy.url)
+    _own_client(verify=False)
+    create_tables(Secured)
+    Secured(pk="sync", email="sync@x.io").save()
+    asyncio.run(_asave("async", "async@x.io"))
+    writes = [r.body["TransactItems"][0]["Put"]["Item"]["pk"]["S"] for r in proxy.writes()]
+    assert writes == ["sync", "async"]
+
+
+def test_a_client_certificate_is_presented_by_save_and_asave(
+        mutual_tls_endpoint: tuple[FaultProxy, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Config(client_cert=(cert, key))``: the endpoint that demands a client certificate
+    gets it from ``asave()`` as from ``save()``; without one, neither gets through."""
+    from botocore.config import Config
+
+    proxy, folder = mutual_tls_endpoint
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(folder / "ca.pem"))
+    _neither_gets_through(proxy, monkeypatch)
+    _own_client(config=Config(client_cert=(str(folder / "client.pem"),
+                                           str(folder / "client.key"))))
+    create_tables(Secured)
+    Secured(pk="sync", email="sync@x.io").save()
+    asyncio.run(_asave("async", "async@x.io"))
+    writes = [r.body["TransactItems"][0]["Put"]["Item"]["pk"]["S"] for r in proxy.writes()]
+    assert writes == ["sync", "async"]
+
+
+def _keepalive_of(made: Any) -> int:
+    """SO_KEEPALIVE on the pooled connection of an httpx client (httpcore's own objects)."""
+    import socket
+
+    pool = made._transport._pool
+    stream = pool.connections[0]._connection._network_stream
+    return int(stream.get_extra_info("socket").getsockopt(socket.SOL_SOCKET,
+                                                            socket.SO_KEEPALIVE))
+
+
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_tcp_keepalive_is_set_on_asaves_connections(dynaunique_db: str, keepalive: bool) -> None:
+    """``Config(tcp_keepalive=True)`` sets SO_KEEPALIVE on the async sender's sockets, as on
+    botocore's own; without it, it is not set."""
+    from botocore.config import Config
+
+    _point(dynaunique_db)
+    create_tables(Secured)
+    _own_client(config=Config(tcp_keepalive=keepalive))
+
+    async def save_and_look() -> int:
+        async with aio.session():
+            await Secured(pk="k", email="k@x.io").asave()
+            return _keepalive_of(aio.http_client(connection.connection_for(Secured)))
+
+    try:
+        assert bool(asyncio.run(save_and_look())) is keepalive
+    finally:
+        connection.forget()
+
+
+def test_proxy_forwarding_for_https_is_refused_by_asave_with_a_clear_error(
+        tls_endpoint: tuple[FaultProxy, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx cannot forward HTTPS through a proxy (it always tunnels with CONNECT): a client
+    configured with ``proxy_use_forwarding_for_https`` gets a ConfigurationError from
+    ``asave()`` before anything is sent, not a silently different route."""
+    from botocore.config import Config
+
+    proxy, ca_file = tls_endpoint
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(ca_file))
+    _point(proxy.url)
+    _own_client(config=Config(proxies={"https": "http://127.0.0.1:9"},
+                              proxies_config={"proxy_use_forwarding_for_https": True}))
+    with pytest.raises(ConfigurationError, match="proxy_use_forwarding_for_https"):
+        asyncio.run(_asave("async", "async@x.io"))
+    assert proxy.writes() == []

@@ -19,7 +19,7 @@ from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 from support.declare import declare
 from support.recorders import listening, requests_sent
 
-from dynaunique import DynauniqueError, aio
+from dynaunique import DynauniqueError, _wire, aio
 from dynaunique import _connection as connection
 from dynaunique._connection import connection_for
 from dynaunique.attributes import UnicodeAttribute
@@ -215,3 +215,77 @@ def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> 
     assert Signalled.count("S#11") == 0
     with pytest.raises(Signalled.DoesNotExist):
         Signalled.get_by_unique("email", "second@x.io")
+
+
+def test_handlers_on_the_models_connection_see_its_home_region_writes(
+        dynaunique_db: str) -> None:
+    """A global table's writes go to the home region through a second client
+    (``connection_in``): every handler registered on the model's own connection runs on it
+    too — a before-send hook registered before or after that client was made, and a Stubber."""
+    import asyncio
+
+    from botocore.stub import Stubber
+    from support.global_tables import EAST, WEST, make_global, member_model
+
+    async def _asave(record: Any) -> None:
+        async with aio.session():
+            await record.asave()
+
+    from support.invariants import raw_item
+
+    west = member_model("conn_home", WEST, dynaunique_db, home=EAST)
+    make_global(member_model("conn_home", EAST, dynaunique_db), dynaunique_db)
+    own = connection_for(west).client
+    with requests_sent(own) as sent:
+        west(pk="M1", email="m1@x.io").save()                 # the home client made here
+        west(pk="M2", email="m2@x.io").save()
+    # Written at home (EAST) through the home client, which is not the model's own (WEST).
+    assert [op for op, _ in sent].count("TransactWriteItems") == 2
+    assert raw_item(dynaunique_db, "conn_home", {"PK": {"S": "M1"}}, region=EAST) is not None
+    with requests_sent(own) as later, mock.patch.object(     # registered after it was made
+            _wire, "botocore_steps", side_effect=AssertionError("the fast path stood aside")):
+        # (a before-send hook is on an event the fast path emits: it stays on)
+        west(pk="M3", email="m3@x.io").save()
+        asyncio.run(_asave(west(pk="M5", email="m5@x.io")))    # and async alike
+    assert [op for op, _ in later] == ["TransactWriteItems", "TransactWriteItems"]
+    with Stubber(own) as stub:
+        stub.add_response("transact_write_items", {})
+        west(pk="M4", email="m4@x.io").save()
+        stub.assert_no_pending_responses()
+    assert raw_item(dynaunique_db, "conn_home", {"PK": {"S": "M4"}}, region=EAST) is None
+
+
+def test_use_endpoint_where_a_model_already_points_keeps_the_handlers_on_its_client(
+        signalled: str) -> None:
+    """``use_endpoint`` drops a model's connection only when host, region or credentials
+    change: a hook registered on its client before a call that changes nothing still sees
+    its writes."""
+    from dynaunique.testing import use_endpoint
+
+    use_endpoint(signalled, Signalled)
+    with requests_sent(connection_for(Signalled).client) as sent:
+        use_endpoint(signalled, Signalled)
+        Signalled(pk="S#kept", email="kept@x.io").save()
+    assert [op for op, _ in sent] == ["TransactWriteItems"]
+
+
+def test_use_endpoint_elsewhere_warns_that_the_handlers_on_the_old_client_are_dropped(
+        signalled: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Re-pointed to another endpoint, a model gets a new client (botocore's endpoint is fixed
+    per client): a hook registered on the old one does not follow, and one WARNING says so,
+    naming it. Without a hook of the user's, nothing is logged."""
+    from dynaunique.testing import use_endpoint
+
+    def hook(**_: Any) -> None:
+        return None
+
+    other = signalled.replace("127.0.0.1", "localhost")
+    with caplog.at_level("WARNING", logger="dynaunique.testing"):
+        use_endpoint(signalled, Signalled)
+        connection_for(Signalled)
+        use_endpoint(other, Signalled)                      # no hook: nothing to say
+        assert caplog.records == []
+        connection_for(Signalled).client.meta.events.register("before-send.dynamodb", hook)
+        use_endpoint(signalled, Signalled)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "before-send" in warnings[0] and "hook" in warnings[0]

@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from support.declare import declare
 
-from dynaunique import _connection, _wire
+from dynaunique import _botocore, _connection, _wire
 from dynaunique.attributes import BinaryAttribute, UnicodeAttribute
 from dynaunique.testing import create_tables, use_endpoint
 
@@ -60,7 +60,7 @@ def _both(client: Any, operation: str, slow: dict[str, Any], fast: dict[str, Any
     answers = []
     path = client.__dict__["_make_api_call"]
     assert path.begin(operation, dict(fast or slow)) is not None, operation
-    for call, params in ((lambda o, p: _wire._ORIGINAL(client, o, p), slow),
+    for call, params in ((lambda o, p: _botocore.ORIGINAL_CALL(client, o, p), slow),
                          (path, fast or slow)):
         try:
             answers.append(call(operation, dict(params)))

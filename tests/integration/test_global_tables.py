@@ -216,3 +216,23 @@ def test_a_table_made_global_later_is_seen_once_the_process_forgets(dynaunique_d
     _regions.forget()   # as a restart does
     with pytest.raises(GlobalTableError, match="none is set"):
         west(pk="M3", email="c@x.io").save()
+
+
+def test_a_subclass_in_the_home_region_writes_there_though_its_parent_connected_elsewhere(
+        dynaunique_db: str) -> None:
+    """PynamoDB keeps one connection per class hierarchy and table: a subclass naming another
+    region inherits its parent's connection once the parent has made one (pynamodb's
+    ``_get_connection`` compares only the table name). A subclass bound to the home region would
+    then write in the parent's region, bypassing the home region (found by the simulation)."""
+    set_replication_delay(dynaunique_db, 30)   # nothing replicates while the test looks
+    west = member_model("gt_subclass", WEST, dynaunique_db, home=EAST)
+    make_global(west, dynaunique_db, regions=(EAST,))
+    west._get_connection()   # the parent connects first, in WEST
+    east = type("EastMember", (west,), {"__module__": __name__,
+                                        "Meta": type("Meta", (west.Meta,), {"region": EAST})})
+    east(pk="M1", email="ada@x.io").save()
+    at_home = regional_client(dynaunique_db, EAST).get_item(
+        TableName="gt_subclass", Key={"PK": {"S": "M1"}}, ConsistentRead=True)
+    assert "Item" in at_home
+    assert connection_for(east).region == EAST
+    assert connection_for(west).region == WEST   # the parent keeps its own

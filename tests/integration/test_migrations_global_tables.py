@@ -11,6 +11,7 @@ from support.global_tables import EAST, WEST, regional_client
 from support.migrations_workspace import UNIQUE_EMAIL, Workspace, open_workspace
 
 from dynaunique import _regions
+from dynaunique.errors import GlobalTableError
 from dynaunique.testing import set_replication_delay
 
 TABLE = "mig_global_accounts"
@@ -39,3 +40,17 @@ def test_a_backfill_from_another_region_is_written_in_the_home_region(ws: Worksp
     assert ws.ledger() == ws.applied_only()
     west = regional_client(ws.endpoint, WEST).scan(TableName=TABLE, ConsistentRead=True)
     assert west["Items"] == []   # no lock, no ledger item written in WEST
+
+
+def test_a_backfill_on_a_global_table_without_a_home_region_is_refused_before_writing(
+        ws: Workspace) -> None:
+    """As the library's writes and ``repair`` are: a lock put in whichever region the models point
+    at could be granted again in another region. ``showmigrations`` (a read) still answers."""
+    ws.put_raw_many({f"ACCT#{i:03d}": {"email": f"user{i}@x.io"} for i in range(3)})
+    ws.deploy(email=UNIQUE_EMAIL)   # no home region anywhere
+    assert ws.project().make_migrations().changed
+    with pytest.raises(GlobalTableError, match="home"):
+        ws.project().executor().migrate()
+    assert ws.locks() == {}
+    assert ws.ledger() == set()
+    assert not ws.project().recorder().is_applied("0001_initial")

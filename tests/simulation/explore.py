@@ -51,6 +51,7 @@ from .mutants import MUTANTS, patched
 from .workloads import (
     DEFAULT_SCENARIOS,
     EXPECTED_ERRORS,
+    REPLICATED,
     SCENARIOS,
     SEEDS,
     Action,
@@ -274,8 +275,7 @@ class World:
                         call.others_wrote, call.quiet = True, False
                 self.calls[index].others_wrote = False
         _, holders = _analyse(self.memory, self.snapshot)
-        for call in self.calls:
-            call.see(holders)
+        self._seen(holders)
         if fault is not None:
             self.faults -= 1
             result += f" (INJECTED {kind})"
@@ -293,6 +293,11 @@ class World:
         if client.backoffs > backoffs:
             self.log.append(f"client {index}: backs off (not slept) and retries")
         self._ended(client, holders)
+
+    def _seen(self, holders: dict[Held, set[str]]) -> None:
+        """Every call in progress sees the database now (replicas.py: each its own replica)."""
+        for call in self.calls:
+            call.see(holders)
 
     def _ended(self, client: Client, holders: dict[Held, set[str]]) -> None:
         """Check the calls of ``client`` that just ended; the next one starts now."""
@@ -467,9 +472,13 @@ class Found:
     scenario: str = ""
     faults: int = 0
 
+    def start(self) -> World:
+        """The world the schedule is replayed in, at its start (replicas.py: replicated)."""
+        return replay(self.workload, (), lost=self.lost, faults=self.faults,
+                      scenario=self.scenario)
+
     def trace(self) -> str:
-        world = replay(self.workload, (), lost=self.lost, faults=self.faults,
-                       scenario=self.scenario)
+        world = self.start()
         lines = [f"workload{f' ({self.scenario})' if self.scenario else ''}:"]
         lines += [f"  client {i}: " + "; ".join(map(str, actions))
                   for i, actions in enumerate(self.workload)]
@@ -500,7 +509,12 @@ def explore(workload: Sequence[Sequence[Action]], *, lost: int = 0, faults: int 
     from . import sleep
     from .search import Search
 
-    search = Search(workload, lost=lost, faults=faults, scenario=scenario)
+    kind = Search
+    if scenario in REPLICATED:   # a global table's replicas (imported only then: its models)
+        if sleep_sets:
+            raise SystemExit(f"--sleep-sets does not know the replication steps of {scenario}")
+        from .replicas import ReplicatedSearch as kind  # type: ignore[assignment]
+    search = kind(workload, lost=lost, faults=faults, scenario=scenario)
     return sleep.run(search, limit) if sleep_sets else search.run(limit)
 
 

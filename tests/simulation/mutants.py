@@ -13,6 +13,7 @@ import dynaunique._flush as flush_module
 import dynaunique._heal as heal_module
 import dynaunique._plan as plan_module
 import dynaunique._record as record_module
+import dynaunique._regions as regions_module
 import dynaunique._render as render_module
 import dynaunique._writes as writes_module
 from dynaunique._items import locks_of
@@ -164,6 +165,26 @@ def _takeover_without_exact_lock() -> Any:
     return patched(plan_module.Plan, "taking_over", wrap)
 
 
+def _home_region_ignored() -> Any:
+    """A global table's writes sent where each model points, its home region ignored (as
+    before issue 35): ``_regions.route`` keeps every call in its client's region."""
+    @contextlib.contextmanager
+    def local() -> Iterator[None]:
+        from . import replicas
+
+        def reset() -> None:   # the routes kept by the library are made again
+            regions_module.forget(replicas.HOST)
+            replicas.declare_global()
+
+        reset()
+        try:
+            with patched(regions_module, "_choose", lambda _: lambda meta, mode, write: meta):
+                yield
+        finally:
+            reset()
+    return local()
+
+
 #: Switchable re-introductions of known bugs: name → (what it breaks, patcher).
 MUTANTS: dict[str, tuple[str, Callable[[], Any]]] = {
     "lock-put-unguarded": ("a lock put without attribute_not_exists (nor an owner guard)",
@@ -180,4 +201,6 @@ MUTANTS: dict[str, tuple[str, Callable[[], Any]]] = {
                                      "judged nor checked", _takeover_without_owner_check),
     "takeover-without-exact-lock": ("a takeover's lock put not conditioned on the lock being "
                                     "exactly the one met", _takeover_without_exact_lock),
+    "home-region-ignored": ("a global table's writes go to each client's own region, not the "
+                            "home region", _home_region_ignored),
 }

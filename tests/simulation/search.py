@@ -66,6 +66,9 @@ class Seat:
 class Machines:
     """The clients of one workload as deterministic machines: each move computed once."""
 
+    #: What makes client ``index`` of the workload (replicas.py binds clients to regions).
+    client: Callable[[int, Sequence[Action]], Client] = Client
+
     def __init__(self, workload: Sequence[Sequence[Action]]) -> None:
         self.workload = workload
         self.ids: dict[tuple[int, Any], int] = {}
@@ -86,7 +89,7 @@ class Machines:
         return Seat(client.index, sid, client.pending, client.action, path), finished
 
     def start(self, index: int) -> tuple[Seat, list[tuple[Any, ...]]]:
-        client = Client(index, self.workload[index])
+        client = self.client(index, self.workload[index])
         client.advance()
         return self._seat(client, ())
 
@@ -103,7 +106,7 @@ class Machines:
 
     def _rebuild(self, seat: Seat) -> Client:
         self.rebuilt += 1
-        client = Client(seat.index, self.workload[seat.index])
+        client = self.client(seat.index, self.workload[seat.index])
         client.advance()
         for answer, error, token in seat.path:
             client.answers.append(token)
@@ -293,7 +296,7 @@ class Search:
                 if other != index:
                     calls[other] = self._flagged(cid, True, False)
             calls[index] = self._flagged(calls[index], False, self.call_list[calls[index]].quiet)
-        calls = [self._see(cid, db) for cid in calls]
+        calls = [self._see(cid, self._view(db, i)) for i, cid in enumerate(calls)]
         lost, faults = node.lost, node.faults
         if kind == "lost":
             lost -= 1
@@ -307,12 +310,17 @@ class Search:
         if finished:
             if ended is not None:
                 ended.append(True)
-            fresh = self._see(self._call(Call()), db)
+            fresh = self._see(self._call(Call()), self._view(db, index))
             for ended in finished:
-                problems += self._judged(index, ended, calls[index], db)
+                problems += self._judged(index, ended, calls[index], self._view(db, index))
                 calls[index] = fresh
         seats = (*node.seats[:index], moved, *node.seats[index + 1:])
         return Node(db, seats, tuple(calls), lost, faults, tuple(problems), (node.trail, step))
+
+    def _view(self, db: int, index: int) -> int:
+        """The database state client ``index``'s calls see in state ``db`` (replicas.py: the
+        replica of the region its requests go to)."""
+        return db
 
     def canonical(self, node: Node) -> tuple[Any, ...]:
         """``node``'s key as the replaying ``explore.World.key()`` reads (for the tests)."""

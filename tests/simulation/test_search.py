@@ -22,8 +22,10 @@ from .workloads import DEFAULT_SCENARIOS
 
 
 def _explore_by_replay(workload: Sequence[Sequence[Action]], *, lost: int = 0,
-                       faults: int = 0, scenario: str = "") -> tuple[set[Any], list[Found]]:
-    """The first explorer's breadth-first search: (every state's key, the first violation)."""
+                       faults: int = 0, scenario: str = "", replay: Any = replay
+                       ) -> tuple[set[Any], list[Found]]:
+    """The first explorer's breadth-first search: (every state's key, the first violation);
+    ``replay`` makes the world of a schedule (test_replicas.py: the replicated one)."""
     start = replay(workload, (), lost=lost, faults=faults, scenario=scenario)
     seen: set[Any] = {start.key()}
     if start.violations():

@@ -296,6 +296,11 @@ def _menus(c: int, clients: int, values: int) -> dict[str, list[Action]]:
                    if c % 2 == 0 else
                    [Action("save", "R1", v(1)), Action("save", "R0", v(2)),
                     Action("delete", "R2")]),
+        # a global table (replicas.py): client c writes from region c % 2; both take one value
+        # (without the home region: the double grant), then move, delete the other's record.
+        "regions": [Action("save", own, v(0)), Action("save", own, v(c + 1)),
+                    Action("delete", other), Action("get", value=v(c + 1)),
+                    Action("save", other, v(c))],
     }
 
 
@@ -306,6 +311,10 @@ SCENARIOS = ("basic", "update", "swap", "stale", "mixed", "drift", "repair", "ba
 #: ``orphans``, which tests/simulation/test_explore.py explores on their own
 #: (``--scenario backfill``, ``--scenario orphans``).
 DEFAULT_SCENARIOS = SCENARIOS[:-2]
+#: The scenarios of a global table's replicas (tests/simulation/replicas.py: explored by its
+#: ``ReplicatedSearch``, on their own: ``--scenario regions``).
+REPLICATED = ("regions",)
+SCENARIOS += REPLICATED
 #: How a scenario's database starts (none: empty).
 SEEDS: dict[str, Callable[[MemoryDynamoDB], None]] = {
     "drift": seed_drift, "backfill": seed_unlocked, "repair": seed_broken,

@@ -3,12 +3,15 @@ botocore resolved them for a client — and the TLS context botocore's session w
 
 from __future__ import annotations
 
+import ast
 import ssl
+from pathlib import Path
 
 import botocore.session
 import pytest
 from botocore.config import Config
 
+import dynaunique
 from dynaunique import _botocore
 from dynaunique.testing import FAKE_AWS_ENV
 
@@ -51,3 +54,66 @@ def test_without_verification_the_context_checks_nothing() -> None:
     context = _botocore.ssl_context(False, None)
     assert context.verify_mode == ssl.CERT_NONE and not context.check_hostname
     assert _botocore.ssl_context(True, None).verify_mode == ssl.CERT_REQUIRED
+
+
+#: The modules of the request path, sync and async: none reads a private of botocore's.
+REQUEST_PATH = ("_wire.py", "_connection.py", "_clients.py", "_endpoint.py", "_answers.py",
+                "aio.py")
+#: Private names of PynamoDB's (not botocore's) the request path reads: the model's connection
+#: and the connection's client, as PynamoDB makes them.
+PYNAMODB_PRIVATES = frozenset({"_connection", "_get_connection", "_client"})
+
+
+def botocore_privates(source: str) -> list[str]:
+    """Every read of a private name in ``source`` that is not its own (``self``/``cls``) or
+    PynamoDB's: ``x._name``, a ``"_name"`` string (``getattr``, ``__dict__``), ``from botocore…
+    import _name``; type variables' names aside."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__") and node.attr not in PYNAMODB_PRIVATES \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value[:1] == "_" and node.value[1:2].islower() \
+                and node.value.isidentifier():
+            found.append(f"line {node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("botocore"):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names
+                      if a.name.startswith("_")]
+    return found
+
+
+@pytest.mark.parametrize("module", REQUEST_PATH)
+def test_no_botocore_private_is_read_outside_the_shim(module: str) -> None:
+    """Every botocore private the request path reads is read in ``dynaunique._botocore``, the
+    one module whose reads are typed and fenced (docs/decisions.md, "The fence")."""
+    source = (Path(dynaunique.__file__).parent / module).read_text(encoding="utf-8")
+    assert botocore_privates(source) == []
+
+
+def test_the_private_check_sees_each_kind_of_read() -> None:
+    source = ("from botocore.awsrequest import _HeaderKey\n"
+              "x = client._endpoint\ny = vars(client).get('_make_api_call')\n"
+              "z = self._own\nw = model._connection\n")
+    assert botocore_privates(source) == [
+        "line 1: import _HeaderKey", "line 2: client._endpoint", "line 3: '_make_api_call'"]
+
+
+def test_botocores_own_user_agent_components_before_and_after_1_44(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's default ``modify_components`` (named ``_default_modify_components`` since
+    1.44.x, a nameless fallback in 1.44.0) keeps the fast path; a plugin's does not."""
+    import botocore.useragent as useragent
+
+    assert _botocore.default_user_agent()
+    monkeypatch.delattr(useragent, "_default_modify_components")
+
+    def modify_components(components: list[object]) -> list[object]:
+        return components
+
+    modify_components.__module__ = "botocore.useragent"
+    monkeypatch.setattr(useragent, "modify_components", modify_components)
+    assert _botocore.default_user_agent()
+    modify_components.__module__ = "botocore.customizations.useragent"
+    assert not _botocore.default_user_agent()

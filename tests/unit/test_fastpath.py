@@ -23,7 +23,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from dynaunique import _connection, _regions, _wire, audit
+from dynaunique import _botocore, _connection, _regions, _wire, audit
 from dynaunique.testing import FAKE_AWS_ENV
 from tests.unit.test_wire import Wired, _full
 
@@ -92,7 +92,7 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
             copied = copy.deepcopy(params)
             try:
                 if way == "botocore":
-                    result: Any = _wire._ORIGINAL(self.client, operation, copied)
+                    result: Any = _botocore.ORIGINAL_CALL(self.client, operation, copied)
                 else:
                     assert self.begin(operation, copy.deepcopy(params)) is not None, operation
                     result = original(self, operation, copied)
@@ -257,7 +257,7 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
 
         client.meta.events.register_last("before-send.dynamodb", answer)
         params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
-        expected = _wire._ORIGINAL(client, "GetItem", dict(params))
+        expected = _botocore.ORIGINAL_CALL(client, "GetItem", dict(params))
         botocores = sent.pop()
         calls = [_wire.start(client, "GetItem", dict(params))]
         client.meta.events.register("before-sign.dynamodb.GetItem", lambda **_: None)
@@ -280,8 +280,6 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
     """botocore checks ``x-amz-crc32`` only in its retry handler (retries off here): the call
     checks it itself, fast or by botocore's steps; no header, nothing to check."""
     from botocore.exceptions import ChecksumError
-
-    from dynaunique import _botocore
 
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
@@ -316,34 +314,52 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
         _connection.forget()
 
 
+def _warnings_over_two_clients(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Two clients, each sending a GetItem (answered at before-send) by botocore's steps (the
+    fast path stands aside): the WARNINGs logged meanwhile."""
+    params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
+    content = json.dumps(_ANSWERS["GetItem"]).encode()
+    with caplog.at_level("WARNING", logger="dynaunique.connection"):
+        for _ in range(2):
+            _connection.forget()
+            client = _connection.client_for(Wired)
+            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
+                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
+            assert _botocore.installed_call(client).begin("GetItem", dict(params)) is None
+            got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
+            assert got["Item"]["PK"] == {"S": "W#1"}
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The fence: a mirrored botocore function whose source hash matches no tested release's
     turns the fast path off (botocore's steps carry the calls) and says so once."""
-    from dynaunique import _botocore
-
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
     assert _botocore.fence() == ()
     changed = "botocore.auth.SigV4Auth.canonical_request"
-    tested = {version: {**hashes, changed: "0" * 16}
-              for version, hashes in _botocore.MIRRORED.items()}
-    monkeypatch.setattr(_botocore, "MIRRORED", tested)
+    monkeypatch.setitem(_botocore.ACCEPTED, changed, ("0" * 16,))
     _botocore.fence.cache_clear()
-    _connection.forget()
     try:
-        with caplog.at_level("WARNING", logger="dynaunique.connection"):
-            client = _connection.client_for(Wired)
-            content = json.dumps(_ANSWERS["GetItem"]).encode()
-            client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
-                AWSResponse(request.url, 200, _headers(content), _Raw(content))))
-            params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
-            assert client.__dict__["_make_api_call"].begin("GetItem", dict(params)) is None
-            for _ in range(2):
-                got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
-                assert got["Item"]["PK"] == {"S": "W#1"}
-        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        warnings = _warnings_over_two_clients(caplog)
         assert len(warnings) == 1 and changed in warnings[0]
     finally:
         _botocore.fence.cache_clear()
+        _connection.forget()
+
+
+def test_a_missing_botocore_private_stands_the_fast_path_aside_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A private the fast path reads that this botocore lacks (here: a handler of KNOWN) is not
+    a silent fallback: botocore's steps carry the calls and one WARNING names it."""
+    for name, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(_botocore, "MISSING", ["MaxAttemptsSeeder.seed_max_attempts"])
+    monkeypatch.setattr(_botocore, "_warned", set())
+    try:
+        warnings = _warnings_over_two_clients(caplog)
+        assert len(warnings) == 1
+        assert "MaxAttemptsSeeder.seed_max_attempts" in warnings[0]
+    finally:
         _connection.forget()
