@@ -69,7 +69,7 @@ MOVES: dict[str, str] = {
     "dynaunique._connection": "dynaunique._transport.connection",
     "dynaunique._clients": "dynaunique._transport.clients",
     "dynaunique._wire": "dynaunique._transport.wire",
-    "dynaunique._codec": "dynaunique._transport.codec",
+    "dynaunique._codec": "dynaunique._transport.codec",  # merged into _wire by #38's work
     "dynaunique._botocore": "dynaunique._transport.botocore",
     "dynaunique._answers": "dynaunique._transport.answers",
     "dynaunique._regions": "dynaunique._transport.regions",
@@ -102,8 +102,8 @@ LAYERS: dict[str, str] = {
         "The transport: the one boundary to DynamoDB. The one retry loop as sans-IO steps and\n"
         "its sync driver (``connection``; the asyncio driver is the public\n"
         ":mod:`dynaunique.aio`), a model's botocore client (``clients``), the request path\n"
-        "below botocore's dispatch (``wire``, set up once per client and operation by\n"
-        "``codec``, fenced by ``botocore``), what DynamoDB answered as values (``answers``),\n"
+        "below botocore's dispatch (``wire``, behind the fence around botocore's privates,\n"
+        "``botocore``), what DynamoDB answered as values (``answers``),\n"
         "where a global table's write goes (``regions``) and where the tools send requests\n"
         "(``endpoint``). It knows nothing of locks or records: nothing of\n"
         ":mod:`dynaunique._write` or :mod:`dynaunique._lock` is imported here. No re-exports:\n"
@@ -161,9 +161,10 @@ list of what moved where; `git log --follow` finds a module's history):
   model an item is a record of), `kinds`, `sizes`. It imports neither `_write` nor
   `_transport`; the audit, the migrations and the stream guard build their locks from it.
 - **`_transport/`, the one boundary to DynamoDB**: `connection` (the retry loop as sans-IO
-  steps, and the sync driver), `clients`, `wire`, `codec`, `botocore`, `answers`, `regions`,
-  `endpoint`. It imports neither `_write` nor `_lock`. The asyncio driver of the same steps is
-  `dynaunique.aio`, which stays where it is because it is public API.
+  steps, and the sync driver), `clients`, `wire`, `botocore` (the fence around botocore's
+  privates), `answers`, `regions`, `endpoint`. It imports neither `_write` nor `_lock`. The
+  asyncio driver of the same steps is `dynaunique.aio`, which stays where it is because it is
+  public API.
 
 Above them: `model.py` and the mixins in `_model/`, then the public modules (`attributes`,
 `constraints`, `normalizers`, `errors`, `observe`); above those the tools (`audit`,
