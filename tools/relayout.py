@@ -701,6 +701,9 @@ def leftovers(root: Path, moves: dict[str, str]) -> list[str]:
     patterns = [(old, _dotted_pattern(old)) for old in moves]
     patterns += [(old, _path_pattern(old)) for old in moves]
     bare = {old.rsplit(".", 1)[1]: old for old in moves if old.count(".") == 1}
+    # A moved root module's bare file name in a string (``"_wire.py"``): a path built from it.
+    files = re.compile(r"""["'](?:{})\.py["']""".format("|".join(re.escape(name) for name in bare))
+                       ) if bare else None
     from_line = re.compile(r"from dynaunique import ([^\n(]*)")
     # A module's name or path built at run time: the rewrite cannot see it.
     # (Paths only: ``f"dynaunique.{operation}"`` is a span's name.)
@@ -715,6 +718,9 @@ def leftovers(root: Path, moves: dict[str, str]) -> list[str]:
             for match in pattern.finditer(text):
                 line = text.count("\n", 0, match.start()) + 1
                 found.append(f"{rel}:{line}: {old}")
+        for match in (files.finditer(text) if files and path.suffix == ".py" else ()):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(f"{rel}:{line}: a bare file name {match.group(0)} (check by hand)")
         for match in built.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
             found.append(f"{rel}:{line}: a module name built at run time (check by hand)")
