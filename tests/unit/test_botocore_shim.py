@@ -57,8 +57,14 @@ def test_without_verification_the_context_checks_nothing() -> None:
 
 
 #: The modules of the request path, sync and async: none reads a private of botocore's.
-REQUEST_PATH = ("dynaunique._wire", "dynaunique._connection", "dynaunique._clients",
-                "dynaunique._endpoint", "dynaunique._answers", "dynaunique.aio")
+REQUEST_PATH = (
+    "dynaunique._wire",
+    "dynaunique._connection",
+    "dynaunique._clients",
+    "dynaunique._endpoint",
+    "dynaunique._answers",
+    "dynaunique.aio",
+)
 #: Private names of PynamoDB's (not botocore's) the request path reads: the model's connection
 #: and the connection's client, as PynamoDB makes them.
 PYNAMODB_PRIVATES = frozenset({"_connection", "_get_connection", "_client"})
