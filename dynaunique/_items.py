@@ -286,7 +286,7 @@ def _hook(model: Any, item: Mapping[str, Any]) -> bool | None:
     return None if hook is None else bool(hook(dict(item)))
 
 
-def claim(models: Sequence[Any], item: Mapping[str, Any], *,
+def claim(models: Sequence[Any], item: Mapping[str, Any], *,  # noqa: C901  # the audit's rule, one ordered list of tests (docstring)
           prefer: Any = None) -> tuple[Any | None, str | None]:
     """The model of ``models`` (the models of one table) that ``item`` is a record of.
 

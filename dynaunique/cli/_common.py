@@ -1,5 +1,6 @@
-"""What commands share: the settings, loading the user's models, pointing them at an endpoint,
-one line and exit status 2 for every failure that stops a command before it could do its job.
+"""What commands share: the ``--endpoint`` option, one line and exit status 2 for every failure
+that stops a command before it could do its job. (The user's models module is opened by
+``dynaunique._user_models``, below the CLI, which the commands import directly.)
 
 Exit codes of every command: 0 done (and clean); 1 a finding (``check``: drift; ``repair``:
 something left for a person; ``migrate``: duplicates, or a run stopped mid-way;
@@ -13,12 +14,9 @@ import botocore.exceptions
 import click
 from pynamodb.exceptions import PynamoDBException
 
-# The user's models module, opened as every tool opens it (it sits below the CLI).
-from dynaunique._user_models import load_models, open_models, settings_for
 from dynaunique.errors import DynauniqueError, UnreachableError
 
-__all__ = ["CannotRun", "Commands", "endpoint_option", "exit_code_of", "load_models",
-           "one_line", "open_models", "settings_for"]
+__all__ = ["CannotRun", "Commands", "endpoint_option", "exit_code_of", "one_line"]
 
 
 class CannotRun(click.ClickException):

@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.progress import TaskID
 from rich.text import Text
 
-from dynaunique.cli._common import endpoint_option, exit_code_of, load_models, open_models
+from dynaunique._user_models import load_models, open_models
+from dynaunique.cli._common import endpoint_option, exit_code_of
 from dynaunique.cli._output import Output, progress_bar
 from dynaunique.cli._throughput import throughput_options
 from dynaunique.cli._workers import print_result, worker_options
@@ -288,7 +289,7 @@ def _key_text(key: dict[str, Any]) -> str:
 @endpoint_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_handle_errors
-def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,
+def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segments: int | None,  # noqa: PLR0912  # a click command: its option checks, then one branch a mode
             segment: int | None, total_segments: int | None, concurrency: int | None,
             max_wcu: float | None, max_rcu: float | None,
             accept_other_secret: bool, max_seconds: float | None, wait_seconds: float,

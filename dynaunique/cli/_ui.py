@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dynaunique.cli._common import endpoint_option, load_models, settings_for
+from dynaunique._user_models import load_models, settings_for
+from dynaunique.cli._common import endpoint_option
 
 if TYPE_CHECKING:
     from dynaunique.model import Model

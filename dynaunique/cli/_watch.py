@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 import click
 
 from dynaunique import audit
-from dynaunique.cli._common import CannotRun, endpoint_option, open_models
+from dynaunique._user_models import open_models
+from dynaunique.cli._common import CannotRun, endpoint_option
 from dynaunique.cli._output import Output
 from dynaunique.streams import STARTS, BatchResult, Guard, Reader, finding_dict
 

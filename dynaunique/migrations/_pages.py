@@ -24,7 +24,7 @@ from dynaunique.migrations._phase import Segment, made_with
 from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS, Keeper
 
 
-def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:
+def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:  # noqa: C901  # put, verify, settle: one page's pass in order
     """Put the lock every record of the page requires (one write unit each), then verify with
     one strongly consistent batch read of the records written: settle those that moved
     meanwhile (their lock is deleted under its owner guard), examine the locks found taken."""

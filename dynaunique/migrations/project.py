@@ -142,7 +142,7 @@ def describe_operation(op: Operation) -> str:
 class Project:
     """One models module (``MODULE``) as the migrations commands see it.
 
-    ``models`` are the module's model classes (``dynaunique.cli._common.load_models``), already
+    ``models`` are the module's model classes (``dynaunique._user_models.load_models``), already
     pointed at the endpoint.
     """
 

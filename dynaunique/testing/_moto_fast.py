@@ -227,7 +227,7 @@ class _UndoLog:
             del shard.items[length:]
 
 
-def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:  # noqa: C901, PLR0912, PLR0915  # moto's function, line for line
     """moto 5.2.5's ``DynamoDBBackend.transact_write_items``, rolled back by an undo log.
 
     Differs from moto only in what it saves before writing: instead of a deep copy of each table

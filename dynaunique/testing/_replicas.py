@@ -84,7 +84,7 @@ class Replicas:
 
     # --- the WSGI entry --------------------------------------------------------------------
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:  # noqa: C901  # the WSGI entry: one dispatch, in order
         path = environ.get("PATH_INFO", "")
         if path == REPLICATION_PATH:
             return self._control(environ).send(start_response)

@@ -124,7 +124,7 @@ class Workspace:
 
     def project(self, **settings: Any) -> Any:
         """A migrations Project over this workspace's models module."""
-        from dynaunique.cli._common import load_models
+        from dynaunique._user_models import load_models
         from dynaunique.migrations import Project, Settings
 
         return Project(self.module, load_models(self.module), settings=Settings(**settings))

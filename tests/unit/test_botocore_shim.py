@@ -4,6 +4,7 @@ botocore resolved them for a client — and the TLS context botocore's session w
 from __future__ import annotations
 
 import ast
+import importlib
 import ssl
 from pathlib import Path
 
@@ -11,7 +12,6 @@ import botocore.session
 import pytest
 from botocore.config import Config
 
-import dynaunique
 from dynaunique import _botocore
 from dynaunique.testing import FAKE_AWS_ENV
 
@@ -57,8 +57,14 @@ def test_without_verification_the_context_checks_nothing() -> None:
 
 
 #: The modules of the request path, sync and async: none reads a private of botocore's.
-REQUEST_PATH = ("_wire.py", "_connection.py", "_clients.py", "_endpoint.py", "_answers.py",
-                "aio.py")
+REQUEST_PATH = (
+    "dynaunique._wire",
+    "dynaunique._connection",
+    "dynaunique._clients",
+    "dynaunique._endpoint",
+    "dynaunique._answers",
+    "dynaunique.aio",
+)
 #: Private names of PynamoDB's (not botocore's) the request path reads: the model's connection
 #: and the connection's client, as PynamoDB makes them.
 PYNAMODB_PRIVATES = frozenset({"_connection", "_get_connection", "_client"})
@@ -88,7 +94,7 @@ def botocore_privates(source: str) -> list[str]:
 def test_no_botocore_private_is_read_outside_the_shim(module: str) -> None:
     """Every botocore private the request path reads is read in ``dynaunique._botocore``, the
     one module whose reads are typed and fenced (docs/decisions.md, "The fence")."""
-    source = (Path(dynaunique.__file__).parent / module).read_text(encoding="utf-8")
+    source = Path(str(importlib.import_module(module).__file__)).read_text(encoding="utf-8")
     assert botocore_privates(source) == []
 
 

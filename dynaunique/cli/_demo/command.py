@@ -11,8 +11,9 @@ import time
 import click
 from rich.console import Console
 
+from dynaunique._user_models import settings_for
 from dynaunique.cli import _demo as scenario
-from dynaunique.cli._common import CannotRun, endpoint_option, settings_for
+from dynaunique.cli._common import CannotRun, endpoint_option
 from dynaunique.cli._demo.show import say, show
 from dynaunique.errors import DynauniqueError
 
