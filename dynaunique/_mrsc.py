@@ -269,42 +269,13 @@ class Write:
         item when it carries one). Other errors are the driver's (its retry loop)."""
         phase = self.phase
         if phase == "read":
-            record = (answer or {}).get("Item")
-            had, wants = self.locks_for(record), self.locks_for(self.target)
-            new = tuple(sorted(set(wants) - set(had)))
-            if record == self.target:
-                return attrs.evolve(self, read=_text(record), phase="done", outcome="unchanged")
-            return attrs.evolve(self, read=_text(record), new=new, index=0)._put_or_write()
+            return self._after_read((answer or {}).get("Item"))
         if phase in ("put", "take"):
-            if refused is None:
-                at = self.at if self.at is not None else now
-                return attrs.evolve(self, index=self.index + 1, met=None, at=at)._put_or_write()
-            met = Met.of(refused.get("Item"), next(iter(self.key)))
-            if met is None:   # gone since: put it again
-                return attrs.evolve(self, phase="put", met=None)
-            if met.token == self.token:   # our own earlier attempt, its answer lost
-                at = self.at if self.at is not None else met.at
-                return attrs.evolve(self, index=self.index + 1, met=None, at=at)._put_or_write()
-            return attrs.evolve(self, phase="owner", met=met)
+            return self._after_put(now, refused)
         if phase in ("owner", "judge"):
-            assert self.met is not None
-            verdict = judge(self.met, (answer or {}).get("Item"), self.locks_for, now,
-                            self.timing)
-            if verdict is Verdict.FREE:   # a lock met: take it over; an old lock: delete it
-                return attrs.evolve(self, phase="take" if phase == "owner" else "drop")
-            if phase == "judge":
-                return attrs.evolve(self, index=self.index + 1)._released()
-            outcome = "busy" if verdict is Verdict.WAIT else "taken"
-            return attrs.evolve(self, outcome=outcome)._undo(self.index)
+            return self._after_owner(now, (answer or {}).get("Item"))
         if phase in ("write", "verify"):
-            current = (answer or {}).get("Item") if phase == "verify" else (
-                None if refused is None else refused.get("Item"))
-            if (phase == "write" and refused is None) or current == self.target:
-                # applied, now or by an attempt whose answer was lost
-                return attrs.evolve(self, outcome="written", phase="clear", index=0)._cleared()
-            keep = tuple(sorted(set(self.locks_for(current)) & set(self.new)))
-            outcome = "conflict" if phase == "write" else "expired"
-            return attrs.evolve(self, outcome=outcome, keep=keep)._undo(len(self.new))
+            return self._after_write(answer, refused)
         if phase == "clear":
             return attrs.evolve(self, index=self.index + 1)._cleared()
         if phase == "seek":
@@ -317,6 +288,46 @@ class Write:
         if phase == "undo":
             return self._undo(self.index)
         raise AssertionError(f"answered while {phase}")
+
+    def _after_read(self, record: Item | None) -> Write:
+        had, wants = self.locks_for(record), self.locks_for(self.target)
+        new = tuple(sorted(set(wants) - set(had)))
+        if record == self.target:
+            return attrs.evolve(self, read=_text(record), phase="done", outcome="unchanged")
+        return attrs.evolve(self, read=_text(record), new=new, index=0)._put_or_write()
+
+    def _after_put(self, now: float, refused: Item | None) -> Write:
+        if refused is None:
+            at = self.at if self.at is not None else now
+            return attrs.evolve(self, index=self.index + 1, met=None, at=at)._put_or_write()
+        met = Met.of(refused.get("Item"), next(iter(self.key)))
+        if met is None:   # gone since: put it again
+            return attrs.evolve(self, phase="put", met=None)
+        if met.token == self.token:   # our own earlier attempt, its answer lost
+            at = self.at if self.at is not None else met.at
+            return attrs.evolve(self, index=self.index + 1, met=None, at=at)._put_or_write()
+        return attrs.evolve(self, phase="owner", met=met)
+
+    def _after_owner(self, now: float, owner: Item | None) -> Write:
+        assert self.met is not None
+        verdict = judge(self.met, owner, self.locks_for, now, self.timing)
+        if verdict is Verdict.FREE:   # a lock met: take it over; an old lock: delete it
+            return attrs.evolve(self, phase="take" if self.phase == "owner" else "drop")
+        if self.phase == "judge":
+            return attrs.evolve(self, index=self.index + 1)._released()
+        outcome = "busy" if verdict is Verdict.WAIT else "taken"
+        return attrs.evolve(self, outcome=outcome)._undo(self.index)
+
+    def _after_write(self, answer: Item | None, refused: Item | None) -> Write:
+        phase = self.phase
+        current = (answer or {}).get("Item") if phase == "verify" else (
+            None if refused is None else refused.get("Item"))
+        if (phase == "write" and refused is None) or current == self.target:
+            # applied, now or by an attempt whose answer was lost
+            return attrs.evolve(self, outcome="written", phase="clear", index=0)._cleared()
+        keep = tuple(sorted(set(self.locks_for(current)) & set(self.new)))
+        outcome = "conflict" if phase == "write" else "expired"
+        return attrs.evolve(self, outcome=outcome, keep=keep)._undo(len(self.new))
 
     def _releasing(self) -> list[str]:
         return sorted(set(self.locks_for(self.record)) - set(self.locks_for(self.target)))
