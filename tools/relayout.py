@@ -57,6 +57,7 @@ MOVES: dict[str, str] = {
     "dynaunique._render": "dynaunique._write.render",
     "dynaunique._transaction": "dynaunique._write.transaction",
     "dynaunique._heal": "dynaunique._write.heal",
+    "dynaunique._mrsc": "dynaunique._write.mrsc",
     "dynaunique._flush": "dynaunique._write.flush",
     "dynaunique._atomic": "dynaunique._write.atomic",
     # The lock scheme: what is stored and how its keys are spelled (pure).
