@@ -6,8 +6,8 @@ Paired per round, as ``benchmarks.cases`` (same cases, stub transport, thread CP
 round runs dynaunique as it is, and again with one of its request-path changes undone —
 
 * ``botocore request path``: botocore's ``_make_api_call`` (events, endpoint ruleset, signing,
-  parsing) instead of ``dynaunique._wire.FastPath``;
-* ``botocore serializer``: the client's own serializer instead of ``dynaunique._wire``'s;
+  parsing) instead of ``dynaunique._transport.wire.FastPath``;
+* ``botocore serializer``: the client's own serializer instead of ``dynaunique._transport.wire``'s;
 * ``digest token``: the earlier ``ClientRequestToken``, a uuid4 and a SHA-256 of the request;
 * ``a timestamp per lock``: every lock put stamped with its own ``now()``.
 
@@ -27,7 +27,10 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
 from benchmarks.cases import DYNAUNIQUE, cases, quantiles
-from dynaunique import _connection, _render, _wire, _writes
+from dynaunique._transport import connection as _connection
+from dynaunique._transport import wire as _wire
+from dynaunique._write import render as _render
+from dynaunique._write import writes as _writes
 
 AS_IS = "as it is"
 

@@ -26,7 +26,7 @@ from benchmarks.handwritten import HandWritten, _now, make_client
 from benchmarks.models import TABLE, BenchAccount, point_at
 from benchmarks.overhead import quantiles
 from benchmarks.transport import stub
-from dynaunique import _connection
+from dynaunique._transport import connection as _connection
 from dynaunique.attributes import UnicodeAttribute
 
 #: Never contacted: the stub answers before a socket is opened.

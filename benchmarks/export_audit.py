@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 
 from benchmarks.models import TABLE, BenchAccount, fake_credentials, fresh_table, point_at
 from dynaunique import audit
-from dynaunique._locks import lock_item, lock_key
+from dynaunique._lock.locks import lock_item, lock_key
 from dynaunique.audit import _export_check
 from dynaunique.testing import local_dynamodb
 from dynaunique.testing._exports import write_export

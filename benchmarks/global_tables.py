@@ -23,7 +23,9 @@ from typing import Any
 
 import boto3
 
-from dynaunique import Model, _connection, _regions, normalizers
+from dynaunique import Model, normalizers
+from dynaunique._transport import connection as _connection
+from dynaunique._transport import regions as _regions
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables, local_dynamodb, use_endpoint
 

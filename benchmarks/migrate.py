@@ -38,7 +38,7 @@ from benchmarks.handwritten import make_client
 from benchmarks.models import fake_credentials
 from benchmarks.report import machine
 from dynaunique import Model, normalizers
-from dynaunique import _connection as connection
+from dynaunique._transport import connection
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables, local_dynamodb, reset_local_dynamodb, use_endpoint
 

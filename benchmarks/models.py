@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from dynaunique import Model, normalizers
-from dynaunique import _connection as connection
+from dynaunique._transport import connection
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import FAKE_AWS_ENV, create_tables, reset_local_dynamodb, use_endpoint
 

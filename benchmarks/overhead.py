@@ -238,8 +238,10 @@ def _state(op: str, n: int) -> BenchAccount:
 
 def stages(rounds: int) -> Stages:
     """Time each step of dynaunique's saves on the stub transport."""
-    from dynaunique import _record, _render, _state
-    from dynaunique._writes import RecordPut
+    from dynaunique._write import record as _record
+    from dynaunique._write import render as _render
+    from dynaunique._write import state as _state
+    from dynaunique._write.writes import RecordPut
 
     client = stub(point_at(STUB_ENDPOINT))
     clock = time.thread_time_ns

@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/ui.py
 
 from benchmarks.models import TABLE, BenchAccount, fake_credentials, fresh_table, point_at
 from dynaunique import audit
-from dynaunique._locks import lock_item
+from dynaunique._lock.locks import lock_item
 from dynaunique.testing import local_dynamodb
 from dynaunique.ui._app import PAGE_SECONDS
 

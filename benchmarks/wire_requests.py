@@ -29,7 +29,7 @@ import botocore.httpsession
 import dynaunique
 from benchmarks.cases import k_model
 from benchmarks.models import BenchAccount, fake_credentials, fresh_table
-from dynaunique import _connection
+from dynaunique._transport import connection as _connection
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables, local_dynamodb, use_endpoint
 

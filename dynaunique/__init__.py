@@ -38,16 +38,16 @@ _logging.getLogger("dynaunique").addHandler(_logging.NullHandler())
 
 if TYPE_CHECKING:
     from dynaunique import normalizers
-    from dynaunique._atomic import Atomic, atomic
-    from dynaunique._render import to_json
+    from dynaunique._write.atomic import Atomic, atomic
+    from dynaunique._write.render import to_json
     from dynaunique.constraints import UniqueConstraint
     from dynaunique.model import Model
 
 #: The names imported on first use, and where each lives (``normalizers`` is the module itself).
 _LAZY = {
-    "Atomic": "dynaunique._atomic",
-    "atomic": "dynaunique._atomic",
-    "to_json": "dynaunique._render",
+    "Atomic": "dynaunique._write.atomic",
+    "atomic": "dynaunique._write.atomic",
+    "to_json": "dynaunique._write.render",
     "UniqueConstraint": "dynaunique.constraints",
     "Model": "dynaunique.model",
     "normalizers": "dynaunique.normalizers",

@@ -2,7 +2,7 @@
 
 The one reader of the project's settings file: the migrations commands validate and resolve what
 it holds (``dynaunique.migrations.project``), and the library reads ``home_region`` from it
-(``dynaunique._regions``).
+(``dynaunique._transport.regions``).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def open_models(module: str, endpoint: str | None) -> tuple[list[type[Model]], S
     :raises ConfigurationError: bad settings, a module that cannot be imported, a malformed URL,
         no region or credentials for an endpoint that is not on this machine.
     """
-    from dynaunique._endpoint import point_models
+    from dynaunique._transport.endpoint import point_models
 
     settings = settings_for(module)
     models = load_models(module)

@@ -1,14 +1,14 @@
 """The asyncio sender: drives the library's sans-IO steps over an async HTTP client.
 
 ``await arun(steps)`` performs the steps of any of dynaunique's generators (a flush, a read,
-``get_by_unique``) — the same generators :func:`dynaunique._connection.run` drives synchronously
-— so the async path plans, sends, retries and settles exactly as the sync one does.
+``get_by_unique``) — the same generators :func:`dynaunique._transport.connection.run` drives
+synchronously — so the async path plans, sends, retries and settles exactly as the sync one does.
 
 Each request is built, signed and parsed by the very botocore client of the model's PynamoDB
-connection (:func:`dynaunique._connection.connection_for`): the same region (unset: botocore's
-region chain), host, credentials, timeouts and ``extra_headers`` as the sync path, the same
-botocore event hooks (a ``before-send`` handler that answers — ``moto``'s ``mock_aws``, botocore's
-``Stubber`` — answers here too), the same error classes; PynamoDB's
+connection (:func:`dynaunique._transport.connection.connection_for`): the same region (unset:
+botocore's region chain), host, credentials, timeouts and ``extra_headers`` as the sync path, the
+same botocore event hooks (a ``before-send`` handler that answers — ``moto``'s ``mock_aws``,
+botocore's ``Stubber`` — answers here too), the same error classes; PynamoDB's
 ``pre_dynamodb_send``/``post_dynamodb_send`` signals fire for every request. Only the HTTP
 exchange itself goes over :mod:`httpx` (the ``async`` extra:
 ``pip install -e '/path/to/clone[async]'``); the sync API never imports this module.
@@ -35,9 +35,10 @@ import httpx
 from botocore.awsrequest import AWSResponse, HeadersDict
 from pynamodb.connection import Connection
 
-from dynaunique import _botocore, _wire
-from dynaunique._answers import Ambiguous, Answer, Ok, answer_of
-from dynaunique._connection import Sleep, Steps
+from dynaunique._transport import botocore as _botocore
+from dynaunique._transport import wire as _wire
+from dynaunique._transport.answers import Ambiguous, Answer, Ok, answer_of
+from dynaunique._transport.connection import Sleep, Steps
 from dynaunique.errors import ConfigurationError
 
 __all__ = ["arun", "close", "session"]
@@ -57,9 +58,10 @@ _TABLE_OPERATIONS = frozenset({"DescribeTable", "ListTables", "UpdateTable", "Up
 
 async def arun(steps: Steps[_T]) -> _T:
     """Drive ``steps`` under asyncio: each request over this loop's HTTP client, answered with
-    an :class:`~dynaunique._answers.Answer` as :func:`dynaunique._connection.run` answers it
-    (the same :func:`~dynaunique._answers.answer_of` reads the failures), each backoff as
-    ``asyncio.sleep``. The async twin of :func:`dynaunique._connection.run`."""
+    an :class:`~dynaunique._transport.answers.Answer` as
+    :func:`dynaunique._transport.connection.run` answers it (the same
+    :func:`~dynaunique._transport.answers.answer_of` reads the failures), each backoff as
+    ``asyncio.sleep``. The async twin of :func:`dynaunique._transport.connection.run`."""
     try:
         step = next(steps)
         while True:
@@ -110,8 +112,8 @@ async def dispatch(connection: Connection, operation: str,
 
 async def _make_api_call(connection: Connection, operation: str,
                          api_params: dict[str, Any]) -> dict[str, Any]:
-    # botocore's BaseClient._make_api_call, as the sync path makes it (dynaunique._wire: the
-    # same request, fast or botocore's own steps), with the HTTP send awaited.
+    # botocore's BaseClient._make_api_call, as the sync path makes it (dynaunique._transport.wire:
+    # the same request, fast or botocore's own steps), with the HTTP send awaited.
     call = _wire.start(connection.client, operation, api_params)
     if call.request is None:               # a before-call handler answered
         return dict(call.finish(None))
@@ -157,8 +159,8 @@ async def _send(connection: Connection, request: Any) -> AWSResponse:
 def http_client(connection: Connection) -> httpx.AsyncClient:
     """This event loop's HTTP client for a connection's botocore client (made on first use).
 
-    It sends as botocore's own HTTP session would (``dynaunique._botocore.transport``): the
-    same CA bundle or ``verify=False``, client certificate, proxy for the endpoint (with its
+    It sends as botocore's own HTTP session would (``dynaunique._transport.botocore.transport``):
+    the same CA bundle or ``verify=False``, client certificate, proxy for the endpoint (with its
     ``proxies_config`` CA bundle and client certificate), connect and read timeouts;
     ``max_pool_connections`` connections are kept alive, and more are opened when more requests
     are in flight, as botocore's own pool does. The environment is not read again (botocore

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._locks import validate_lock_name
+from dynaunique._lock.locks import validate_lock_name
 from dynaunique.errors import ConfigurationError
 from dynaunique.normalizers import Normalizer
 

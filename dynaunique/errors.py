@@ -25,9 +25,9 @@ The tree::
     ├── UnreachableError            DynamoDB could not be reached at all: nothing was applied
     └── MigrationError, AuditError  (raised by the migrations and audit tools)
 
-Botocore errors are read at exactly one boundary, ``dynaunique._answers`` (``answer_of``), and
-mapped to these by one function (``error_for``; a write's failed conditions by
-``dynaunique._transaction``), chained so the original stays reachable as ``__cause__``.
+Botocore errors are read at exactly one boundary, ``dynaunique._transport.answers`` (``answer_of``),
+and mapped to these by one function (``error_for``; a write's failed conditions by
+``dynaunique._write.transaction``), chained so the original stays reachable as ``__cause__``.
 
 What ``save()``, ``delete()`` and ``update()`` raise because the write was not done as asked (a
 condition failed, DynamoDB refused it, the network failed) is also PynamoDB's ``PutError``,
@@ -209,7 +209,7 @@ class ConcurrentModificationError(WriteConflict):
     def __init__(self, message: str, *, model: str = "", key: Mapping[str, Any] | None = None,
                  current: Mapping[str, Any] | None = None, write: Any = None) -> None:
         self.model = model
-        #: The planned write whose condition failed (a ``dynaunique._plan`` value).
+        #: The planned write whose condition failed (a ``dynaunique._write.plan`` value).
         self.write = write
         self.key = dict(key) if key is not None else None
         #: The item as DynamoDB holds it now (raw attribute values), when it was returned.
@@ -236,7 +236,7 @@ class OtherModelRecordError(WriteConflict):
     this write does not carry: writing it would leave those locks orphaned.
 
     ``model`` is the model writing, ``other_model`` the model the stored item is a record of
-    (the audit's rule, ``dynaunique._items.claim``), ``locks`` the names of the locks that
+    (the audit's rule, ``dynaunique._lock.items.claim``), ``locks`` the names of the locks that
     model requires of it (held, or not yet written for a record from before its constraint).
     Delete the record as ``other_model`` first (or both in one ``atomic()`` block).
     """

@@ -4,8 +4,8 @@ This module is Model's API — the sync and asyncio writes and reads, PynamoDB's
 safe — over mixins of one job each, in :mod:`dynaunique._model`: the metaclass binds the
 declared constraints when the class is defined (``binding``); every instance remembers the item
 it was loaded from (``instance``); a write diffs that snapshot against the current values
-(``dynaunique._record`` builds the one value the pure planner takes) and is collected by
-``atomic()`` or flushed alone (``dynaunique._flush``), which never calls back into the model;
+(``dynaunique._write.record`` builds the one value the pure planner takes) and is collected by
+``atomic()`` or flushed alone (``dynaunique._write.flush``), which never calls back into the model;
 the snapshot is refreshed only after a write succeeded. Unique lookups are ``lookup``'s; the guards
 that keep lock items out of reads, ``reads``'.
 """
@@ -21,16 +21,16 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model as PynamoModel
 from pynamodb.pagination import ResultIterator
 
-from dynaunique._atomic import collect
-from dynaunique._connection import run
-from dynaunique._flush import aflush_one, flush_one
 from dynaunique._model.binding import ModelMeta, table_holds_locks
 from dynaunique._model.calls import check_update, pynamodb_call, update_op
 from dynaunique._model.lookup import LookupMixin
-from dynaunique._model.mixed import GuardedBatchWrite, transact_condition
 from dynaunique._model.reads import ReadMixin, mark_partial
-from dynaunique._render import render_checked
-from dynaunique._state import Op, OpKind
+from dynaunique._transport.connection import run
+from dynaunique._write.atomic import collect
+from dynaunique._write.flush import aflush_one, flush_one
+from dynaunique._write.mixed import GuardedBatchWrite, transact_condition
+from dynaunique._write.render import render_checked
+from dynaunique._write.state import Op, OpKind
 from dynaunique.errors import UnsupportedOperationError
 
 __all__ = ["Model", "ModelMeta"]
@@ -256,7 +256,7 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
     def batch_write(cls, auto_commit: bool = True) -> Any:
         """Refused for models with unique constraints: a batch cannot keep locks atomic. On a
         table that holds lock items, a model without constraints writes each item guarded
-        (:class:`~dynaunique._model.mixed.GuardedBatchWrite`)."""
+        (:class:`~dynaunique._write.mixed.GuardedBatchWrite`)."""
         info = cls._du_info
         if info is not None and info.constraints:
             raise UnsupportedOperationError(

@@ -8,10 +8,11 @@ logging. Each record's message is a readable sentence and its ``dynaunique`` att
 
     record.dynaunique == {"event": "unique_violation", "model": "User", ...}
 
-Events are emitted where the thing happens — the sans-IO generators of ``dynaunique._connection``,
-``dynaunique._transaction`` and ``dynaunique._flush`` — so the sync and the asyncio senders emit
-the very same events. A value of a ``hashed=True`` constraint never appears in any field or
-message: only its lock key (which holds a digest) does. docs/observability.md lists the events.
+Events are emitted where the thing happens — the sans-IO generators of
+``dynaunique._transport.connection``, ``dynaunique._write.transaction`` and
+``dynaunique._write.flush`` — so the sync and the asyncio senders emit the very same events. A value
+of a ``hashed=True`` constraint never appears in any field or message: only its lock key (which
+holds a digest) does. docs/observability.md lists the events.
 
 **Tracing.** With OpenTelemetry's API installed (``pip install -e '/path/to/clone[otel]'``),
 :func:`traced` opens one span per ``save``/``delete``/``update``/``atomic`` commit (and their
@@ -75,7 +76,7 @@ class WriteStats:
     round_trips: int = 0
     retries: int = 0
     plan: Any = None
-    #: Orphan locks the write took over (``dynaunique._heal``).
+    #: Orphan locks the write took over (``dynaunique._write.heal``).
     healed: int = 0
 
 
@@ -119,7 +120,7 @@ def _attributes(model: str, operation: str, st: WriteStats,
         "dynaunique.retries": st.retries,
         "dynaunique.outcome": _outcome(exc),
     }
-    if st.healed:   # only on a write that took orphan locks over (dynaunique._heal)
+    if st.healed:   # only on a write that took orphan locks over (dynaunique._write.heal)
         attributes["dynaunique.healed_orphans"] = st.healed
     return attributes
 

@@ -20,8 +20,8 @@ import attrs
 from pynamodb import attributes as pa
 from pynamodb.models import MetaModel
 
-from dynaunique._items import BoundConstraint, ModelInfo
-from dynaunique._locks import LOCK_ATTRIBUTES
+from dynaunique._lock.items import BoundConstraint, ModelInfo
+from dynaunique._lock.locks import LOCK_ATTRIBUTES
 from dynaunique._model.sharing import Meaning, differences, meaning_of
 from dynaunique.attributes import UniqueOptions
 from dynaunique.constraints import UniqueConstraint
@@ -335,7 +335,7 @@ def table_holds_locks(table: str) -> bool:
 
 # table name → model name → the class (a class of the same name redefines it: a reloaded module,
 # a test). Every model with a table and keys, constrained or not: which model an item is a record
-# of, and which locks it holds, is judged against all of them (dynaunique._model.mixed).
+# of, and which locks it holds, is judged against all of them (dynaunique._write.mixed).
 _table_models: dict[str, dict[str, type]] = {}
 _table_models_guard = threading.Lock()
 #: Bumped whenever a model is registered, so what is derived from the registry can be cached

@@ -3,7 +3,7 @@
 A model without constraints on a table that holds no lock items writes as PynamoDB does, its
 failed condition raised as the flush raises it (:func:`pynamodb_call`); ``update(actions)``
 becomes one op here (:func:`update_op`). Collecting into ``atomic()`` and flushing a unit of
-one are ``dynaunique._flush``'s.
+one are ``dynaunique._write.flush``'s.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from dynaunique._atomic import current_unit
-from dynaunique._flush import as_operation
-from dynaunique._items import plain_key
-from dynaunique._state import Op, OpKind
-from dynaunique._transaction import condition_failed
+from dynaunique._lock.items import plain_key
+from dynaunique._write.atomic import current_unit
+from dynaunique._write.flush import as_operation
+from dynaunique._write.state import Op, OpKind
+from dynaunique._write.transaction import condition_failed
 from dynaunique.errors import ConcurrentModificationError, UnsupportedOperationError
 
 

@@ -1,9 +1,9 @@
 """What a Model instance remembers: the item it was loaded from, its key, that item's locks.
 
-Each instance keeps one :class:`~dynaunique._state.InstanceState` (the snapshot the next write
+Each instance keeps one :class:`~dynaunique._write.state.InstanceState` (the snapshot the next write
 guards on and diffs against, and caches of the locks a snapshot holds); this mixin gives the
 model its key and the one read of its record. Everything else about that state is
-``dynaunique._state``'s, and the write path reads it there, not through the model.
+``dynaunique._write.state``'s, and the write path reads it there, not through the model.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pynamodb.connection import Connection
 
-from dynaunique._answers import Refused, error_for
-from dynaunique._connection import (
+from dynaunique._lock.items import ModelInfo, lock_inputs
+from dynaunique._transport.answers import Refused, error_for
+from dynaunique._transport.connection import (
     RetryPolicy,
     Steps,
     connection_for,
@@ -24,9 +25,8 @@ from dynaunique._connection import (
     exchange_steps,
     policy_for,
 )
-from dynaunique._items import ModelInfo, lock_inputs
-from dynaunique._regions import route
-from dynaunique._state import state_of
+from dynaunique._transport.regions import route
+from dynaunique._write.state import state_of
 
 if TYPE_CHECKING:
     # The mixins of dynaunique.Model are PynamoDB models to the type checker; at run time they
@@ -46,9 +46,9 @@ def read_steps(connection: Connection, policy: RetryPolicy, table: str, key: Map
 
     ``aget``, ``get_by_unique``'s two reads, a never-loaded delete's or update's read and the
     read after an update are this generator. A refusal is the library's error
-    (:func:`~dynaunique._answers.error_for`); with ``invalid_key``, a ``ValidationException``
-    raises that instead (the table answered, so only the key can be invalid: one a lock names
-    that DynamoDB cannot read).
+    (:func:`~dynaunique._transport.answers.error_for`); with ``invalid_key``, a
+    ``ValidationException`` raises that instead (the table answered, so only the key can be invalid:
+    one a lock names that DynamoDB cannot read).
     """
     params: dict[str, Any] = {"TableName": table, "Key": dict(key)}
     if consistent:
@@ -69,7 +69,7 @@ class InstanceMixin(ModelBase):
     #: or keys.
     _du_info: ClassVar[ModelInfo | None] = None
 
-    #: Everything dynaunique remembers of this instance (``dynaunique._state``): computed on
+    #: Everything dynaunique remembers of this instance (``dynaunique._write.state``): computed on
     #: first use, then a plain attribute of the instance (this is on every write's path).
     _du_state = cached_property(state_of)
 
@@ -118,10 +118,10 @@ class InstanceMixin(ModelBase):
 
     @classmethod
     def _du_lock_inputs(cls, item: Mapping[str, Any]) -> Any:
-        """What ``locks_of`` needs of a stored item (:func:`dynaunique._items.lock_inputs`)."""
+        """What ``locks_of`` needs of a stored item (:func:`dynaunique._lock.items.lock_inputs`)."""
         return lock_inputs(cls, item)
 
-    # --- the unit of work's hooks about state (dynaunique._flush) ---------------------------------
+    # --- the unit of work's hooks about state (dynaunique._write.flush) ---------------------------
 
     def _du_read_steps(self) -> Steps[dict[str, Any] | None]:
         """A strongly consistent read of this object's record (raw item, or None)."""

@@ -5,7 +5,7 @@ value now. When it does not, the lock is read again: a lock that changed meanwhi
 handed to another record between the two reads, by a swap in ``atomic()``) is followed, so the
 lookup never says "nobody" while the value was held at every moment; a lock still as first read
 names a record without the value: an orphan. The lock's key is the one a save builds
-(:func:`dynaunique._items.lock_of`), from the value as its attribute stores it.
+(:func:`dynaunique._lock.items.lock_of`), from the value as its attribute stores it.
 """
 
 from __future__ import annotations
@@ -13,14 +13,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from dynaunique._connection import Steps, connection_for, connection_in, policy_for
-from dynaunique._flush import MAX_ATTEMPTS as _LOOKUP_ATTEMPTS
-from dynaunique._items import BoundConstraint, ModelInfo, lock_of, locks_of, owner_key, plain_key
-from dynaunique._locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
+from dynaunique._lock.items import (
+    BoundConstraint,
+    ModelInfo,
+    lock_of,
+    locks_of,
+    owner_key,
+    plain_key,
+)
+from dynaunique._lock.locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique._model.instance import InstanceMixin, read_steps
-from dynaunique._record import as_stored
-from dynaunique._regions import route
-from dynaunique._state import same_item
+from dynaunique._transport.connection import Steps, connection_for, connection_in, policy_for
+from dynaunique._transport.regions import route
+from dynaunique._write.flush import MAX_ATTEMPTS as _LOOKUP_ATTEMPTS
+from dynaunique._write.record import as_stored
+from dynaunique._write.state import same_item
 from dynaunique.errors import ConfigurationError, format_value
 
 _L = TypeVar("_L", bound="LookupMixin")

@@ -14,10 +14,10 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.pagination import ResultIterator
 
-from dynaunique._connection import Steps, connection_for, policy_for
-from dynaunique._locks import LOCK_SORT_KEY, RESERVED_PREFIX, is_reserved_key
+from dynaunique._lock.locks import LOCK_SORT_KEY, RESERVED_PREFIX, is_reserved_key
 from dynaunique._model.binding import table_holds_locks
 from dynaunique._model.instance import InstanceMixin, read_steps
+from dynaunique._transport.connection import Steps, connection_for, policy_for
 from dynaunique.errors import ConfigurationError, InvalidValueError
 
 _R = TypeVar("_R", bound="ReadMixin")

@@ -2,9 +2,9 @@
 
 Two models that share a lock name on one table write the same lock items: a value is free for
 one exactly when it is free for the other. That only holds when both turn a value into the same
-key, so they must agree on every input of the key (:func:`dynaunique._items.lock_of`): the number
-of fields, each field's stored type and normalizer (in field order), whether the key is hashed
-and, if so, where the secret comes from. Field names may differ (``User.username`` and
+key, so they must agree on every input of the key (:func:`dynaunique._lock.items.lock_of`): the
+number of fields, each field's stored type and normalizer (in field order), whether the key is
+hashed and, if so, where the secret comes from. Field names may differ (``User.username`` and
 ``Team.name`` sharing ``HANDLE``) and so may conditions (a condition decides *whether* a record
 holds its lock, not what the lock's key is).
 
@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 from pynamodb import attributes as pa
 
-from dynaunique._items import SECRET_ENV, BoundConstraint, ModelInfo
+from dynaunique._lock.items import SECRET_ENV, BoundConstraint, ModelInfo
 from dynaunique.normalizers import Composed
 
 _TYPE_WORDS = {"S": "a string", "N": "a number", "B": "a binary value", "BOOL": "a boolean"}

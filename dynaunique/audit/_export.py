@@ -30,7 +30,7 @@ import botocore.exceptions
 import botocore.session
 from botocore import xform_name
 
-from dynaunique._endpoint import target_for
+from dynaunique._transport.endpoint import target_for
 from dynaunique.errors import AuditError
 
 from ._tables import _Meter

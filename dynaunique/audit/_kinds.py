@@ -1,13 +1,13 @@
 """The audit's kinds as enums: what a finding is, what a repair does, and how it ended.
 
-Every kind is a :class:`dynaunique._kinds.Kind`: a ``str`` enum that compares equal to its value
-(``FindingKind.ORPHAN == "orphan"``) and prints, formats and serializes to JSON as that value,
+Every kind is a :class:`dynaunique._lock.kinds.Kind`: a ``str`` enum that compares equal to its
+value (``FindingKind.ORPHAN == "orphan"``) and prints, formats and serializes to JSON as that value,
 so reports read as they did when the kinds were bare strings.
 """
 
 from __future__ import annotations
 
-from dynaunique._kinds import Kind
+from dynaunique._lock.kinds import Kind
 
 
 class FindingKind(Kind):

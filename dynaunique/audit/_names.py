@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 from pynamodb import attributes as pa
 
-from dynaunique._items import BoundConstraint
-from dynaunique._locks import (
+from dynaunique._lock.items import BoundConstraint
+from dynaunique._lock.locks import (
     MODEL_ATTR,
     RESERVED_PREFIX,
     SYSTEM_PREFIX,

@@ -14,11 +14,11 @@ from typing import Any
 
 import attrs
 
-from dynaunique._items import LockRef, TypedKey, key_id, owner_key
-from dynaunique._model.mixed import identity
-from dynaunique._plan import Plan
-from dynaunique._render import render
-from dynaunique._writes import (
+from dynaunique._lock.items import LockRef, TypedKey, key_id, owner_key
+from dynaunique._write.mixed import identity
+from dynaunique._write.plan import Plan
+from dynaunique._write.render import render
+from dynaunique._write.writes import (
     Absent,
     ConditionCheck,
     LockDelete,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from dynaunique._connection import in_batches
-from dynaunique._items import TypedKey, key_id, owner_key
+from dynaunique._lock.items import TypedKey, key_id, owner_key
+from dynaunique._transport.connection import in_batches
 from dynaunique.errors import AuditError
 
 from ._stored import LockInfo, _interpret, _lock_info, _Record

@@ -11,8 +11,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._flush import MAX_ATTEMPTS as _REPAIR_ATTEMPTS
-from dynaunique._flush import execute
+from dynaunique._write.flush import MAX_ATTEMPTS as _REPAIR_ATTEMPTS
+from dynaunique._write.flush import execute
 from dynaunique.errors import AuditError, DynauniqueError, WriteConflict
 
 from ._judge import Finding, _involved, _recheck

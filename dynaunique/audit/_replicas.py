@@ -23,9 +23,9 @@ from typing import Any
 
 import attrs
 
-from dynaunique import _regions
-from dynaunique._connection import connection_for, connection_in, policy_for, send
-from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX, SYSTEM_PREFIX
+from dynaunique._lock.locks import OWNER_ATTR, RESERVED_PREFIX, SYSTEM_PREFIX
+from dynaunique._transport import regions as _regions
+from dynaunique._transport.connection import connection_for, connection_in, policy_for, send
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 

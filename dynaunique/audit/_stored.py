@@ -1,7 +1,7 @@
 """What a stored item means: a lock as :class:`LockInfo`, a record as its model and its locks.
 
 No I/O: the items come from the reads of :mod:`dynaunique.audit._reads` and single GetItems.
-Which loaded model an item is a record of is :func:`dynaunique._items.claim`'s rule.
+Which loaded model an item is a record of is :func:`dynaunique._lock.items.claim`'s rule.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._items import LockRef, TypedKey, claim, is_dynaunique_item, locks_of, plain_key
-from dynaunique._locks import (
+from dynaunique._lock.items import LockRef, TypedKey, claim, is_dynaunique_item, locks_of, plain_key
+from dynaunique._lock.locks import (
     CREATED_ATTR,
     LOCK_SORT_KEY,
     MODEL_ATTR,

@@ -1,8 +1,8 @@
 """The tables the audit reads: the loaded models of each, and the one way a read is sent and billed.
 
 Every request of the audit goes through :func:`_call` — dynaunique's one boundary and retry loop
-(:func:`dynaunique._connection.send`) — and is counted on a :class:`_Meter`, whose :class:`Cost`
-each report carries.
+(:func:`dynaunique._transport.connection.send`) — and is counted on a :class:`_Meter`, whose
+:class:`Cost` each report carries.
 """
 
 from __future__ import annotations
@@ -13,10 +13,16 @@ from typing import Any
 
 import attrs
 
-from dynaunique import _regions
-from dynaunique._connection import RetryPolicy, connection_for, connection_in, send, target_of
-from dynaunique._items import ModelInfo, TypedKey
-from dynaunique._locks import lock_primary_key, secret_id
+from dynaunique._lock.items import ModelInfo, TypedKey
+from dynaunique._lock.locks import lock_primary_key, secret_id
+from dynaunique._transport import regions as _regions
+from dynaunique._transport.connection import (
+    RetryPolicy,
+    connection_for,
+    connection_in,
+    send,
+    target_of,
+)
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
@@ -86,7 +92,7 @@ class _Meter:
 
 def _call(meter: _Meter, connection: Any, operation: str, **params: Any) -> dict[str, Any]:
     """One read request through dynaunique's one boundary and retry loop; a failure that is
-    not retried becomes an AuditError (``dynaunique._answers.error_for``)."""
+    not retried becomes an AuditError (``dynaunique._transport.answers.error_for``)."""
     response = send(connection, operation, params, policy=_READ_POLICY, error=AuditError)
     # A scan bills the items it reads before any filter: ScannedCount, not the matches.
     meter.add(operation, int(response.get("ScannedCount", 0)) if operation == "Scan" else 0)
@@ -170,7 +176,8 @@ def _tables(models: Sequence[type[Model]]) -> list[_Table]:
 
 def _at_home(table: _Table) -> _Table:
     """``table`` with the connection a write of its models goes through: a global table's home
-    region (as the library's writes, ``dynaunique._regions.route``), else ``table`` itself.
+    region (as the library's writes, ``dynaunique._transport.regions.route``), else ``table``
+    itself.
 
     :raises GlobalTableError: a global table dynaunique does not write to (strong consistency,
         or no home region named); nothing was sent.

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.text import Text
 
 from dynaunique import audit
-from dynaunique._render import to_json
 from dynaunique._user_models import open_models
+from dynaunique._write.render import to_json
 from dynaunique.cli._common import CannotRun, endpoint_option
 from dynaunique.cli._output import Output, progress_bar
 from dynaunique.cli._regions import compare_regions, print_modes

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from dynaunique import audit
-from dynaunique._render import to_json
+from dynaunique._write.render import to_json
 from dynaunique.cli._output import Output
 from dynaunique.model import Model
 

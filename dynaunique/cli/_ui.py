@@ -46,7 +46,7 @@ def embedded_server(models: Sequence[type[Model]]) -> Iterator[str]:
     """The testing kit's local server for the page, the models pointed at it and their tables
     created, empty: the CLI (a tool) hands it to :func:`dynaunique.ui.serve`, which imports no
     tool (tests/unit/test_package.py)."""
-    from dynaunique._endpoint import point_models
+    from dynaunique._transport.endpoint import point_models
     from dynaunique.testing import create_tables, local_dynamodb
 
     with local_dynamodb() as endpoint:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dynaunique._locks import untyped
+from dynaunique._lock.locks import untyped
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._dynamo import (
     LEDGER_ATTR,

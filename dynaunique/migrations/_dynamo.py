@@ -3,8 +3,8 @@ table's key schema.
 
 :func:`call` sends through the one boundary; a failure becomes a
 :class:`~dynaunique.errors.MigrationError` by the library's one mapping
-(``dynaunique._answers.error_for``), a failed condition a :class:`ConditionFailed` the caller
-interprets.
+(``dynaunique._transport.answers.error_for``), a failed condition a :class:`ConditionFailed` the
+caller interprets.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 import attrs
 
-from dynaunique._answers import Refused, error_for
-from dynaunique._connection import RetryPolicy, exchange, in_batches
-from dynaunique._items import key_id
-from dynaunique._locks import lock_primary_key
+from dynaunique._lock.items import key_id
+from dynaunique._lock.locks import lock_primary_key
+from dynaunique._transport.answers import Refused, error_for
+from dynaunique._transport.connection import RetryPolicy, exchange, in_batches
 from dynaunique.errors import ConfigurationError, MigrationError
 
 #: The attribute holding all of a ledger item's data (no index may be keyed on it).

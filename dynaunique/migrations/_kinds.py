@@ -1,6 +1,6 @@
 """The kinds migrations name with a word, as enums whose values are exactly those words.
 
-Each is a :class:`dynaunique._kinds.Kind` (a ``str`` enum): a member equals its old string
+Each is a :class:`dynaunique._lock.kinds.Kind` (a ``str`` enum): a member equals its old string
 (``PhaseKind.FILL == "fill"``), and ``str()``, f-strings and ``json.dumps`` give the bare
 value, so the ledger items, JSON and the CLI's output are the same bytes as when these were
 plain strings — and a ledger written before keeps being read.
@@ -8,7 +8,7 @@ plain strings — and a ledger written before keeps being read.
 
 from __future__ import annotations
 
-from dynaunique._kinds import Kind
+from dynaunique._lock.kinds import Kind
 
 
 class PhaseKind(Kind):

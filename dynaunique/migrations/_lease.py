@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from dynaunique._locks import untyped
-from dynaunique._writes import now
+from dynaunique._lock.locks import untyped
+from dynaunique._write.writes import now
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._budget import clear_budgets
 from dynaunique.migrations._dynamo import LEDGER_ATTR, ConditionFailed, TableKeys, call

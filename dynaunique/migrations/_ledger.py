@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._items import key_id
-from dynaunique._locks import SYSTEM_PREFIX, typed, untyped
+from dynaunique._lock.items import key_id
+from dynaunique._lock.locks import SYSTEM_PREFIX, typed, untyped
 from dynaunique.migrations._dynamo import TableKeys
 
 MIGRATION_PREFIX = f"{SYSTEM_PREFIX}MIGRATION#"

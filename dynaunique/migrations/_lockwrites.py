@@ -2,8 +2,8 @@
 write guarded by ownership, and a strongly consistent read — each announced in the ledger
 first, rate-limited and counted.
 
-The writes are built by :mod:`dynaunique._writes` (the same lock items and guards the model's
-own saves send) and rendered by :mod:`dynaunique._render`. A lock put costs one write unit: it
+The writes are built by :mod:`dynaunique._write.writes` (the same lock items and guards the model's
+own saves send) and rendered by :mod:`dynaunique._write.render`. A lock put costs one write unit: it
 is not guarded by its record, so a record that moved off the value between the scan and the
 put gets a lock it does not require — an orphan, which the page's verification read finds and
 deletes (``_pages.fill_page``), and which any save meeting it first takes over (``_heal``).
@@ -16,10 +16,10 @@ from typing import Any
 
 import attrs
 
-from dynaunique._items import LockRef, TypedKey, key_id
-from dynaunique._locks import CREATED_ATTR, OWNER_ATTR
-from dynaunique._render import render_write
-from dynaunique._writes import Shaped, lock_delete, lock_put
+from dynaunique._lock.items import LockRef, TypedKey, key_id
+from dynaunique._lock.locks import CREATED_ATTR, OWNER_ATTR
+from dynaunique._write.render import render_write
+from dynaunique._write.writes import Shaped, lock_delete, lock_put
 from dynaunique.migrations._dynamo import ConditionFailed, call
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Pending

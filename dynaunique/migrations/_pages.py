@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from dynaunique._items import TypedKey, key_id
-from dynaunique._locks import (
+from dynaunique._lock.items import TypedKey, key_id
+from dynaunique._lock.locks import (
     CONSTRAINT_ATTR,
     CREATED_ATTR,
     MODEL_ATTR,
@@ -94,7 +94,7 @@ RESCAN_PAGES = 2
 
 def _read_back(seg: Segment, owners: list[TypedKey]) -> dict[Any, dict[str, Any]]:
     """The records ``owners`` (of the page just scanned) as they are now, strongly consistent,
-    by :func:`~dynaunique._items.key_id`; one absent is gone.
+    by :func:`~dynaunique._lock.items.key_id`; one absent is gone.
 
     The page is scanned again from where it started, consistently: a scan costs read units by
     the bytes it reads (one per 4 KB), not one per record as a read by key does. Records it

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from dynaunique._items import (
+from dynaunique._lock.items import (
     LockRef,
     ModelInfo,
     TypedKey,
@@ -23,7 +23,7 @@ from dynaunique._items import (
     locks_of,
     plain_key,
 )
-from dynaunique._locks import (
+from dynaunique._lock.locks import (
     CONSTRAINT_ATTR,
     MODEL_ATTR,
     OWNER_ATTR,
@@ -32,8 +32,8 @@ from dynaunique._locks import (
     SECRET_ID_ATTR,
     secret_id,
 )
-from dynaunique._model.mixed import identity
-from dynaunique._writes import Shaped, Unchanged, unchanged_guard
+from dynaunique._write.mixed import identity
+from dynaunique._write.writes import Shaped, Unchanged, unchanged_guard
 from dynaunique.errors import (
     ConfigurationError,
     DynauniqueError,
@@ -89,9 +89,9 @@ class PhaseRun:
     def load(self, raw: Mapping[str, Any] | None) -> Any:
         """The model instance ``raw`` is, or None when it is not one of the model's records.
 
-        The audit's rule (:func:`dynaunique._items.claim` over the table's live models): ``raw``
-        is this model's record iff the claim names this model — so a backfill locks exactly the
-        records ``dynaunique check`` expects locks of — and PynamoDB can deserialize it.
+        The audit's rule (:func:`dynaunique._lock.items.claim` over the table's live models):
+        ``raw`` is this model's record iff the claim names this model — so a backfill locks exactly
+        the records ``dynaunique check`` expects locks of — and PynamoDB can deserialize it.
         """
         if raw is None:
             return None
@@ -137,7 +137,7 @@ class PhaseRun:
 
     def owners_now(self, locks: Sequence[Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
         """The records the ``locks`` name as owners, read now (strongly consistent), by
-        :func:`~dynaunique._items.key_id` of their key."""
+        :func:`~dynaunique._lock.items.key_id` of their key."""
         owners = [lock[OWNER_ATTR]["M"] for lock in locks if OWNER_ATTR in lock]
         return {key_id(self.key(item)): item
                 for item in (batch_get(self.client, self.keys.table, owners) if owners else [])}

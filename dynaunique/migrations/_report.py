@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from dynaunique._items import plain_key
+from dynaunique._lock.items import plain_key
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._kinds import ProgressState, RunState
 from dynaunique.migrations._ledger import Conflict, Counters

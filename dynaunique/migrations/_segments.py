@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dynaunique._items import key_id
-from dynaunique._locks import RESERVED_PREFIX
+from dynaunique._lock.items import key_id
+from dynaunique._lock.locks import RESERVED_PREFIX
 from dynaunique.migrations._dynamo import call
 from dynaunique.migrations._kinds import PhaseKind, ProgressState
 from dynaunique.migrations._lease import Lease

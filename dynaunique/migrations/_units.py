@@ -42,7 +42,7 @@ class Unit:
 
     def project(self) -> Project:
         """The project, its models imported and pointed at ``endpoint``."""
-        from dynaunique._endpoint import point_models
+        from dynaunique._transport.endpoint import point_models
         from dynaunique._user_models import load_models  # every tool's one model loader
 
         directory = Path(self.directory) if self.directory is not None else Path.cwd()

@@ -5,7 +5,7 @@ Settings come from ``[tool.dynaunique]`` in ``pyproject.toml`` in the current di
 (``[tool.dynaunique.modules."<module>"]`` overrides them for one module); command-line options
 override both. Keys: ``migrations_dir``, ``endpoint``, ``segments``, ``max_wcu``, ``max_rcu``,
 ``concurrency``, ``ledger_table``, ``app``, ``lease_seconds`` (and ``home_region``, which the
-library reads: ``dynaunique._regions``).
+library reads: ``dynaunique._transport.regions``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 
 import attrs
 
-from dynaunique._clients import connection_in
-from dynaunique._connection import connection_for
 from dynaunique._pyproject import tool_settings
-from dynaunique._regions import route
+from dynaunique._transport.clients import connection_in
+from dynaunique._transport.connection import connection_for
+from dynaunique._transport.regions import route
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import writer
 from dynaunique.migrations.autodetector import detect_changes, suggest_name
@@ -67,7 +67,8 @@ class Settings:
     ledger_table: str | None = None
     app: str | None = None
     lease_seconds: float | None = None
-    #: Read by the library itself (``dynaunique._regions``), not by the migrations commands.
+    #: Read by the library itself (``dynaunique._transport.regions``), not by the migrations
+    #: commands.
     home_region: str | None = None
 
 

@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dynaunique._locks import untyped
-from dynaunique._writes import now
+from dynaunique._lock.locks import untyped
+from dynaunique._write.writes import now
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._dynamo import (
     BULK_POLICY,

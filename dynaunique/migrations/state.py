@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._items import ModelInfo
+from dynaunique._lock.items import ModelInfo
 from dynaunique._model.binding import bind_constraint
 from dynaunique._model.sharing import import_path
 from dynaunique.constraints import UniqueConstraint

@@ -25,12 +25,12 @@ import attrs
 import botocore.client
 from pynamodb.connection import Connection
 
-from dynaunique import _regions
-from dynaunique._answers import Refused, error_for
-from dynaunique._connection import RetryPolicy, _meta_value, exchange, send
-from dynaunique._endpoint import region_in_url
-from dynaunique._locks import untyped
-from dynaunique._writes import now
+from dynaunique._lock.locks import untyped
+from dynaunique._transport import regions as _regions
+from dynaunique._transport.answers import Refused, error_for
+from dynaunique._transport.connection import RetryPolicy, _meta_value, exchange, send
+from dynaunique._transport.endpoint import region_in_url
+from dynaunique._write.writes import now
 from dynaunique.audit._tables import _in_region, _Table
 from dynaunique.errors import ConfigurationError, DynauniqueError
 from dynaunique.migrations._dynamo import (
@@ -56,7 +56,7 @@ class StreamsError(DynauniqueError):
 
 class _StreamsConnection(Connection):
     """PynamoDB's connection, talking to the DynamoDB Streams API instead (same settings,
-    botocore's retries off: :func:`dynaunique._connection.send` decides every resend)."""
+    botocore's retries off: :func:`dynaunique._transport.connection.send` decides every resend)."""
 
     @property
     def client(self) -> Any:

@@ -52,7 +52,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
-from dynaunique import _regions
+from dynaunique._transport import regions as _regions
 from dynaunique.testing import _local_server
 from dynaunique.testing._local_server import (
     LocalServerError,
@@ -345,7 +345,7 @@ def use_endpoint(endpoint: str, *models: type[Model]) -> None:
     retarget models that were defined (and maybe used) at import time. A ``Meta`` class
     shared by several models is changed for all of them.
     """
-    from dynaunique._endpoint import pointing
+    from dynaunique._transport.endpoint import pointing
 
     for model in models:
         meta = model.Meta
@@ -363,7 +363,7 @@ def use_endpoint(endpoint: str, *models: type[Model]) -> None:
 def _drop_connection(model: type[Model]) -> None:
     """Drop a model's PynamoDB connection (made again, with a new client, on its next call);
     one WARNING when handlers a user registered on the old client are dropped with it."""
-    from dynaunique._botocore import user_handlers
+    from dynaunique._transport.botocore import user_handlers
 
     table = getattr(model, "_connection", None)     # PynamoDB's TableConnection
     client = getattr(getattr(table, "connection", None), "_client", None)

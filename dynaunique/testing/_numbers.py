@@ -7,7 +7,7 @@ PynamoDB sends a float as ``"1.0"``: the local server canonicalizes every number
 members of ``NS``, inside maps and lists too) in the items, keys, start keys and expression
 values of a request before moto sees it. A number that is not one (moto refuses it) or has more
 than 38 significant digits (DynamoDB refuses it) is left as sent. Standard library only, and
-deliberately not :func:`dynaunique._locks.canonical_number`: the server must not share the
+deliberately not :func:`dynaunique._lock.locks.canonical_number`: the server must not share the
 library's spelling, or a mistake in it would agree with itself.
 """
 

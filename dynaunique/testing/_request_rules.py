@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dynaunique._sizes import MAX_TRANSACTION_ACTIONS
+from dynaunique._lock.sizes import MAX_TRANSACTION_ACTIONS
 from dynaunique.testing._value_rules import (
     Refusal,
     check_item_values,

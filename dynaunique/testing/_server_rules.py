@@ -6,8 +6,8 @@ its request lock and moto. It reads each JSON request and:
 - refuses what DynamoDB refuses, with DynamoDB's error type and message: the parameters' and
   values' rules of :mod:`dynaunique.testing._request_rules` (limits: 100 actions per transaction,
   25 writes per batch, 100 keys per batch get), then 4 MB of items in a ``TransactWriteItems``,
-  an item over 400 KB (counted as DynamoDB counts them, by :mod:`dynaunique._sizes`), and a string
-  that is not valid UTF-8 (a lone surrogate, which botocore sends as a ``\\udXXX`` escape);
+  an item over 400 KB (counted as DynamoDB counts them, by :mod:`dynaunique._lock.sizes`), and a
+  string that is not valid UTF-8 (a lone surrogate, which botocore sends as a ``\\udXXX`` escape);
 - mends moto's answer where DynamoDB's differs (:mod:`dynaunique.testing._answer_rules`);
 - honours ``ClientRequestToken`` on ``TransactWriteItems``: a token that succeeded is remembered
   for a window (10 minutes, as DynamoDB); the same token with the same ``TransactItems`` gets the
@@ -22,7 +22,7 @@ its request lock and moto. It reads each JSON request and:
 Control endpoint (JSON in, JSON state out): ``POST /dynaunique-api/conflicts``
 ``{"fraction": 0.3, "seed": 7}``, ``POST /dynaunique-api/token-window`` ``{"seconds": 600}``,
 ``GET /dynaunique-api/state``. ``POST /moto-api/reset`` also resets all of it. Imports only the
-standard library, :mod:`dynaunique._sizes` and the rule modules (pure); it runs inside the
+standard library, :mod:`dynaunique._lock.sizes` and the rule modules (pure); it runs inside the
 server process, behind the server's one request lock, so its state needs no lock of its own.
 """
 
@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from dynaunique._sizes import (
+from dynaunique._lock.sizes import (
     MAX_ITEM_BYTES,
     MAX_TRANSACTION_ACTIONS,
     MAX_TRANSACTION_BYTES,

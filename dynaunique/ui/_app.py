@@ -28,8 +28,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from dynaunique import audit
-from dynaunique._endpoint import point_models
-from dynaunique._locks import split_lock_key, untyped
+from dynaunique._lock.locks import split_lock_key, untyped
+from dynaunique._transport.endpoint import point_models
 from dynaunique.errors import ConfigurationError, DynauniqueError
 from dynaunique.model import Model
 from dynaunique.ui import _templates as templates
@@ -376,8 +376,8 @@ def serve(models: Sequence[type[Model]], *, module: str = "", endpoint: str | No
     models at it, creates their tables there, empty (nothing is seeded), and yields its URL
     (``dynaunique ui`` passes the testing kit's local server, the ``local`` extra). Otherwise
     the models are pointed at ``endpoint``, signed as every command signs
-    (:func:`dynaunique._endpoint.point_models`: the environment's region and credentials, fake
-    ones only for a server on this machine). ``echo`` receives the lines to print, the first of
+    (:func:`dynaunique._transport.endpoint.point_models`: the environment's region and credentials,
+    fake ones only for a server on this machine). ``echo`` receives the lines to print, the first of
     which carries the URL with the access token.
 
     :raises ConfigurationError: ``port`` is in use; the endpoint, region or credentials are

@@ -17,8 +17,8 @@ from typing import Any
 import attrs
 
 from dynaunique import audit
-from dynaunique._items import BoundConstraint
-from dynaunique._locks import untyped
+from dynaunique._lock.items import BoundConstraint
+from dynaunique._lock.locks import untyped
 from dynaunique.model import Model
 
 #: What replaces a hashed value wherever it would have been shown.

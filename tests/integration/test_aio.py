@@ -28,9 +28,7 @@ from dynaunique import (
     aio,
     atomic,
 )
-from dynaunique import (
-    _connection as connection,
-)
+from dynaunique._transport import connection
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables, reset_local_dynamodb
 

@@ -22,7 +22,7 @@ from reliability.proxy import FaultProxy
 from support.declare import declare
 
 from dynaunique import DynauniqueError, aio
-from dynaunique import _connection as connection
+from dynaunique._transport import connection
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import ConfigurationError
 from dynaunique.testing import create_tables

@@ -34,9 +34,9 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique import _connection as du_connection
-from dynaunique._atomic import current_unit
-from dynaunique._locks import RESERVED_PREFIX, untyped
+from dynaunique._lock.locks import RESERVED_PREFIX, untyped
+from dynaunique._transport import connection as du_connection
+from dynaunique._write.atomic import current_unit
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables, use_endpoint
 

@@ -15,7 +15,7 @@ from support import recorders
 from support.tables import raw_tables
 
 from dynaunique import ConcurrentModificationError, UniqueViolation, audit
-from dynaunique import _connection as connection
+from dynaunique._transport import connection
 
 Account = fm.AuditAccount
 Team = fm.AuditTeam

@@ -21,7 +21,7 @@ from support.declare import declare, pk_attr, sk_attr
 from support.tables import raw_tables, scan_all
 
 from dynaunique import audit
-from dynaunique._items import SECRET_ENV
+from dynaunique._lock.items import SECRET_ENV
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute
 from dynaunique.cli import cli
 from dynaunique.errors import AuditError

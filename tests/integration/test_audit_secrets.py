@@ -18,8 +18,8 @@ from support.invariants import assert_clean
 from support.tables import raw_tables, scan_all
 
 from dynaunique import UniqueViolation, audit
-from dynaunique._items import SECRET_ENV
-from dynaunique._locks import lock_key, secret_id
+from dynaunique._lock.items import SECRET_ENV
+from dynaunique._lock.locks import lock_key, secret_id
 from dynaunique.cli import cli
 from dynaunique.errors import AuditError
 

@@ -23,7 +23,7 @@ def test_the_four_saves_are_traced_on_the_server(dynaunique_db: str) -> None:
         t = traced[case]
         assert t.package == "dynaunique" and t.functions > 0, case
         # Every case went through the model and out through the one request path.
-        assert {"dynaunique/model.py", "dynaunique/_wire.py"} <= set(t.modules), case
+        assert {"dynaunique/model.py", "dynaunique/_transport/wire.py"} <= set(t.modules), case
     assert traced["PynamoDB save() (plain model)"].modules[0] == "pynamodb/models.py"
     # Each record was created, read back (`get` raises if the create did not happen) and deleted
     # with its locks for real: nothing is left of them; the plain model's two items are.

@@ -91,7 +91,7 @@ def test_quick_suite_writes_the_report_with_every_table(dynaunique_db: str, tmp_
         assert all(q["median"] > 0 for q in times.values())
     assert suite.trace is not None
     ours, theirs = suite.trace
-    assert ours.functions > 0 and "dynaunique/_flush.py" in ours.modules
+    assert ours.functions > 0 and "dynaunique/_write/flush.py" in ours.modules
     assert theirs.functions > 0 and "pynamodb/models.py" in theirs.modules
 
     # 3. Overhead: every implementation timed on both transports.

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from support.recorders import listening, target_of
 from support.tables import raw_tables
 
-from dynaunique import _connection as connection
+from dynaunique._transport import connection
 from dynaunique.cli import cli, main
 from dynaunique.testing import use_endpoint
 

@@ -1,4 +1,5 @@
-"""dynaunique._connection: every request goes through a PynamoDB connection, as PynamoDB's would.
+"""dynaunique._transport.connection: every request goes through a PynamoDB connection, as PynamoDB's
+would.
 
 Against the local server: a model with no ``Meta.region`` writes to the region botocore's chain
 gives (where PynamoDB writes); PynamoDB's signals fire for dynaunique's transactions; a mock of
@@ -19,9 +20,10 @@ from pynamodb.signals import post_dynamodb_send, pre_dynamodb_send
 from support.declare import declare
 from support.recorders import listening, requests_sent
 
-from dynaunique import DynauniqueError, _wire, aio
-from dynaunique import _connection as connection
-from dynaunique._connection import connection_for
+from dynaunique import DynauniqueError, aio
+from dynaunique._transport import connection
+from dynaunique._transport import wire as _wire
+from dynaunique._transport.connection import connection_for
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables
 
@@ -208,7 +210,7 @@ def test_a_token_reused_for_another_request_is_a_clear_error(signalled: str) -> 
     dynaunique never reuses a token across calls; this forces one to show the mapping."""
     first = Signalled(pk="S#10", email="first@x.io")
     second = Signalled(pk="S#11", email="second@x.io")
-    with mock.patch("dynaunique._render.new_token", return_value="fixed-token-1"):
+    with mock.patch("dynaunique._write.render.new_token", return_value="fixed-token-1"):
         first.save()
         with pytest.raises(DynauniqueError, match=r"ClientRequestToken .* different request"):
             second.save()

@@ -30,7 +30,8 @@ from support.deploy_policies import TABLE_ARN, load_policy, policy_actions
 from support.log_events import configured_by_the_application
 from support.migrations_workspace import Workspace
 
-from dynaunique import Model, UniqueViolation, _regions, atomic, normalizers
+from dynaunique import Model, UniqueViolation, atomic, normalizers
+from dynaunique._transport import regions as _regions
 from dynaunique.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
 from dynaunique.cli import cli
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint

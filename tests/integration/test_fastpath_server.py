@@ -1,5 +1,5 @@
-"""dynaunique._wire.FastPath against the local server: the same parsed answers and the same
-errors as botocore's full path, for every operation the library sends.
+"""dynaunique._transport.wire.FastPath against the local server: the same parsed answers and the
+same errors as botocore's full path, for every operation the library sends.
 
 Each request goes both ways on the library's own client — botocore's ``BaseClient._make_api_call``
 and the fast path — on the same state (reads), or on two records holding the same values
@@ -15,7 +15,9 @@ import pytest
 from botocore.exceptions import ClientError
 from support.declare import declare
 
-from dynaunique import _botocore, _connection, _wire
+from dynaunique._transport import botocore as _botocore
+from dynaunique._transport import connection as _connection
+from dynaunique._transport import wire as _wire
 from dynaunique.attributes import BinaryAttribute, UnicodeAttribute
 from dynaunique.testing import create_tables, use_endpoint
 

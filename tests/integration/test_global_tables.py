@@ -1,7 +1,7 @@
-"""dynaunique on global tables (dynaunique/_regions.py), against the local server's replicas: the
-table's mode learned once, a write without a home region refused with nothing written, strong
-consistency refused, and with a home region every write and consistent lookup served there, so
-races from two regions leave every replica clean once replication settles. Sync and async."""
+"""dynaunique on global tables (dynaunique/_transport/regions.py), against the local server's
+replicas: the table's mode learned once, a write without a home region refused with nothing written,
+strong consistency refused, and with a home region every write and consistent lookup served there,
+so races from two regions leave every replica clean once replication settles. Sync and async."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from support.global_tables import (
 )
 from support.recorders import requests_sent
 
-from dynaunique import GlobalTableError, UniqueViolation, _regions
-from dynaunique._connection import connection_for
+from dynaunique import GlobalTableError, UniqueViolation
+from dynaunique._transport import regions as _regions
+from dynaunique._transport.connection import connection_for
 from dynaunique.testing import create_tables, replication_state, set_replication_delay
 
 REPLICATION = 0.05

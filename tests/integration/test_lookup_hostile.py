@@ -18,7 +18,7 @@ from support.declare import declare, pk_attr, sk_attr
 from support.tables import raw_tables
 
 from dynaunique import DynauniqueError, InvalidValueError, aio, normalizers
-from dynaunique._locks import lock_key
+from dynaunique._lock.locks import lock_key
 from dynaunique.attributes import UnicodeAttribute
 
 SECRET = "lookup-secret"

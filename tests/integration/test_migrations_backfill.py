@@ -12,7 +12,7 @@ import pytest
 from support.migration_progress import InjectedCrash
 from support.migrations_workspace import LiveWriters, Workspace, workspace_fixture
 
-from dynaunique._locks import lock_key, secret_id
+from dynaunique._lock.locks import lock_key, secret_id
 from dynaunique.errors import UniqueViolation
 from dynaunique.migrations import (
     DuplicatesFound,

@@ -10,7 +10,7 @@ import pytest
 from support.global_tables import EAST, WEST, regional_client
 from support.migrations_workspace import UNIQUE_EMAIL, Workspace, open_workspace
 
-from dynaunique import _regions
+from dynaunique._transport import regions as _regions
 from dynaunique.errors import GlobalTableError
 from dynaunique.testing import set_replication_delay
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from support.migrations_workspace import Workspace, open_workspace
 
-from dynaunique._locks import lock_key, secret_id
+from dynaunique._lock.locks import lock_key, secret_id
 from dynaunique.cli import cli
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import LockSecretError

@@ -31,7 +31,7 @@ from dynaunique import (
     UniqueViolation,
     atomic,
 )
-from dynaunique import _connection as du_connection
+from dynaunique._transport import connection as du_connection
 from dynaunique.attributes import UnicodeAttribute
 
 pytestmark = pytest.mark.anyio

@@ -27,10 +27,8 @@ from dynaunique import (
     UniqueViolation,
     UnsupportedOperationError,
 )
-from dynaunique import (
-    _connection as connection,
-)
-from dynaunique._locks import RESERVED_PREFIX
+from dynaunique._lock.locks import RESERVED_PREFIX
+from dynaunique._transport import connection
 from dynaunique.testing import create_tables, use_endpoint
 
 

@@ -40,10 +40,8 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique import (
-    _connection as connection,
-)
-from dynaunique._locks import lock_key
+from dynaunique._lock.locks import lock_key
+from dynaunique._transport import connection
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from dynaunique.observe import HASHED
 from dynaunique.testing import create_tables, set_conflict_rate, use_endpoint

@@ -20,7 +20,7 @@ from support.log_events import events
 from support.tables import raw_tables, scan_all
 
 from dynaunique import Model, UniqueConstraint, UniqueViolation, atomic, normalizers
-from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX
+from dynaunique._lock.locks import OWNER_ATTR, RESERVED_PREFIX
 from dynaunique.attributes import UnicodeAttribute
 
 Account = declare("Account", "heal_accounts", pk=pk_attr(), sk=sk_attr("PROFILE"),

@@ -15,8 +15,8 @@ from support.declare import declare, pk_attr, sk_attr
 from support.tables import raw_tables, scan_all
 
 from dynaunique import UniqueViolation, normalizers
-from dynaunique import _connection as connection
-from dynaunique._locks import RESERVED_PREFIX
+from dynaunique._lock.locks import RESERVED_PREFIX
+from dynaunique._transport import connection
 from dynaunique.attributes import UnicodeAttribute
 
 THREADS = 12

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from support.tables import raw_tables
 
-from dynaunique import _connection as connection
 from dynaunique import aio
+from dynaunique._transport import connection
 
 from .test_races import ROUNDS, THREADS, Member, one_mover, one_winner, table_state
 

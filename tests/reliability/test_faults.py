@@ -32,7 +32,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique._connection import policy_for
+from dynaunique._transport.connection import policy_for
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 
 from . import fresh_tables, point

@@ -37,8 +37,8 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique._items import locks_of
-from dynaunique._locks import (
+from dynaunique._lock.items import locks_of
+from dynaunique._lock.locks import (
     LENGTH_HASH_TAG,
     LOCK_ATTRIBUTES,
     MAX_HASH_KEY_BYTES,
@@ -48,7 +48,7 @@ from dynaunique._locks import (
     lock_key,
     split_lock_key,
 )
-from dynaunique._record import serialize_checked
+from dynaunique._write.record import serialize_checked
 from dynaunique.attributes import (
     BinaryAttribute,
     BooleanAttribute,

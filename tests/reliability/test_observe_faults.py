@@ -12,7 +12,7 @@ from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_client, raw_item
 from support.log_events import events, levels
 
-from dynaunique._locks import lock_key
+from dynaunique._lock.locks import lock_key
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables
 

@@ -19,7 +19,7 @@ from support.declare import declare, pk_attr, sk_attr
 from support.invariants import assert_clean, raw_client, raw_item, scan_table
 
 from dynaunique import UniqueViolation, atomic
-from dynaunique._locks import lock_item, lock_key, lock_primary_key
+from dynaunique._lock.locks import lock_item, lock_key, lock_primary_key
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 
 from . import fresh_tables, point

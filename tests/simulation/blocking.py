@@ -1,19 +1,20 @@
 """The library's blocking calls (the audit's check and repair, a migration's backfill page) as
 step generators the scheduler drives, request by request, like the sans-IO ones.
 
-Those calls have no generator of their own: they send through ``dynaunique._connection.send``,
-whose driver hands every request to the model's PynamoDB ``Connection.dispatch``. Here the call
-runs in a greenlet, and :func:`handing_off` makes ``dispatch`` — inside such a greenlet only —
-switch back to the scheduler with the :class:`~dynaunique._connection.Request` and return (or
-raise) the answer it is given. Nothing of the library is replaced: the same code runs, and only
-the wire is the scheduler. A greenlet a replay leaves unfinished is thrown ``GreenletExit`` when
-it is collected, which unwinds it (no thread is left behind).
+Those calls have no generator of their own: they send through
+``dynaunique._transport.connection.send``, whose driver hands every request to the model's PynamoDB
+``Connection.dispatch``. Here the call runs in a greenlet, and :func:`handing_off` makes
+``dispatch`` — inside such a greenlet only — switch back to the scheduler with the
+:class:`~dynaunique._transport.connection.Request` and return (or raise) the answer it is given.
+Nothing of the library is replaced: the same code runs, and only the wire is the scheduler. A
+greenlet a replay leaves unfinished is thrown ``GreenletExit`` when it is collected, which unwinds
+it (no thread is left behind).
 
 The retry loop's backoffs do not really sleep either: the blocking code sleeps through the
-``sleep=time.sleep`` defaults of ``dynaunique._connection.run``/``send``/``in_batches`` and their
-callers, and :func:`handing_off` points every such default of the library at a sleep that,
-inside a simulated call, hands a :class:`~dynaunique._connection.Sleep` step to the scheduler
-(which goes straight on, as it does for the sans-IO generators' own ``Sleep`` steps).
+``sleep=time.sleep`` defaults of ``dynaunique._transport.connection.run``/``send``/``in_batches``
+and their callers, and :func:`handing_off` points every such default of the library at a sleep that,
+inside a simulated call, hands a :class:`~dynaunique._transport.connection.Sleep` step to the
+scheduler (which goes straight on, as it does for the sans-IO generators' own ``Sleep`` steps).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Any
 import greenlet
 from pynamodb.connection import Connection
 
-from dynaunique._answers import Ambiguous, Ok, Refused, Unreachable
-from dynaunique._connection import Request, Sleep, Steps
+from dynaunique._transport.answers import Ambiguous, Ok, Refused, Unreachable
+from dynaunique._transport.connection import Request, Sleep, Steps
 
 
 class _Call(greenlet.greenlet):  # type: ignore[misc]
@@ -201,7 +202,7 @@ def backfill(models: tuple[Any, ...], model: Any, table: str) -> Any:
     """A migration's fill of ``model``'s first constraint over ``table``, one segment of one
     page: the segment runner the executor runs (scan the page, put each record's lock, verify
     with a batch read, settle what moved, re-check the conflicts) and its lock writes."""
-    from dynaunique._connection import connection_for
+    from dynaunique._transport.connection import connection_for
     from dynaunique.migrations._dynamo import TableKeys
     from dynaunique.migrations._kinds import PhaseKind
     from dynaunique.migrations._ledger import Progress

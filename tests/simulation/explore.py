@@ -40,9 +40,9 @@ from typing import Any, Protocol
 import attrs
 import botocore.exceptions
 
-import dynaunique._locks as locks_module
-import dynaunique._render as render_module
-from dynaunique._connection import DEFAULT_POLICY, Request
+import dynaunique._lock.locks as locks_module
+import dynaunique._write.render as render_module
+from dynaunique._transport.connection import DEFAULT_POLICY, Request
 from dynaunique.errors import UniqueViolation
 
 from .blocking import handing_off
@@ -124,7 +124,7 @@ Step = int | tuple[int, str]
 #: ``ProvisionedThroughputExceededException``, a transaction cancelled with a
 #: ``ThrottlingError`` reason; ``unprocessedK`` — a BatchGetItem / BatchWriteItem processes its
 #: first K keys only and returns the rest unprocessed (K = 0 .. keys - 1). One code each: the
-#: retry loop treats every code of ``dynaunique._connection.RETRYABLE`` alike
+#: retry loop treats every code of ``dynaunique._transport.connection.RETRYABLE`` alike
 #: (``ThrottlingException`` as ``ProvisionedThroughputExceededException``), so another code
 #: would only add states.
 FAULTS = ("conflict", "throttle", "unprocessed")

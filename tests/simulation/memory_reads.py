@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dynaunique._sizes import item_size
+from dynaunique._lock.sizes import item_size
 
 from .memory_expr import (
     Expressions,

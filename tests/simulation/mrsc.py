@@ -1,5 +1,5 @@
-"""The MRSC protocol (``dynaunique._mrsc``) explored: every interleaving of a few clients, a crash
-between any two requests, and the lease running out at any point.
+"""The MRSC protocol (``dynaunique._write.mrsc``) explored: every interleaving of a few clients, a
+crash between any two requests, and the lease running out at any point.
 
 The database is one :class:`~.memory.MemoryDynamoDB` (an MRSC table is one strongly consistent
 database) that refuses ``TransactWriteItems`` and ``TransactGetItems`` as DynamoDB does there.
@@ -41,11 +41,11 @@ from typing import Any
 
 import attrs
 
-import dynaunique._mrsc as mrsc
-from dynaunique._items import locks_of
-from dynaunique._lockcode import RESERVED_PREFIX
-from dynaunique._render import render_write
-from dynaunique._writes import lock_put
+import dynaunique._write.mrsc as mrsc
+from dynaunique._lock.items import locks_of
+from dynaunique._lock.lockcode import RESERVED_PREFIX
+from dynaunique._write.render import render_write
+from dynaunique._write.writes import lock_put
 
 from .memory import MemoryDynamoDB
 from .memory_expr import validation

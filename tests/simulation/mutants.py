@@ -9,15 +9,15 @@ from typing import Any
 
 import attrs
 
-import dynaunique._flush as flush_module
-import dynaunique._heal as heal_module
-import dynaunique._plan as plan_module
-import dynaunique._record as record_module
-import dynaunique._regions as regions_module
-import dynaunique._render as render_module
-import dynaunique._writes as writes_module
-from dynaunique._items import locks_of
-from dynaunique._transaction import same_item
+import dynaunique._transport.regions as regions_module
+import dynaunique._write.flush as flush_module
+import dynaunique._write.heal as heal_module
+import dynaunique._write.plan as plan_module
+import dynaunique._write.record as record_module
+import dynaunique._write.render as render_module
+import dynaunique._write.writes as writes_module
+from dynaunique._lock.items import locks_of
+from dynaunique._write.transaction import same_item
 from dynaunique.errors import ConcurrentModificationError
 
 

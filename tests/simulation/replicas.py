@@ -33,9 +33,9 @@ from typing import Any
 
 import attrs
 
-from dynaunique import _regions
-from dynaunique._connection import connection_for
-from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX
+from dynaunique._lock.locks import OWNER_ATTR, RESERVED_PREFIX
+from dynaunique._transport import regions as _regions
+from dynaunique._transport.connection import connection_for
 
 from .explore import Found, Held, Step, World, decode
 from .memory import MemoryDynamoDB

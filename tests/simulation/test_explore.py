@@ -430,7 +430,7 @@ def test_a_backfill_retries_its_lock_puts_after_throttling() -> None:
 def test_the_blocking_calls_backoffs_are_not_slept(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    import dynaunique._connection as connection_module
+    import dynaunique._transport.connection as connection_module
 
     from . import blocking
 

@@ -7,7 +7,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from dynaunique._connection import Request
+from dynaunique._transport.connection import Request
 
 from .memory import TOKEN_WINDOW, Fault, MemoryDynamoDB
 

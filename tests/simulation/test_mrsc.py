@@ -1,5 +1,5 @@
-"""The MRSC protocol (``dynaunique._mrsc``) breaks no invariant under every interleaving, a crash
-between any two requests and a lease running out anywhere; each mutant is caught.
+"""The MRSC protocol (``dynaunique._write.mrsc``) breaks no invariant under every interleaving, a
+crash between any two requests and a lease running out anywhere; each mutant is caught.
 
 The default run explores the hand-made scenarios (about 5 seconds) and catches every mutant;
 ``-m exhaustive`` explores every workload of 2 clients × 2 operations × 2 values, each client on
@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-import dynaunique._mrsc as mrsc
+import dynaunique._write.mrsc as mrsc
 
 from .memory import MemoryDynamoDB
 from .mrsc import (

@@ -1,12 +1,12 @@
 """What the simulated clients do: their calls, each run through the library's own generators.
 
-Every call is the sans-IO generator the sync and async drivers run (``dynaunique._connection
-.run`` and ``dynaunique.aio.arun``), built exactly as ``Model.save()``/``delete()``/
-``update()``/``get_by_unique()`` and ``atomic()`` build it — ``flush_steps`` on a unit of one,
-or on the unit ``Atomic.add_save`` collects, and ``_du_get_by_unique_steps`` — never a
-re-implementation of the library's logic. :class:`Client` holds one client's objects (a copy it
-loaded stays loaded, and may go stale) and runs its calls one after the other; the scheduler
-(``explore.World``) answers each request it yields.
+Every call is the sans-IO generator the sync and async drivers run
+(``dynaunique._transport.connection .run`` and ``dynaunique.aio.arun``), built exactly as
+``Model.save()``/``delete()``/ ``update()``/``get_by_unique()`` and ``atomic()`` build it —
+``flush_steps`` on a unit of one, or on the unit ``Atomic.add_save`` collects, and
+``_du_get_by_unique_steps`` — never a re-implementation of the library's logic. :class:`Client`
+holds one client's objects (a copy it loaded stays loaded, and may go stale) and runs its calls one
+after the other; the scheduler (``explore.World``) answers each request it yields.
 
 The workloads of a configuration are a few scenarios, each a menu of calls per client cut to
 ``ops`` calls, over the records ``R0``.. (``T0``.. for teams) and the values ``v0``.. (taken
@@ -22,11 +22,11 @@ from typing import Any
 import attrs
 from pynamodb.exceptions import DoesNotExist
 
-from dynaunique._answers import answer_of
-from dynaunique._atomic import Atomic
-from dynaunique._connection import Request, Sleep
-from dynaunique._flush import Op, OpKind, Unit, flush_steps
 from dynaunique._model.calls import check_update, update_op
+from dynaunique._transport.answers import answer_of
+from dynaunique._transport.connection import Request, Sleep
+from dynaunique._write.atomic import Atomic
+from dynaunique._write.flush import Op, OpKind, Unit, flush_steps
 from dynaunique.errors import (
     ConcurrentModificationError,
     DynauniqueError,

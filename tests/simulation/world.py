@@ -11,7 +11,7 @@ Three models share one table, as the single-table design has them:
   guarded off the other models' locks).
 
 The database state is judged as the audit judges it: each record item is a record of the model
-``dynaunique._items.claim`` names, and requires the locks ``locks_of`` computes from what is
+``dynaunique._lock.items.claim`` names, and requires the locks ``locks_of`` computes from what is
 stored.
 """
 
@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dynaunique import Model, _regions
-from dynaunique._items import claim, locks_of, owner_key
-from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX
-from dynaunique._render import render_write
-from dynaunique._writes import lock_put
+from dynaunique import Model
+from dynaunique._lock.items import claim, locks_of, owner_key
+from dynaunique._lock.locks import OWNER_ATTR, RESERVED_PREFIX
+from dynaunique._transport import regions as _regions
+from dynaunique._write.render import render_write
+from dynaunique._write.writes import lock_put
 from dynaunique.attributes import UnicodeAttribute
 
 from .memory import MemoryDynamoDB

@@ -1,5 +1,6 @@
-"""Global tables on the local server for the tests of dynaunique/_regions.py: a constrained model
-bound to one region of a table made global, and the invariant check of every region."""
+"""Global tables on the local server for the tests of dynaunique/_transport/regions.py: a
+constrained model bound to one region of a table made global, and the invariant check of every
+region."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 import boto3
 
-from dynaunique import Model, _regions, normalizers
+from dynaunique import Model, normalizers
+from dynaunique._transport import regions as _regions
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables, use_endpoint
 from support import invariants

@@ -2,7 +2,7 @@
 
 This is the test suite's own checker, deliberately independent of ``dynaunique.audit``: it scans
 the raw table with boto3 (every page, strongly consistent), asks
-``dynaunique._plan.locks_of`` which lock keys each stored record requires, and compares
+``dynaunique._write.plan.locks_of`` which lock keys each stored record requires, and compares
 that with the lock items that exist. It reports, precisely:
 
 * **orphans** — lock items no record requires (no owner attribute, owner record missing, or the
@@ -29,8 +29,8 @@ import attrs
 import boto3
 
 from dynaunique import Model
-from dynaunique._items import LockRef, ModelInfo, claim, locks_of
-from dynaunique._locks import (
+from dynaunique._lock.items import LockRef, ModelInfo, claim, locks_of
+from dynaunique._lock.locks import (
     CONSTRAINT_ATTR,
     LOCK_SORT_KEY,
     MODEL_ATTR,

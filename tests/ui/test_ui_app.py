@@ -11,7 +11,7 @@ import support.audit_models as fm
 from ui_server import UIServer, running_ui
 
 from dynaunique import audit
-from dynaunique._locks import lock_key, secret_id
+from dynaunique._lock.locks import lock_key, secret_id
 from dynaunique.ui import _views as views
 
 Account = fm.AuditAccount

@@ -1,4 +1,5 @@
-"""``dynaunique ui`` names a global table's mode on its models page (dynaunique/_regions.py)."""
+"""``dynaunique ui`` names a global table's mode on its models page
+(dynaunique/_transport/regions.py)."""
 
 from __future__ import annotations
 

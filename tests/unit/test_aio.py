@@ -6,7 +6,7 @@ import os
 
 
 def test_the_sync_api_never_imports_the_async_client() -> None:
-    code = ("import sys, dynaunique, dynaunique._atomic, dynaunique.testing; "
+    code = ("import sys, dynaunique, dynaunique._write.atomic, dynaunique.testing; "
             "assert 'httpx' not in sys.modules and 'dynaunique.aio' not in sys.modules")
     import subprocess
     import sys

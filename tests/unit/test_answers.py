@@ -1,5 +1,6 @@
-"""The boundary's vocabulary (``dynaunique._answers``): every botocore and PynamoDB failure the
-library sees read as one value, every failure mapped to one error — exact values throughout."""
+"""The boundary's vocabulary (``dynaunique._transport.answers``): every botocore and PynamoDB
+failure the library sees read as one value, every failure mapped to one error — exact values
+throughout."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import botocore.exceptions
 import pytest
 from pynamodb.exceptions import GetError, PutError, VerboseClientError
 
-from dynaunique._answers import (
+from dynaunique._transport.answers import (
     Ambiguous,
     Ok,
     Refused,
@@ -19,7 +20,7 @@ from dynaunique._answers import (
     error_for,
     retryable,
 )
-from dynaunique._connection import (
+from dynaunique._transport.connection import (
     Request,
     RetryPolicy,
     Sleep,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dynaunique import Model, UniqueConstraint, audit, normalizers
-from dynaunique._render import render
+from dynaunique._write.render import render
 from dynaunique.attributes import (
     BinaryAttribute,
     BooleanAttribute,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from dynaunique import audit
-from dynaunique._items import locks_of
-from dynaunique._locks import lock_item, lock_key, secret_id
-from dynaunique._writes import lock_put
+from dynaunique._lock.items import locks_of
+from dynaunique._lock.locks import lock_item, lock_key, secret_id
+from dynaunique._write.writes import lock_put
 from dynaunique.audit._check import SecretWarning, _secret_warnings, _Snapshot
 from dynaunique.audit._judge import _judge
 from dynaunique.audit._plan import _action, _Secrets, remedy

@@ -1,5 +1,6 @@
-"""dynaunique._botocore: what the async sender takes from botocore — the transport settings as
-botocore resolved them for a client — and the TLS context botocore's session would use."""
+"""dynaunique._transport.botocore: what the async sender takes from botocore — the transport
+settings as botocore resolved them for a client — and the TLS context botocore's session would
+use."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import botocore.session
 import pytest
 from botocore.config import Config
 
-from dynaunique import _botocore
+from dynaunique._transport import botocore as _botocore
 from dynaunique.testing import FAKE_AWS_ENV
 
 
@@ -58,11 +59,11 @@ def test_without_verification_the_context_checks_nothing() -> None:
 
 #: The modules of the request path, sync and async: none reads a private of botocore's.
 REQUEST_PATH = (
-    "dynaunique._wire",
-    "dynaunique._connection",
-    "dynaunique._clients",
-    "dynaunique._endpoint",
-    "dynaunique._answers",
+    "dynaunique._transport.wire",
+    "dynaunique._transport.connection",
+    "dynaunique._transport.clients",
+    "dynaunique._transport.endpoint",
+    "dynaunique._transport.answers",
     "dynaunique.aio",
 )
 #: Private names of PynamoDB's (not botocore's) the request path reads: the model's connection
@@ -92,8 +93,8 @@ def botocore_privates(source: str) -> list[str]:
 
 @pytest.mark.parametrize("module", REQUEST_PATH)
 def test_no_botocore_private_is_read_outside_the_shim(module: str) -> None:
-    """Every botocore private the request path reads is read in ``dynaunique._botocore``, the
-    one module whose reads are typed and fenced (docs/decisions.md, "The fence")."""
+    """Every botocore private the request path reads is read in ``dynaunique._transport.botocore``,
+    the one module whose reads are typed and fenced (docs/decisions.md, "The fence")."""
     source = Path(str(importlib.import_module(module).__file__)).read_text(encoding="utf-8")
     assert botocore_privates(source) == []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynaunique._connection import RetryPolicy, in_batches, policy_for
+from dynaunique._transport.connection import RetryPolicy, in_batches, policy_for
 from dynaunique.errors import AuditError
 
 
@@ -51,7 +51,7 @@ def test_a_batch_that_keeps_leaving_items_unprocessed_stops_with_the_callers_err
 def test_a_request_with_no_model_setting_makes_as_many_attempts_as_a_save_and_says_so() -> None:
     import botocore.exceptions
 
-    from dynaunique._connection import DEFAULT_POLICY, Request, send_steps
+    from dynaunique._transport.connection import DEFAULT_POLICY, Request, send_steps
     from dynaunique.errors import UnreachableError
 
     class Defaults:
@@ -79,7 +79,8 @@ def test_a_models_connection_and_policy_are_kept_until_a_setting_changes(
     again after any change that matters."""
     import pynamodb.settings
 
-    from dynaunique import Model, _connection
+    from dynaunique import Model
+    from dynaunique._transport import connection as _connection
     from dynaunique.attributes import UnicodeAttribute
 
     made: list[object] = []

@@ -1,5 +1,5 @@
-"""Where the tools send requests (``dynaunique._endpoint``): the region and credentials each
-endpoint gets, decided from a controlled environment (no ~/.aws, no AWS variables)."""
+"""Where the tools send requests (``dynaunique._transport.endpoint``): the region and credentials
+each endpoint gets, decided from a controlled environment (no ~/.aws, no AWS variables)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dynaunique._endpoint import (
+from dynaunique._transport.endpoint import (
     LOCAL_CREDENTIALS,
     Target,
     check_url,

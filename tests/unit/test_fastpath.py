@@ -1,5 +1,5 @@
-"""dynaunique._wire.FastPath: the request path below PynamoDB's dispatch puts botocore's very
-request on the wire and gives botocore's very answer.
+"""dynaunique._transport.wire.FastPath: the request path below PynamoDB's dispatch puts botocore's
+very request on the wire and gives botocore's very answer.
 
 No server: a ``before-send`` handler records every request and answers it. Every request the
 library sends goes both ways — botocore's full ``BaseClient._make_api_call`` and the fast path —
@@ -23,7 +23,11 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from dynaunique import _botocore, _connection, _regions, _wire, audit
+from dynaunique import audit
+from dynaunique._transport import botocore as _botocore
+from dynaunique._transport import connection as _connection
+from dynaunique._transport import regions as _regions
+from dynaunique._transport import wire as _wire
 from dynaunique.testing import FAKE_AWS_ENV
 from tests.unit.test_wire import Wired, _full
 
@@ -119,7 +123,7 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     _connection.forget()
     client = _connection.client_for(Wired)
     client.meta.events.register_last("before-send.dynamodb", answer)
-    # Known to have no replica: the first write asks nothing (dynaunique._regions).
+    # Known to have no replica: the first write asks nothing (dynaunique._transport.regions).
     _regions.remember(Wired.Meta.table_name, client.meta.region_name, Wired.Meta.host, {})
     yield state
     _connection.forget()

@@ -1,4 +1,5 @@
-"""dynaunique._flush.settle_steps: a refused attempt → a decision, the basis it was given kept.
+"""dynaunique._write.flush.settle_steps: a refused attempt → a decision, the basis it was given
+kept.
 
 Pure: the decisions that need no read are driven here to their end; the ones that read (an
 orphan's owner, a record to adopt) are the integration tests' (orphan healing, mixed tables).
@@ -10,10 +11,10 @@ from typing import Any
 
 from support.declare import declare, pk_attr, sk_attr
 
-from dynaunique._flush import Attempt, Raise, Replan, Unit, settle_steps
-from dynaunique._plan import Plan
-from dynaunique._state import Basis, Op, OpKind, Stored
-from dynaunique._writes import RecordPut
+from dynaunique._write.flush import Attempt, Raise, Replan, Unit, settle_steps
+from dynaunique._write.plan import Plan
+from dynaunique._write.state import Basis, Op, OpKind, Stored
+from dynaunique._write.writes import RecordPut
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import ConcurrentModificationError, ForeignLockError, OutcomeUnknownError
 

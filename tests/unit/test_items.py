@@ -1,4 +1,5 @@
-"""dynaunique._items and dynaunique._writes: the one vocabulary of records, locks and their writes.
+"""dynaunique._lock.items and dynaunique._write.writes: the one vocabulary of records, locks and
+their writes.
 
 Pure code: exact values, no server.
 """
@@ -11,7 +12,7 @@ import pytest
 from support.declare import declare, pk_attr, sk_attr
 
 from dynaunique import Model, normalizers
-from dynaunique._items import (
+from dynaunique._lock.items import (
     LockRef,
     claim,
     is_dynaunique_item,
@@ -22,8 +23,8 @@ from dynaunique._items import (
     owner_key,
     plain_key,
 )
-from dynaunique._render import render_write
-from dynaunique._writes import (
+from dynaunique._write.render import render_write
+from dynaunique._write.writes import (
     Absent,
     ConditionCheck,
     Expression,
@@ -236,8 +237,8 @@ def test_condition_check_renders_its_guard_or_its_condition(
 def test_kinds_read_as_the_words_they_always_were() -> None:
     import json
 
-    from dynaunique._flush import OpKind
-    from dynaunique._plan import ChangeKind
+    from dynaunique._write.flush import OpKind
+    from dynaunique._write.plan import ChangeKind
 
     assert ChangeKind.MOVED == "moved"
     assert str(ChangeKind.MOVED) == f"{ChangeKind.MOVED}" == "moved"

@@ -1,4 +1,4 @@
-"""dynaunique._locks: exact lock keys and items, and the injectivity of the value encoding."""
+"""dynaunique._lock.locks: exact lock keys and items, and the injectivity of the value encoding."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.examples import examples
 
-from dynaunique._locks import (
+from dynaunique._lock.locks import (
     LENGTH_HASH_TAG,
     LOCK_SORT_KEY,
     MAX_HASH_KEY_BYTES,

@@ -9,7 +9,7 @@ import botocore.exceptions
 import pytest
 from support.clock import FakeClock
 
-from dynaunique._connection import RetryPolicy, Sleep, send_steps
+from dynaunique._transport.connection import RetryPolicy, Sleep, send_steps
 from dynaunique.migrations.ratelimit import AIMD, Limiter, TokenBucket
 
 

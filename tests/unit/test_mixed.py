@@ -1,4 +1,4 @@
-"""dynaunique._model.mixed (pure): the guard that keeps a write off other models' locks, its
+"""dynaunique._write.mixed (pure): the guard that keeps a write off other models' locks, its
 rendering, and how an item is checked against it in Python."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from support.declare import declare, pk_attr, sk_attr
 from support.mixed_models import polymorphic_family
 
-from dynaunique._model.mixed import exactly, holds, identity, lacking, same_model
-from dynaunique._render import _guard_text, _Placeholders
-from dynaunique._writes import Lacking, Shaped
+from dynaunique._write.mixed import exactly, holds, identity, lacking, same_model
+from dynaunique._write.render import _guard_text, _Placeholders
+from dynaunique._write.writes import Lacking, Shaped
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.constraints import UniqueConstraint
 

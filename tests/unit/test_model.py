@@ -17,11 +17,11 @@ from dynaunique import (
     InvalidValueError,
     Model,
     UniqueConstraint,
-    _locks,
     atomic,
     normalizers,
 )
-from dynaunique._record import serialize_checked, stored_problem
+from dynaunique._lock import locks as _locks
+from dynaunique._write.record import serialize_checked, stored_problem
 from dynaunique.attributes import (
     NumberAttribute,
     UnicodeAttribute,

@@ -1,4 +1,5 @@
-"""dynaunique._plan (the planner): the exact plan and request of every write (docs/how-it-works.md).
+"""dynaunique._write.plan (the planner): the exact plan and request of every write
+(docs/how-it-works.md).
 
 Planning does no I/O, so no server is needed: instances are built in memory and ``_du_loaded`` is
 set to a raw item to stand for "loaded from DynamoDB".
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from support.declare import declare, pk_attr, sk_attr
 
-import dynaunique._locks
+import dynaunique._lock.locks
 from dynaunique import (
     ConcurrentModificationError,
     InvalidValueError,
@@ -22,12 +23,12 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique._items import LockRef, ModelInfo, locks_of
-from dynaunique._plan import LockChange, Plan, Record, merge, plan_delete, plan_save
-from dynaunique._record import plan_delete as plan_delete_of
-from dynaunique._record import plan_save as plan_of
-from dynaunique._render import render
-from dynaunique._writes import (
+from dynaunique._lock.items import LockRef, ModelInfo, locks_of
+from dynaunique._write.plan import LockChange, Plan, Record, merge, plan_delete, plan_save
+from dynaunique._write.record import plan_delete as plan_delete_of
+from dynaunique._write.record import plan_save as plan_of
+from dynaunique._write.render import render
+from dynaunique._write.writes import (
     Absent,
     HeldBy,
     LockDelete,
@@ -64,7 +65,7 @@ Person = declare("Person", "uow_people", meta={"lock_secret": "s3cret"},
 @pytest.fixture(autouse=True)
 def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Lock items carry their creation time; pin it so requests compare exactly."""
-    monkeypatch.setattr(dynaunique._locks, "now", lambda: NOW)
+    monkeypatch.setattr(dynaunique._lock.locks, "now", lambda: NOW)
     yield
 
 
@@ -622,7 +623,7 @@ def test_one_record_written_twice_in_one_unit_is_refused() -> None:
 
 def test_key_identity_is_the_typed_key_in_any_order() -> None:
     # The one identity of an item's key (_items.key_id): the merge keys items by (table, it).
-    from dynaunique._items import key_id
+    from dynaunique._lock.items import key_id
 
     key = {"pk": {"S": "A"}, "sk": {"S": "LOCK"}}
     assert key_id(key) == (("pk", (("S", "A"),)), ("sk", (("S", "LOCK"),)))
@@ -702,9 +703,9 @@ def test_update_action_moving_a_lock_beside_an_unknowable_plain_action_is_planne
 def test_taking_over_guards_each_orphan_put_exactly_and_checks_each_old_owner_once() -> None:
     """Issue 36: the takeover is a planned step — each put of an orphan met guarded on the lock
     as met, one ConditionCheck per old owner after every other write."""
-    from dynaunique._locks import HeldBy, LockPut, LockRef, Shaped
-    from dynaunique._plan import Plan
-    from dynaunique._writes import Absent, ConditionCheck, Takeover
+    from dynaunique._lock.locks import HeldBy, LockPut, LockRef, Shaped
+    from dynaunique._write.plan import Plan
+    from dynaunique._write.writes import Absent, ConditionCheck, Takeover
 
     def put(key: str) -> LockPut:
         return LockPut("t", "M", LockRef("EMAIL", ("email",), key, "v"), {"PK": {"S": "A"}},

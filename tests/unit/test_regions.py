@@ -1,5 +1,5 @@
-"""dynaunique/_regions.py without a server: a table's mode read from DescribeTable once, the home
-region's precedence, and the route chosen (or refused) for each mode."""
+"""dynaunique/_transport/regions.py without a server: a table's mode read from DescribeTable once,
+the home region's precedence, and the route chosen (or refused) for each mode."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from dynaunique import GlobalTableError, _regions
+from dynaunique import GlobalTableError
+from dynaunique._transport import regions as _regions
 from dynaunique.testing._replica_parts import tables_of, written_keys
 
 

@@ -1,5 +1,5 @@
-"""Sizes as DynamoDB counts them (dynaunique._sizes), and the 4 MB guard that counts with them
-(dynaunique._render.check_size): exact bytes per type, the boundary, and the cheap bound."""
+"""Sizes as DynamoDB counts them (dynaunique._lock.sizes), and the 4 MB guard that counts with them
+(dynaunique._write.render.check_size): exact bytes per type, the boundary, and the cheap bound."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.examples import examples
 
-from dynaunique import _render
-from dynaunique._render import MAX_BYTES, MAX_ITEMS, check_size, encode
-from dynaunique._sizes import (
+from dynaunique._lock.sizes import (
     MAX_ITEM_BYTES,
     MAX_TRANSACTION_ACTIONS,
     MAX_TRANSACTION_BYTES,
@@ -23,6 +21,8 @@ from dynaunique._sizes import (
     number_size,
     transaction_size,
 )
+from dynaunique._write import render as _render
+from dynaunique._write.render import MAX_BYTES, MAX_ITEMS, check_size, encode
 from dynaunique.errors import TransactionTooLargeError
 from dynaunique.testing import _server_rules
 

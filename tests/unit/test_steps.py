@@ -12,8 +12,8 @@ import botocore.exceptions
 import pytest
 
 from dynaunique import Model
-from dynaunique._connection import Request, RetryPolicy, Sleep, run, send_steps
-from dynaunique._flush import Op, OpKind, Unit, flush_steps
+from dynaunique._transport.connection import Request, RetryPolicy, Sleep, run, send_steps
+from dynaunique._write.flush import Op, OpKind, Unit, flush_steps
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import DynauniqueError, UnreachableError
 

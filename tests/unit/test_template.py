@@ -18,9 +18,9 @@ from pynamodb.models import Model as PynamoModel
 from support.declare import declare, pk_attr, sk_attr
 
 from dynaunique import UniqueConstraint, normalizers
-from dynaunique._items import locks_of
-from dynaunique._locks import LockRef, lock_key, lock_prefix, stored_lock_refs
-from dynaunique._record import _scalars, serialize_checked
+from dynaunique._lock.items import locks_of
+from dynaunique._lock.locks import LockRef, lock_key, lock_prefix, stored_lock_refs
+from dynaunique._write.record import _scalars, serialize_checked
 from dynaunique.attributes import (
     BinaryAttribute,
     BooleanAttribute,

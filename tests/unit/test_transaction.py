@@ -1,4 +1,5 @@
-"""dynaunique._transaction: rendering, size limits, tokens, retries and the mapping of failures.
+"""dynaunique._write.transaction: rendering, size limits, tokens, retries and the mapping of
+failures.
 
 ``execute`` runs against a fake connection object that records its calls and answers from a script:
 these are unit tests of the retry and mapping logic. Behaviour against a server is in
@@ -24,13 +25,13 @@ from botocore.exceptions import (
 )
 from support.declare import declare, pk_attr, sk_attr
 
-from dynaunique import _render
-from dynaunique._connection import RetryPolicy
-from dynaunique._flush import execute
-from dynaunique._items import LockRef
-from dynaunique._plan import Plan, merge
-from dynaunique._record import plan_save as plan_of
-from dynaunique._render import (
+from dynaunique._lock.items import LockRef
+from dynaunique._transport.connection import RetryPolicy
+from dynaunique._write import render as _render
+from dynaunique._write.flush import execute
+from dynaunique._write.plan import Plan, merge
+from dynaunique._write.record import plan_save as plan_of
+from dynaunique._write.render import (
     MAX_BYTES,
     MAX_ITEMS,
     check_size,
@@ -39,8 +40,8 @@ from dynaunique._render import (
     render_checked,
     to_json,
 )
-from dynaunique._state import same_item
-from dynaunique._writes import (
+from dynaunique._write.state import same_item
+from dynaunique._write.writes import (
     Absent,
     ConditionCheck,
     Expression,
@@ -91,7 +92,7 @@ class FakeClient:
         return outcome
 
     def dispatch(self, operation: str, params: dict[str, Any]) -> Any:
-        """What ``dynaunique._connection.send`` calls on a PynamoDB connection."""
+        """What ``dynaunique._transport.connection.send`` calls on a PynamoDB connection."""
         return self._answer(operation, params)
 
     @property

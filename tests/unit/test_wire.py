@@ -1,4 +1,4 @@
-"""dynaunique._wire: the library's requests serialized without botocore's shape walk give
+"""dynaunique._transport.wire: the library's requests serialized without botocore's shape walk give
 byte for byte botocore's own request (URL, method, headers, body), for every operation the
 library sends; a client without the private hooks keeps botocore's serializer.
 
@@ -21,7 +21,10 @@ from botocore.serialize import JSONSerializer
 from pynamodb.attributes import MapAttribute
 
 import dynaunique
-from dynaunique import _clients, _connection, _wire, audit
+from dynaunique import audit
+from dynaunique._transport import clients as _clients
+from dynaunique._transport import connection as _connection
+from dynaunique._transport import wire as _wire
 from dynaunique.attributes import (
     BinaryAttribute,
     BinarySetAttribute,
@@ -257,7 +260,9 @@ def test_without_the_private_hooks_requests_still_go_out(monkeypatch: pytest.Mon
 
 def test_a_unit_is_rendered_once_and_shows_the_request_it_sent(
         checked: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynaunique import _flush, _render, _transaction
+    from dynaunique._write import flush as _flush
+    from dynaunique._write import render as _render
+    from dynaunique._write import transaction as _transaction
 
     rendered: list[object] = []
     original = _render.render

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import botocore.exceptions
 from pynamodb.exceptions import PynamoDBException
 
-from dynaunique._endpoint import target_for
+from dynaunique._transport.endpoint import target_for
 from dynaunique.cli._demo.cast import ADA_KEY, GRACE_KEY
 from dynaunique.cli._demo.race import RaceOutcome, RaceReport, RaceRound
 from dynaunique.cli._demo.scenario import DEFAULT_RACERS, DEFAULT_ROUNDS, Demo

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import attrs
 
-from dynaunique._locks import OWNER_ATTR, untyped
+from dynaunique._lock.locks import OWNER_ATTR, untyped
 from dynaunique.cli._demo.cast import PROFILE
 from dynaunique.cli._demo.tables import DemoTables
 from dynaunique.errors import DynauniqueError, UniqueViolation

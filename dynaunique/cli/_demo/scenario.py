@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dynaunique._locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, VALUE_ATTR, untyped
+from dynaunique._lock.locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, VALUE_ATTR, untyped
 from dynaunique.cli._demo.cast import (
     ADA_EMAIL,
     ADA_KEY,

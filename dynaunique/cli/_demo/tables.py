@@ -15,9 +15,9 @@ import botocore.config
 import botocore.exceptions
 import botocore.session
 
-from dynaunique._connection import client_for
-from dynaunique._items import locks_of
-from dynaunique._locks import OWNER_ATTR, RESERVED_PREFIX, lock_primary_key, untyped
+from dynaunique._lock.items import locks_of
+from dynaunique._lock.locks import OWNER_ATTR, RESERVED_PREFIX, lock_primary_key, untyped
+from dynaunique._transport.connection import client_for
 from dynaunique.cli._demo.cast import PROFILE, account_model
 from dynaunique.cli._demo.target import Target
 from dynaunique.cli._demo.wire import ItemSummary, Sent, summarize

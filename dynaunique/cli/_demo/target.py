@@ -6,7 +6,7 @@ import importlib.util
 
 import attrs
 
-from dynaunique._endpoint import (
+from dynaunique._transport.endpoint import (
     LOCAL_CREDENTIALS,
     LOCAL_REGION,
     configured_region,
@@ -58,8 +58,8 @@ def moto_available() -> bool:
 
 def remote_target(endpoint: str) -> Target:
     """The target for a DynamoDB at ``endpoint``, signed as every command signs
-    (:func:`dynaunique._endpoint.target_for`): the usual AWS credentials, fake ones only for a
-    server on this machine when there are none.
+    (:func:`dynaunique._transport.endpoint.target_for`): the usual AWS credentials, fake ones only
+    for a server on this machine when there are none.
 
     :raises DemoUnavailableError: a malformed URL, or no region or credentials for an endpoint
         that is not on this machine.

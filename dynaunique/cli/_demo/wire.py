@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._locks import CREATED_ATTR, OWNER_ATTR, untyped
-from dynaunique._render import to_json
+from dynaunique._lock.locks import CREATED_ATTR, OWNER_ATTR, untyped
+from dynaunique._write.render import to_json
 
 
 @attrs.frozen

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dynaunique import _connection as du_connection
+from dynaunique._transport import connection as du_connection
 from dynaunique.testing import use_endpoint
 
 from .declared import MODELS, Wire

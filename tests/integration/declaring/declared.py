@@ -16,7 +16,7 @@ from dynaunique import (
     UniqueConstraint,
     normalizers,
 )
-from dynaunique._locks import RESERVED_PREFIX, untyped
+from dynaunique._lock.locks import RESERVED_PREFIX, untyped
 from dynaunique.attributes import (
     BinaryAttribute,
     NumberAttribute,

@@ -16,8 +16,8 @@ from dynaunique import (
     UniqueViolation,
     atomic,
 )
-from dynaunique._items import SECRET_ENV
-from dynaunique._locks import RESERVED_PREFIX, secret_id
+from dynaunique._lock.items import SECRET_ENV
+from dynaunique._lock.locks import RESERVED_PREFIX, secret_id
 
 from .declared import (
     SECRET,

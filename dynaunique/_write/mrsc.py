@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._kinds import Kind
+from dynaunique._lock.kinds import Kind
 
 __all__ = ["AT_ATTR", "PENDING_ATTR", "TOKEN_ATTR", "Met", "Settle", "Timing", "Verdict",
            "Write", "judge"]

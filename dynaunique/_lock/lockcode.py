@@ -1,6 +1,6 @@
 """The lock key scheme's shared words: its constants, the one spelling of numbers, typed lock
 values, keys read back (decoded, split) and what a write does to a lock (:class:`LockChange`).
-Pure, no I/O; :mod:`dynaunique._locks` builds keys and lock writes with them (and re-exports
+Pure, no I/O; :mod:`dynaunique._lock.locks` builds keys and lock writes with them (and re-exports
 every name here, the names its callers know).
 """
 
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from dynaunique._kinds import Kind
+from dynaunique._lock.kinds import Kind
 from dynaunique.errors import InvalidValueError, format_value
 
 if TYPE_CHECKING:
-    from dynaunique._locks import LockRef
+    from dynaunique._lock.locks import LockRef
 
 #: Every item whose hash key starts with this belongs to dynaunique, never to a model.
 RESERVED_PREFIX = "UNIQ#"

@@ -1,8 +1,8 @@
 """Plan writes: the loaded state of each object against its current state → a Plan. No I/O.
 
 A :class:`Plan` is data — the exact record and lock writes a save or delete needs, each with its
-guard — so it can be printed, asserted in a unit test, or handed to ``dynaunique._transaction`` to
-execute. The rules (docs/how-it-works.md shows each request):
+guard — so it can be printed, asserted in a unit test, or handed to
+``dynaunique._write.transaction`` to execute. The rules (docs/how-it-works.md shows each request):
 
 * create (never loaded): record put (guarded on absence) + one lock put per lock the record
   holds;
@@ -25,9 +25,8 @@ import attrs
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
-from dynaunique import _writes
-from dynaunique._items import ModelInfo, key_id
-from dynaunique._locks import (  # LockChange and ChangeKind re-exported (their old home)
+from dynaunique._lock.items import ModelInfo, key_id
+from dynaunique._lock.locks import (  # LockChange and ChangeKind re-exported (their old home)
     ChangeKind,
     LockChange,
     LockRef,
@@ -37,6 +36,7 @@ from dynaunique._locks import (  # LockChange and ChangeKind re-exported (their 
     record_key,
     untyped,
 )
+from dynaunique._write import writes as _writes
 from dynaunique.errors import (
     ConcurrentModificationError,
     InvalidValueError,
@@ -79,7 +79,7 @@ class Plan:
     def taking_over(self, takeovers: Mapping[str, _writes.Takeover]) -> Plan:
         """This plan with the puts of orphan locks it met (``takeovers``, by lock key) guarded
         on each lock being exactly as met, and one ConditionCheck per old owner that it still
-        does not hold the value (``dynaunique._heal``), after every other write."""
+        does not hold the value (``dynaunique._write.heal``), after every other write."""
         writes: list[_writes.Write] = []
         checks: dict[tuple[str, object], _writes.ConditionCheck] = {}
         for write in self.writes:
@@ -118,7 +118,8 @@ class Record:
     #: ``loaded`` is a record of another model (sharing these locks) that this write turns into
     #: one of ``info``'s: the locks it keeps are put again, naming this model.
     reown: bool = False
-    #: The ``created`` time of the lock puts, or the unit's one :class:`~dynaunique._writes.Stamp`.
+    #: The ``created`` time of the lock puts, or the unit's one
+    #: :class:`~dynaunique._write.writes.Stamp`.
     now: str | _writes.Stamp = ""
     #: The record's primary key (None: read off ``item``, or ``loaded`` for a delete).
     key: TypedKey | None = None

@@ -1,7 +1,7 @@
 """A refused write request mapped back to the write that caused it, and a failed guard settled.
 
-:mod:`dynaunique._render` builds the request (slot *i* of ``CancellationReasons`` is
-``plan.writes[i]``); ``dynaunique._flush.execute_steps`` sends it as ONE request. A failed
+:mod:`dynaunique._write.render` builds the request (slot *i* of ``CancellationReasons`` is
+``plan.writes[i]``); ``dynaunique._write.flush.execute_steps`` sends it as ONE request. A failed
 condition is never retried and nothing is ever sent after it: the refusal becomes one
 dynaunique error (:func:`failures_error`), except that after an ambiguous failure (or when repeating
 a call whose outcome was unknown) a record slot that already holds exactly this call's write
@@ -18,13 +18,13 @@ from typing import Any
 
 import attrs
 
-from dynaunique._connection import Steps
-from dynaunique._items import plain_key
-from dynaunique._locks import OWNER_ATTR, untyped
-from dynaunique._model.mixed import judge, meets, same_model
-from dynaunique._plan import Plan
-from dynaunique._state import Op, OpKind, Stored, holds, loaded_for_key, may_adopt, same_item
-from dynaunique._writes import (
+from dynaunique._lock.items import plain_key
+from dynaunique._lock.locks import OWNER_ATTR, untyped
+from dynaunique._transport.connection import Steps
+from dynaunique._write.mixed import judge, meets, same_model
+from dynaunique._write.plan import Plan
+from dynaunique._write.state import Op, OpKind, Stored, holds, loaded_for_key, may_adopt, same_item
+from dynaunique._write.writes import (
     RECORD_WRITES,
     ConditionCheck,
     LockDelete,
@@ -198,7 +198,7 @@ def failures_of(plan: Plan, response: Mapping[str, Any]
     return failures or None
 
 
-# --- settling a failed record guard (for dynaunique._flush) ---------------------------------------
+# --- settling a failed record guard (for dynaunique._write.flush) ---------------------------------
 
 
 def _may_replan(op: Op, exc: ConcurrentModificationError, fresh: bool) -> bool:

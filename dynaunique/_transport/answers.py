@@ -1,12 +1,13 @@
 """What DynamoDB answered, as values: the vocabulary of the one boundary, and the one mapping of
 failures to the library's errors.
 
-A driver (``dynaunique._connection.run``, ``dynaunique.aio.arun``) answers each
-:class:`~dynaunique._connection.Request` of a sans-IO generator with one value — :class:`Ok`
-(the response), :class:`Refused` (DynamoDB's error, with its reasons), :class:`Ambiguous` (the
-request may have been applied; the answer never came), :class:`Unreachable` (never sent) —
-read from botocore's and PynamoDB's exceptions by :func:`answer_of`, the one place that knows
-them. The retry loop (``dynaunique._connection.exchange_steps``) decides on the value;
+A driver (``dynaunique._transport.connection.run``, ``dynaunique.aio.arun``) answers each
+:class:`~dynaunique._transport.connection.Request` of a sans-IO generator with one value —
+:class:`Ok` (the response), :class:`Refused` (DynamoDB's error, with its reasons),
+:class:`Ambiguous` (the request may have been applied; the answer never came), :class:`Unreachable`
+(never sent) — read from botocore's and PynamoDB's exceptions by :func:`answer_of`, the one place
+that knows them. The retry loop (``dynaunique._transport.connection.exchange_steps``) decides on the
+value;
 :func:`error_for` is the one place a failure becomes an error, worded for the part of the
 library that sent the request (a model, the audit, the migrations, the stream guard).
 """

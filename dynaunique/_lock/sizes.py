@@ -6,7 +6,7 @@ bytes, a binary its raw bytes, a number 1 byte per two significant digits plus 1
 trailing zeroes trimmed), a boolean or a null 1 byte, a set the sum of its elements, and a list
 or a map 3 bytes plus 1 byte per element plus the elements (a map's keys count as names).
 
-One set of functions for both sides: the library's 4 MB guard (:mod:`dynaunique._render`) and
+One set of functions for both sides: the library's 4 MB guard (:mod:`dynaunique._write.render`) and
 the local server's 400 KB and 4 MB limits (:mod:`dynaunique.testing._server_rules`). Values come as
 botocore takes them (binary as bytes) or as the wire carries them (binary as base64 text).
 Imports only the standard library.

@@ -1,7 +1,7 @@
 """atomic(): collect the saves and deletes of many objects and commit them as one transaction.
 
 Inside ``with atomic():`` a ``save()`` or ``delete()`` is recorded, not sent. Leaving the block
-plans every object (``dynaunique._plan``), fuses the writes that meet on one lock item (a
+plans every object (``dynaunique._write.plan``), fuses the writes that meet on one lock item (a
 value moving between records becomes one owner transfer), and sends ONE TransactWriteItems. An
 exception in the block sends nothing. A nested ``atomic()`` joins the outer one. The current unit
 is a context variable, so each thread and each asyncio task has its own; ``async with atomic()``
@@ -20,12 +20,12 @@ from typing import Any
 
 from pynamodb.expressions.condition import Condition
 
-from dynaunique import _flush
-from dynaunique._flush import Unit
-from dynaunique._plan import Plan
-from dynaunique._render import render_checked, to_json
-from dynaunique._state import Op, OpKind
-from dynaunique._writes import ConditionCheck, Expression
+from dynaunique._write import flush as _flush
+from dynaunique._write.flush import Unit
+from dynaunique._write.plan import Plan
+from dynaunique._write.render import render_checked, to_json
+from dynaunique._write.state import Op, OpKind
+from dynaunique._write.writes import ConditionCheck, Expression
 from dynaunique.errors import UnsupportedOperationError
 from dynaunique.observe import traced
 

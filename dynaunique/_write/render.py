@@ -17,11 +17,11 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from dynaunique._items import Typed
-from dynaunique._locks import OWNER_ATTR
-from dynaunique._plan import Plan
-from dynaunique._sizes import MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES, transaction_size
-from dynaunique._writes import (
+from dynaunique._lock.items import Typed
+from dynaunique._lock.locks import OWNER_ATTR
+from dynaunique._lock.sizes import MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES, transaction_size
+from dynaunique._write.plan import Plan
+from dynaunique._write.writes import (
     Absent,
     ConditionCheck,
     Expression,
@@ -272,7 +272,7 @@ def encode(request: Mapping[str, Any]) -> bytes:
 def check_size(request: Mapping[str, Any], encoded: bytes | None = None) -> None:
     """Refuse a transaction over DynamoDB's limits before anything is sent: more than 100
     actions, or more than 4 MB of items counted as DynamoDB counts them
-    (:func:`dynaunique._sizes.transaction_size`).
+    (:func:`dynaunique._lock.sizes.transaction_size`).
 
     ``encoded`` (the request's :func:`encode`) bounds that count from above — it holds every
     name and value of every item, each with at least as many bytes as DynamoDB counts for it,

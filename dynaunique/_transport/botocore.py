@@ -1,8 +1,8 @@
 """The fence around botocore's private API, and botocore's transport settings as the client
 resolved them.
 
-**The fence** (docs/decisions.md, "The fence"). The request path (``dynaunique._wire``) makes
-botocore's very request and answer without botocore's pipeline: it mirrors what a set of
+**The fence** (docs/decisions.md, "The fence"). The request path (``dynaunique._transport.wire``)
+makes botocore's very request and answer without botocore's pipeline: it mirrors what a set of
 botocore functions do, and reads some of botocore's private names. Every such read is here,
 typed: :class:`Client` (a client's emitter, signer, endpoint and User-Agent creator) and the
 module's functions; nothing else in the request path reads a botocore private
@@ -71,9 +71,9 @@ TESTED: tuple[str, ...] = ("1.44.0", "1.44.8")
 
 #: The botocore functions whose behaviour the request path relies on → the hashes of their
 #: source (sha256, 16 hex digits) accepted: one per distinct source among the :data:`TESTED`
-#: releases. ``python -m dynaunique._botocore`` prints the installed release's; a release's
-#: hashes are added (and the release to TESTED) once the byte-identity and decode tests pass
-#: against it.
+#: releases. ``python -m dynaunique._transport.botocore`` prints the installed release's; a
+#: release's hashes are added (and the release to TESTED) once the byte-identity and decode tests
+#: pass against it.
 ACCEPTED: dict[str, tuple[str, ...]] = {
     # What the fast path mirrors (does itself, without calling it).
     "botocore.client.BaseClient._make_api_call": ("75ba491f61ffbd4e",),

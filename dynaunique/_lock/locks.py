@@ -1,9 +1,9 @@
 """Keys and lock writes: a record's primary key, the locks its stored values require (over the
 class's template, ``ModelInfo``), their items and their writes — the one builder of each. No I/O.
 
-The planner (:mod:`dynaunique._plan`, through :mod:`dynaunique._record`) builds every write's
-keys, locks and lock writes here; the scheme's constants, the spelling of numbers and keys read
-back are :mod:`dynaunique._lockcode`'s, re-exported here.
+The planner (:mod:`dynaunique._write.plan`, through :mod:`dynaunique._write.record`) builds every
+write's keys, locks and lock writes here; the scheme's constants, the spelling of numbers and keys
+read back are :mod:`dynaunique._lock.lockcode`'s, re-exported here.
 
 A lock's hash key is ``UNIQ#<LOCK_NAME>#<encoded value>``. The encoding is injective:
 
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from dynaunique._lockcode import (  # re-exported: the names the package knows them by
+from dynaunique._lock.lockcode import (  # re-exported: the names the package knows them by
     _SECRET_ID_MESSAGE,
     CONSTRAINT_ATTR,
     CREATED_ATTR,
@@ -63,7 +63,7 @@ from dynaunique._lockcode import (  # re-exported: the names the package knows t
 from dynaunique.errors import InvalidValueError, format_value
 
 if TYPE_CHECKING:
-    from dynaunique._items import BoundConstraint, ModelInfo
+    from dynaunique._lock.items import BoundConstraint, ModelInfo
 
 #: The names re-exported (every name defined here is the package's too).
 __all__ = [
@@ -319,7 +319,7 @@ class Shaped:
 @attrs.frozen
 class LockPut:
     """Put a lock item; ``guard`` says who may own it already (:class:`Shaped`: a takeover of
-    exactly the orphan lock met, ``dynaunique._heal``)."""
+    exactly the orphan lock met, ``dynaunique._write.heal``)."""
 
     table: str
     model: str

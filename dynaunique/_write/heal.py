@@ -27,15 +27,15 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from dynaunique._connection import RetryPolicy, Steps
-from dynaunique._items import claim, key_id, owner_key, plain_key, stored_locks
-from dynaunique._locks import CREATED_ATTR, OWNER_ATTR
+from dynaunique._lock.items import claim, key_id, owner_key, plain_key, stored_locks
+from dynaunique._lock.locks import CREATED_ATTR, OWNER_ATTR
 from dynaunique._model.binding import table_models
 from dynaunique._model.instance import read_steps
-from dynaunique._model.mixed import exactly
-from dynaunique._plan import Plan
-from dynaunique._transaction import failures_error
-from dynaunique._writes import (
+from dynaunique._transport.connection import RetryPolicy, Steps
+from dynaunique._write.mixed import exactly
+from dynaunique._write.plan import Plan
+from dynaunique._write.transaction import failures_error
+from dynaunique._write.writes import (
     Absent,
     ConditionCheck,
     LockDelete,

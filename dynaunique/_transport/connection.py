@@ -2,8 +2,8 @@
 
 ``connection_for(model)`` is the model's own PynamoDB connection (``model._get_connection()
 .connection``: what PynamoDB itself writes through), its botocore client wired with the request
-path of ``dynaunique._wire``; so the client's event handlers, a ``Stubber`` on it, ``mock_aws``,
-its session and settings apply to the library's requests as to PynamoDB's. Each of the
+path of ``dynaunique._transport.wire``; so the client's event handlers, a ``Stubber`` on it,
+``mock_aws``, its session and settings apply to the library's requests as to PynamoDB's. Each of the
 library's requests is sent once (``_botocore.once``): the client keeps PynamoDB's retry settings for
 PynamoDB's own calls, and :func:`send` retries the library's, so that it knows when a resend
 follows an ambiguous failure. Requests go through ``Connection.dispatch``, so PynamoDB's
@@ -12,13 +12,13 @@ follows an ambiguous failure. Requests go through ``Connection.dispatch``, so Py
 
 The logic does no I/O itself: :func:`exchange_steps` is a generator that yields each step —
 :class:`Request` "send this", :class:`Sleep` "back off this long" — and receives each answer as
-a value of ``dynaunique._answers`` (:class:`Ok`, :class:`Refused`, :class:`Ambiguous`,
+a value of ``dynaunique._transport.answers`` (:class:`Ok`, :class:`Refused`, :class:`Ambiguous`,
 :class:`Unreachable`). It is the library's one retry loop, and ``_answers.RETRYABLE`` /
 ``_answers.AMBIGUOUS`` its one table of errors: throttling and conflicts are retried with jittered
 backoff; a request that may have been applied is resent only when the caller says a resend is
 safe; any other refusal is handed back (:func:`send_steps` turns it into the library's error,
-:func:`~dynaunique._answers.error_for`). :func:`run` drives it (and every generator built on it:
-a flush, a read) synchronously; ``dynaunique.aio`` drives the very same generators under
+:func:`~dynaunique._transport.answers.error_for`). :func:`run` drives it (and every generator built
+on it: a flush, a read) synchronously; ``dynaunique.aio`` drives the very same generators under
 asyncio. One logic, two senders, one vocabulary between them.
 """
 
@@ -37,8 +37,10 @@ from pynamodb import settings as _settings
 from pynamodb.connection import Connection
 from pynamodb.settings import get_settings_value
 
-from dynaunique import _botocore, _clients, _regions
-from dynaunique._answers import (
+from dynaunique._transport import botocore as _botocore
+from dynaunique._transport import clients as _clients
+from dynaunique._transport import regions as _regions
+from dynaunique._transport.answers import (
     Ambiguous,
     Answer,
     Ok,
@@ -51,13 +53,13 @@ from dynaunique._answers import (
 )
 
 # The connections' API, kept importable here (the callers' and the tests' one boundary).
-from dynaunique._clients import _connections as _connections
-from dynaunique._clients import client_for as client_for
-from dynaunique._clients import client_hooks as client_hooks
-from dynaunique._clients import connection_for as connection_for
-from dynaunique._clients import connection_in as connection_in
-from dynaunique._clients import forget as forget
-from dynaunique._clients import target_of as target_of
+from dynaunique._transport.clients import _connections as _connections
+from dynaunique._transport.clients import client_for as client_for
+from dynaunique._transport.clients import client_hooks as client_hooks
+from dynaunique._transport.clients import connection_for as connection_for
+from dynaunique._transport.clients import connection_in as connection_in
+from dynaunique._transport.clients import forget as forget
+from dynaunique._transport.clients import target_of as target_of
 from dynaunique.errors import DynauniqueError, UnsupportedOperationError
 from dynaunique.observe import connection_logger as _log
 from dynaunique.observe import emit, stats

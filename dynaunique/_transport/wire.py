@@ -1,8 +1,9 @@
 """The library's requests made, signed, sent and read without botocore's pipeline, below
-PynamoDB's ``dispatch``; every botocore private it reads is read through ``dynaunique._botocore``.
+PynamoDB's ``dispatch``; every botocore private it reads is read through
+``dynaunique._transport.botocore``.
 
 :class:`FastSerializer` replaces a client's serializer and :class:`FastPath` its
-``_make_api_call`` (``dynaunique._clients.install``). For each call the fast path builds
+``_make_api_call`` (``dynaunique._transport.clients.install``). For each call the fast path builds
 botocore's very request (URL, headers, SigV4, User-Agent, body) itself, emits ``before-send``,
 sends through the client's endpoint and decodes a success with a decoder compiled from the
 operation's output shape; error answers go to botocore's parser and events. Whenever the client,
@@ -45,8 +46,8 @@ from botocore.exceptions import ChecksumError
 from botocore.hooks import first_non_none_response
 from botocore.utils import normalize_url_path
 
-from dynaunique import _botocore
-from dynaunique._botocore import KNOWN, LOGGERS, Convert, max_attempts
+from dynaunique._transport import botocore as _botocore
+from dynaunique._transport.botocore import KNOWN, LOGGERS, Convert, max_attempts
 
 __all__ = ["OPERATIONS", "FastPath", "FastSerializer", "body", "start"]
 
@@ -177,7 +178,7 @@ class Compiled:
 
 def check_client(path: FastPath) -> bool:
     """Whether the fast path ``path``'s client is one it knows: botocore's mirrored functions
-    unchanged (:func:`dynaunique._botocore.fence`), DynamoDB's JSON protocol, SigV4, no
+    unchanged (:func:`dynaunique._transport.botocore.fence`), DynamoDB's JSON protocol, SigV4, no
     auth-scheme preference, no User-Agent plugin, the client's parts wired as botocore wires
     them. Sets ``path.privates`` and the JSON parser's converters."""
     client = path.client

@@ -5,8 +5,9 @@ Every write of a model with constraints, or on a table that holds locks, goes th
 ``atomic()`` collects a unit and flushes it when its block ends. :func:`flush_steps` reads as
 the steps, as SQLAlchemy's ``Session.flush``:
 
-1. collect (:func:`collect_steps`): each op's stored state, one :class:`~dynaunique._state.Stored`
-   — its snapshot, or for an object never loaded whose plan needs it one consistent read;
+1. collect (:func:`collect_steps`): each op's stored state, one
+   :class:`~dynaunique._write.state.Stored` — its snapshot, or for an object never loaded whose plan
+   needs it one consistent read;
 2. plan (:func:`plan_unit`): each op by the one planner (``_record.plan`` → ``_plan``, pure,
    calling no method of the model), the unit's plans merged into one;
 3. render and send it as one request (:func:`send_steps`): each record write guarded on the
@@ -33,9 +34,8 @@ from typing import Any
 import attrs
 from pynamodb.connection import Connection
 
-from dynaunique import _writes
-from dynaunique._answers import Ok, error_for
-from dynaunique._connection import (
+from dynaunique._transport.answers import Ok, error_for
+from dynaunique._transport.connection import (
     DEFAULT_POLICY,
     RetryPolicy,
     Steps,
@@ -44,20 +44,21 @@ from dynaunique._connection import (
     sending_for,
     sending_for_models,
 )
-from dynaunique._heal import LocksMet, heal_steps, healed, met_locks
-from dynaunique._model.mixed import judge
-from dynaunique._plan import Plan, merge
-from dynaunique._record import needs_stored
-from dynaunique._record import plan as plan_op
-from dynaunique._render import outgoing, render
-from dynaunique._state import Basis, Op, OpKind, Stored, finish_steps, loaded_for_key
-from dynaunique._transaction import (
+from dynaunique._write import writes as _writes
+from dynaunique._write.heal import LocksMet, heal_steps, healed, met_locks
+from dynaunique._write.mixed import judge
+from dynaunique._write.plan import Plan, merge
+from dynaunique._write.record import needs_stored
+from dynaunique._write.record import plan as plan_op
+from dynaunique._write.render import outgoing, render
+from dynaunique._write.state import Basis, Op, OpKind, Stored, finish_steps, loaded_for_key
+from dynaunique._write.transaction import (
     earlier_attempt_applied,
     failures_error,
     failures_of,
     settle_record_steps,
 )
-from dynaunique._writes import (
+from dynaunique._write.writes import (
     ConditionCheck,
     RecordUpdate,
     Write,
@@ -322,8 +323,9 @@ def execute_steps(plan: Plan, connection: Connection, *,
                   request: Mapping[str, Any] | None = None,
                   sent: tuple[str, dict[str, Any]] | None = None,
                   heal: bool = False) -> Steps[dict[str, Any]]:
-    """:func:`execute` without I/O (``dynaunique._connection.Steps``). ``request``: the plan's
-    :func:`~dynaunique._render.render`, ``sent`` its ``outgoing``, when the caller has them;
+    """:func:`execute` without I/O (``dynaunique._transport.connection.Steps``). ``request``: the
+    plan's
+    :func:`~dynaunique._write.render.render`, ``sent`` its ``outgoing``, when the caller has them;
     ``heal``: a refusal by other records' locks only is ``_heal.LocksMet``, for the flush."""
     resend_safe = _resend_is_safe(plan)
     if sent is None:

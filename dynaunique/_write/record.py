@@ -5,7 +5,8 @@ user's class is called): a save serializes the object (every value checked, its 
 over the snapshot's) and reads its locks off that item through the class's template
 (``ModelInfo``, computed at class definition); a delete takes the snapshot's locks; an update
 predicts the record after its actions when they touch anything a lock depends on. The plans
-themselves are :mod:`dynaunique._plan`'s, pure; :mod:`dynaunique._flush` calls :func:`plan`.
+themselves are :mod:`dynaunique._write.plan`'s, pure; :mod:`dynaunique._write.flush` calls
+:func:`plan`.
 
 Locks derive from what is stored, never from the python value, and a value DynamoDB would
 refuse (``True`` or ``"12abc"`` in a number, an ``int`` in a string, NaN, a string that is not
@@ -29,17 +30,18 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Update
 from pynamodb.models import Model as PynamoModel
 
-from dynaunique import _plan, _writes
-from dynaunique._items import stored_locks
-from dynaunique._locks import (
+from dynaunique._lock.items import stored_locks
+from dynaunique._lock.locks import (
     LockRef,
     is_utf8,
     stored_lock_refs,
 )
-from dynaunique._model.mixed import judge_result, of_another_model, others_fields, others_guard
-from dynaunique._plan import Plan, Record, action_target, predict
-from dynaunique._state import InstanceState, Op, OpKind, Stored, loaded_for_key
-from dynaunique._writes import RECORD_WRITES, Absent, Expression
+from dynaunique._write import plan as _plan
+from dynaunique._write import writes as _writes
+from dynaunique._write.mixed import judge_result, of_another_model, others_fields, others_guard
+from dynaunique._write.plan import Plan, Record, action_target, predict
+from dynaunique._write.state import InstanceState, Op, OpKind, Stored, loaded_for_key
+from dynaunique._write.writes import RECORD_WRITES, Absent, Expression
 from dynaunique.errors import InvalidValueError, format_value
 
 

@@ -4,7 +4,7 @@ does not carry.
 A record write of model W that may meet an existing item (any write but a create) is guarded,
 beside its own guard, on the item holding no lock of a constraint W does not declare — of any
 other model bound to the table (``binding.table_models``). The cheap guard is
-:class:`~dynaunique._writes.Lacking`: for each such constraint, one of its stored fields is
+:class:`~dynaunique._write.writes.Lacking`: for each such constraint, one of its stored fields is
 absent (a record missing a field of a constraint holds no lock of it). When it fails, DynamoDB
 returns the item and it is judged precisely, by the audit's rule: the model it is a record of
 (``_items.claim``) and the locks that model requires of it as stored (``_items.locks_of``). An
@@ -26,10 +26,10 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.models import BatchWrite
 
-from dynaunique._items import claim, plain_key, stored_locks
+from dynaunique._lock.items import claim, plain_key, stored_locks
 from dynaunique._model.binding import GENERATION, table_models
-from dynaunique._state import Op, OpKind, holds, same_item
-from dynaunique._writes import Guard, Lacking, OthersGuard, Shaped, Unchanged
+from dynaunique._write.state import Op, OpKind, holds, same_item
+from dynaunique._write.writes import Guard, Lacking, OthersGuard, Shaped, Unchanged
 from dynaunique.errors import OtherModelRecordError
 
 
@@ -249,7 +249,7 @@ class GuardedBatchWrite(BatchWrite[Any]):
                 item.delete(add_version_condition=False)
 
 
-# --- the unit of work's judging (dynaunique._flush, dynaunique._record) ---------------------------
+# --- the unit of work's judging (dynaunique._write.flush, dynaunique._write.record) ---------------
 
 
 def others_guard(op: Op, judged: Mapping[str, Any] | None,

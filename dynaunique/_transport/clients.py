@@ -4,9 +4,9 @@ request path wired into its botocore client.
 :func:`connection_for` is the one place a model's client is chosen: the model's own PynamoDB
 connection (``model._get_connection().connection``), what PynamoDB itself writes through — so the
 client's event handlers, a ``Stubber`` on it, ``mock_aws``, its session and settings apply to
-the library's requests as to PynamoDB's. :func:`install` puts ``dynaunique._wire``'s serializer
-and request path in a client (once per client; ``_connection.answer`` wires a client PynamoDB
-made again, e.g. after its credentials went missing).
+the library's requests as to PynamoDB's. :func:`install` puts ``dynaunique._transport.wire``'s
+serializer and request path in a client (once per client; ``_connection.answer`` wires a client
+PynamoDB made again, e.g. after its credentials went missing).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 from pynamodb.connection import Connection
 
-from dynaunique import _botocore
-from dynaunique._wire import FastPath, FastSerializer
+from dynaunique._transport import botocore as _botocore
+from dynaunique._transport.wire import FastPath, FastSerializer
 
 #: The connections wired so far (what ``client_hooks`` were run for), by ``id``.
 _connections: weakref.WeakValueDictionary[int, Connection] = weakref.WeakValueDictionary()
@@ -81,9 +81,9 @@ _homes: dict[tuple[Any, str], tuple[Connection, Connection]] = {}
 
 
 def connection_in(model: Any, meta: Any) -> Connection:
-    """The connection a call of ``model`` goes through where ``dynaunique._regions.route`` sent
-    it: the model's own (:func:`connection_for`) when ``meta`` is its ``Meta``; else ``meta`` is
-    the model's settings signed for a global table's home region, and this is a PynamoDB
+    """The connection a call of ``model`` goes through where ``dynaunique._transport.regions.route``
+    sent it: the model's own (:func:`connection_for`) when ``meta`` is its ``Meta``; else ``meta``
+    is the model's settings signed for a global table's home region, and this is a PynamoDB
     connection made from them as PynamoDB makes the model's, wired the same way, kept per model
     and region and made again when the model's own connection is. Every handler registered on
     the model's own client, before or after, runs on this one's calls too (a ``before-send``

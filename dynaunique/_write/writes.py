@@ -1,6 +1,7 @@
 """The writes dynaunique sends, as plain data — guards, record and lock writes. No I/O:
-:mod:`dynaunique._render` renders them. The lock writes and the one builder of each are
-:mod:`dynaunique._locks`' (a create's planning runs through that module in one go), re-exported.
+:mod:`dynaunique._write.render` renders them. The lock writes and the one builder of each are
+:mod:`dynaunique._lock.locks`' (a create's planning runs through that module in one go),
+re-exported.
 
 Lock puts are guarded "missing, or owned by an allowed owner" (:class:`HeldBy`: the record, or
 for a value moving between two records of one unit of work, its old holder), lock deletes
@@ -14,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._items import ModelInfo, Typed, TypedKey
-from dynaunique._locks import (  # re-exported: the lock writes and their builders live there
+from dynaunique._lock.items import ModelInfo, Typed, TypedKey
+from dynaunique._lock.locks import (  # re-exported: the lock writes and their builders live there
     HeldBy,
     LockDelete,
     LockPut,
@@ -59,7 +60,7 @@ class Lacking:
 Guard = Absent | Unchanged | HeldBy | Lacking | Shaped
 #: What a record write guards on besides its own state, on a table other models share: that the
 #: item it replaces holds no lock of theirs (``Lacking``), or is the item judged to hold none
-#: (``Shaped``). See ``dynaunique._model.mixed``.
+#: (``Shaped``). See ``dynaunique._write.mixed``.
 OthersGuard = Lacking | Shaped
 
 
@@ -142,7 +143,7 @@ class ConditionCheck:
     #: On a table several models share: the record is still one of the model it was read as.
     others: OthersGuard | None = None
     #: The key of the orphan lock whose takeover this check guards (its old owner still does
-    #: not hold the value: ``dynaunique._heal``); None for any other check.
+    #: not hold the value: ``dynaunique._write.heal``); None for any other check.
     heals: str | None = None
 
 
@@ -152,7 +153,7 @@ RECORD_WRITES = (RecordPut, RecordUpdate, RecordDelete)
 
 @attrs.frozen
 class Takeover:
-    """An orphan lock a write met, taken over (``dynaunique._heal``): its lock put guarded on
+    """An orphan lock a write met, taken over (``dynaunique._write.heal``): its lock put guarded on
     the lock being exactly the one met (``guard``), beside ``check``, a ConditionCheck that the
     old owner still does not hold the value."""
 

@@ -4,7 +4,7 @@ Each model instance keeps one :class:`InstanceState`: the item as last loaded fr
 DynamoDB (the snapshot the next write guards on and diffs against), caches of the locks a
 snapshot holds, and the record write of a call whose outcome is unknown. A snapshot is replaced,
 never mutated, and only after a write succeeded (:func:`finish_steps`, the after-success update
-of ``dynaunique._flush``). The version rules a unit of work applies to a stored record
+of ``dynaunique._write.flush``). The version rules a unit of work applies to a stored record
 (:func:`may_adopt`), item equality (:func:`same_item`) and whether a stored item meets a guard
 on other models' locks (:func:`holds`) live here too, so the flush and the model read one
 object's state through one module; so does what one flush knows of each op's record
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from dynaunique._kinds import Kind
-from dynaunique._writes import Lacking, OthersGuard, RecordPut, RecordUpdate, Takeover, Write
+from dynaunique._lock.kinds import Kind
+from dynaunique._write.writes import Lacking, OthersGuard, RecordPut, RecordUpdate, Takeover, Write
 
 if TYPE_CHECKING:
-    from dynaunique._connection import Steps
-    from dynaunique._items import LockRef
-    from dynaunique._plan import Plan
+    from dynaunique._lock.items import LockRef
+    from dynaunique._transport.connection import Steps
+    from dynaunique._write.plan import Plan
 
 
 class OpKind(Kind):
@@ -69,7 +69,7 @@ class Stored:
 class Basis:
     """What one attempt of a flush is planned from: each op's :class:`Stored` (by
     ``id(obj)``), the locks other records turned out to hold (left out of the deletes), the
-    orphan locks met (taken over, by lock key: ``dynaunique._heal``)."""
+    orphan locks met (taken over, by lock key: ``dynaunique._write.heal``)."""
 
     stored: Mapping[int, Stored]
     foreign: frozenset[str] = frozenset()

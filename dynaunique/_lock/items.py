@@ -2,7 +2,7 @@
 
 Everything that writes or reads items (the model's write path, the audit, the migrations) asks
 this module: what a model looks like (:class:`ModelInfo`), a record's primary key
-(:func:`~dynaunique._locks.record_key`, :func:`key_of`), a lock's owner
+(:func:`~dynaunique._lock.locks.record_key`, :func:`key_of`), a lock's owner
 (:func:`owner_key`), the locks a record
 requires (:func:`locks_of`, :func:`lock_of`) and which model an item is a record of
 (:func:`claim`). No I/O.
@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 from pynamodb.attributes import Attribute
 
-from dynaunique._locks import (  # re-exported: a record's key and locks are built there
+from dynaunique._lock.locks import (  # re-exported: a record's key and locks are built there
     MAX_HASH_KEY_BYTES,
     RESERVED_PREFIX,
     LockRef,
@@ -187,7 +187,7 @@ def lock_inputs(model: Any, item: Mapping[str, Any]) -> Any:
 def stored_locks(model: Any, item: Mapping[str, Any],
                  reads: set[str] | None = None) -> dict[str, LockRef]:
     """The locks ``item`` (as stored) requires of ``model``: :func:`locks_of` of its
-    :func:`lock_inputs` (without a condition, :func:`~dynaunique._locks.stored_lock_refs`)."""
+    :func:`lock_inputs` (without a condition, :func:`~dynaunique._lock.locks.stored_lock_refs`)."""
     info = model._du_info
     if not info.has_conditions:
         return stored_lock_refs(info, item)
