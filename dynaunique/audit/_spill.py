@@ -91,9 +91,9 @@ class _Spill:
         self._rows.append((row[0], row[1], marshal.dumps(row[2])))
         self.count += 1
         if len(self._rows) >= self._run_rows:
-            self._flush()
+            self._write_out()
 
-    def _flush(self) -> None:
+    def _write_out(self) -> None:
         if self._rows:
             self._rows.sort(key=_order)  # stable: equal keys keep the order they came in
             self._runs.append(_write_run(self._rows, self._tmp.name))
@@ -105,7 +105,7 @@ class _Spill:
             self._rows.sort(key=_order)
             rows: Iterable[Row] = self._rows
         else:
-            self._flush()
+            self._write_out()
             while len(self._runs) > _FAN_IN:
                 # Merge the oldest runs first, so rows of equal (key, kind) keep their order.
                 first, self._runs = self._runs[:_FAN_IN], self._runs[_FAN_IN:]

@@ -107,7 +107,7 @@ class SegmentRunner:
                 if conflict is not None:
                     progress.conflicts.append(conflict)
             progress.pending = []
-            self._flush(seg, label)
+            self._checkpoint(seg, label)
         if progress.conflicts:
             # A rerun after the user fixed data: re-check the contested records first.
             self._recheck_all(seg, label)
@@ -119,7 +119,7 @@ class SegmentRunner:
             if len(progress.conflicts) >= self.conflict_cap:
                 # Stored conflicts must be fixed before the scan goes on.
                 progress.blocked = True
-                self._flush(seg, label)
+                self._checkpoint(seg, label)
                 return
             lease.check(ident)
             params: dict[str, Any] = {
@@ -138,7 +138,7 @@ class SegmentRunner:
             progress.pending = []
             progress.last_key = page.get("LastEvaluatedKey")
             progress.done = progress.last_key is None
-            self._flush(seg, label)
+            self._checkpoint(seg, label)
             if progress.done and progress.conflicts:
                 # Report only what still holds at the end: the application may have resolved
                 # a duplicate found early in the scan (or created one that is now gone).
@@ -174,9 +174,9 @@ class SegmentRunner:
         progress.pending = []
         # The counter becomes the number of duplicates standing now; the callback gets the change.
         seg.delta.duplicates = len(progress.conflicts) - progress.counters.duplicates
-        self._flush(seg, label)
+        self._checkpoint(seg, label)
 
-    def _flush(self, seg: Segment, label: str) -> None:
+    def _checkpoint(self, seg: Segment, label: str) -> None:
         """Checkpoint: fold the segment's new counters into its progress item and save it."""
         delta, seg.delta = seg.delta, Counters()
         seg.progress.counters.add(delta)

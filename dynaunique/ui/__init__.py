@@ -14,7 +14,7 @@ docs/operating-locks.md shows the pages; docs/decisions.md says why this stack.
 
 from __future__ import annotations
 
+from dynaunique.ui._access import UIConfig
 from dynaunique.ui._app import create_app, serve
-from dynaunique.ui._guard import UIConfig
 
 __all__ = ["UIConfig", "create_app", "serve"]

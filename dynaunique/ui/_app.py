@@ -1,6 +1,6 @@
 """The ASGI application behind ``dynaunique ui``: its routes and how it is served.
 
-Every request passes :mod:`dynaunique.ui._guard` first (local Host, access token, CSRF on every
+Every request passes :mod:`dynaunique.ui._access` first (local Host, access token, CSRF on every
 POST, security headers). Repairs (POST ``/repair/...``) are refused with 403 unless the app
 was created with ``allow_repair``, whatever the request carries.
 
@@ -34,7 +34,7 @@ from dynaunique.errors import ConfigurationError, DynauniqueError
 from dynaunique.model import Model
 from dynaunique.ui import _templates as templates
 from dynaunique.ui import _views as views
-from dynaunique.ui._guard import UIConfig, _Guard, _Refused, _same, local_origin
+from dynaunique.ui._access import UIConfig, _Access, _Refused, _same, local_origin
 
 #: The only address the server binds.
 HOST = "127.0.0.1"
@@ -363,7 +363,7 @@ def create_app(config: UIConfig) -> ASGIApp:
     """The ASGI app serving ``config.models``: guarded by its tokens, read-only by default."""
     env = templates.environment()
     pages = _Pages(config, env)
-    return _Guard(Starlette(routes=pages.routes()), config, env)
+    return _Access(Starlette(routes=pages.routes()), config, env)
 
 
 def serve(models: Sequence[type[Model]], *, module: str = "", endpoint: str | None = None,

@@ -1,6 +1,6 @@
 """Who may use the page: its config and secrets, the Host check, the access token, the headers.
 
-Every request passes :class:`_Guard` first: the Host header must be ``127.0.0.1`` or
+Every request passes :class:`_Access` first: the Host header must be ``127.0.0.1`` or
 ``localhost`` (a page on another site cannot reach the server through DNS rebinding), and the
 request must carry the access token — once in the URL (``?token=``, as printed at start, which
 then moves into an HttpOnly, SameSite=Strict cookie), in that cookie, or as ``Authorization:
@@ -84,7 +84,7 @@ def _same(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
 
-class _Guard:
+class _Access:
     """ASGI middleware: local Host only, the access token on every request, security headers."""
 
     def __init__(self, app: ASGIApp, config: UIConfig, env: Any) -> None:
