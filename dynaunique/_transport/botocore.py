@@ -457,6 +457,14 @@ def _botocores_own() -> frozenset[tuple[object, object]]:
                      for h in own.handlers(f"{event}.dynamodb.TransactWriteItems"))
 
 
+def _ours(module: str) -> bool:
+    # PynamoDB's, dynaunique's, or botocore's own per-client handlers (its retry handlers, whose
+    # code a default client may not have: another retry mode, an older botocore) — but a
+    # ``Stubber`` (``botocore.stub``) is the user's.
+    return module.startswith(("pynamodb.", "dynaunique.")) or (
+        module.startswith("botocore.") and not module.startswith("botocore.stub"))
+
+
 def user_handlers(client: Any) -> list[str]:
     """The handlers registered on ``client`` for a DynamoDB write that are neither botocore's
     own, nor PynamoDB's or dynaunique's (a hook, a ``Stubber``…): their names."""
@@ -468,8 +476,8 @@ def user_handlers(client: Any) -> list[str]:
     for event in FORWARDED:
         for handler in privates.handlers(f"{event}.dynamodb.TransactWriteItems"):
             code = module, name = _code(handler)
-            if code not in _botocores_own() and not str(module).startswith(
-                    ("pynamodb.", "dynaunique.")) and not isinstance(handler, Forward):
+            if code not in _botocores_own() and not _ours(str(module)) \
+                    and not isinstance(handler, Forward):
                 found.append(f"{event}: {module}.{name}")
     return found
 

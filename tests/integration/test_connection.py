@@ -10,6 +10,7 @@ the wire; ``max_retry_attempts``/``base_backoff_ms`` become the retry policy.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import Any
 from unittest import mock
 
@@ -21,6 +22,7 @@ from support.declare import declare
 from support.recorders import listening, requests_sent
 
 from dynaunique import DynauniqueError, aio
+from dynaunique._transport import botocore as _botocore
 from dynaunique._transport import connection
 from dynaunique._transport import wire as _wire
 from dynaunique._transport.connection import connection_for
@@ -244,8 +246,11 @@ def test_handlers_on_the_models_connection_see_its_home_region_writes(
     # Written at home (EAST) through the home client, which is not the model's own (WEST).
     assert [op for op, _ in sent].count("TransactWriteItems") == 2
     assert raw_item(dynaunique_db, "conn_home", {"PK": {"S": "M1"}}, region=EAST) is not None
+    # (On a botocore the fence does not know, every call takes botocore's steps: CI's oldest.)
+    fast = _botocore.fence() == () and not _botocore.MISSING
     with requests_sent(own) as later, mock.patch.object(     # registered after it was made
-            _wire, "botocore_steps", side_effect=AssertionError("the fast path stood aside")):
+            _wire, "botocore_steps",
+            side_effect=AssertionError("the fast path stood aside")) if fast else nullcontext():
         # (a before-send hook is on an event the fast path emits: it stays on)
         west(pk="M3", email="m3@x.io").save()
         asyncio.run(_asave(west(pk="M5", email="m5@x.io")))    # and async alike
