@@ -371,6 +371,7 @@ def test_stream_guard_repair_policy_adds_exactly_what_repair_sends(
     monkeypatch.setenv("DYNAUNIQUE_REPAIR", "1")
     monkeypatch.setattr(aws_lambda, "_guards", {})
     configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    _regions.forget()   # a function's process did not create the table: its route asks first
     proxy.clear()
     assert aws_lambda.handler(event, None) == {"batchItemFailures": []}
     repairs = [r.body["TransactItems"] for r in proxy.records()
@@ -383,6 +384,7 @@ def test_stream_guard_repair_policy_adds_exactly_what_repair_sends(
 
     reset_local_dynamodb(dynaunique_db)
     sm = _stream_drift(proxy.url)  # the same drift again, on a fresh table
+    _regions.forget()
     proxy.clear()
     result = CliRunner().invoke(cli, ["watch", sm.__name__, "--once", "--json", "--repair",
                                       "--endpoint", proxy.url])
@@ -414,4 +416,122 @@ def test_stream_guard_lambda_policy_is_the_handler_and_lambdas_poller(
     assert needed == {TABLE_ARN: {"dynamodb:GetItem"}}
     assert_grants_exactly(by_resource(load_policy("stream-guard-lambda")), {
         **needed, _STREAM_ARN: LAMBDA_POLLER_ACTIONS - {"dynamodb:ListStreams"},
+        "*": {"dynamodb:ListStreams"}})
+
+
+# --- the stream guard on a global table -----------------------------------------------------------
+
+#: stream-guard-regions.json's resource: the table in any region, its condition naming which.
+_ANY_REGION_ARN = TABLE_ARN.replace(":REGION:", ":*:")
+
+
+def in_region(arn: str, region: str) -> str:
+    return arn.replace(":REGION:", f":{region}:", 1)
+
+
+def needed_by_region(records: Iterable[Recorded], table: str) -> dict[str, set[str]]:
+    """The actions the recorded requests need, per table ARN of the region each was signed for
+    (the handler sends no Streams request: Lambda's poller reads the stream)."""
+    needed: dict[str, set[str]] = {}
+    for record in records:
+        assert record.operation not in _STREAM_OPERATIONS, record
+        assert tables_of(record) == {table}, record
+        assert record.region, record
+        for action in iam_actions([record]):
+            needed.setdefault(in_region(TABLE_ARN, record.region), set()).add(action)
+    return needed
+
+
+def granted_by_region(policy: Mapping[str, Any], *, here: str, home: str,
+                      regions: Iterable[str]) -> dict[str, set[str]]:
+    """What a policy file grants a function running in ``here``, per concrete resource, as the
+    templates fill it in: REGION is ``here`` except in the repair's writes, which name the home
+    region; the regions policy's table in any region is limited by ``aws:RequestedRegion`` to
+    ``regions`` (a request's region is its table's)."""
+    granted: dict[str, set[str]] = {}
+    for statement in policy["Statement"]:
+        (resource,) = statement["Resource"]
+        if "Condition" in statement:
+            assert statement["Condition"] == {
+                "StringEquals": {"aws:RequestedRegion": ["REGIONS"]}}
+            assert resource == _ANY_REGION_ARN
+            arns = [in_region(TABLE_ARN, region) for region in regions]
+        else:
+            arns = [in_region(resource, home if statement["Sid"] == "DynauniqueStreamGuardRepair"
+                              else here)]
+        for arn in arns:
+            granted.setdefault(arn, set()).update(statement["Action"])
+    return granted
+
+
+def _replica_stream_event(endpoint: str, region: str, table: str) -> dict[str, Any]:
+    """Every record of ``region``'s replica's stream so far, as Lambda delivers them there."""
+    from support.global_tables import regional_client
+
+    arn = regional_client(endpoint, region).describe_table(TableName=table)["Table"][
+        "LatestStreamArn"]
+    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name=region,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+    records: list[dict[str, Any]] = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        records += [{**r, "eventSourceARN": arn}
+                    for r in streams.get_records(ShardIterator=iterator)["Records"]]
+    event: dict[str, Any] = json.loads(json.dumps({"Records": records}, default=str))
+    return event
+
+
+@pytest.mark.parametrize("repair", [False, True], ids=["reads", "repairs"])
+def test_stream_guard_lambda_policies_on_a_global_table_grant_each_region_exactly(
+        proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch, repair: bool) -> None:
+    """The function of eu-west-1 (its replica's stream, the models there), with
+    DYNAUNIQUE_REGIONS naming both replicas and DYNAUNIQUE_HOME_REGION us-east-1, fed a missing
+    lock and an orphan: it reads the table in both regions; repairing, it also asks
+    DescribeTable in eu-west-1 (where is the home region?) and writes in us-east-1. Per region,
+    stream-guard-lambda.json (here) + stream-guard-regions.json (each named region) [+
+    stream-guard-repair.json: the writes at home, DescribeTable here] grant exactly that."""
+    import support.deploy_global_models as dgm
+    from support.global_tables import EAST, WEST, make_global, regional_client
+
+    from dynaunique.streams import aws_lambda
+
+    use_endpoint(proxy.url, *dgm.MODELS)
+    make_global(dgm.GuardedMember, proxy.url, regions=(EAST,))
+    west = regional_client(proxy.url, WEST)
+    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "M1"}, "email": {"S": "ada@x.io"}})
+    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "UNIQ#EMAIL#gone@x.io"},
+                                             "owner": {"M": {"PK": {"S": "M9"}}}})
+    event = _replica_stream_event(proxy.url, WEST, dgm.TABLE)
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", dgm.__name__)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
+    monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST},{WEST}")
+    monkeypatch.setenv("DYNAUNIQUE_HOME_REGION", EAST)
+    monkeypatch.setenv("DYNAUNIQUE_REPAIR", "1" if repair else "")
+    monkeypatch.setattr(aws_lambda, "_guards", {})
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    _regions.forget()
+    proxy.clear()
+    assert aws_lambda.handler(event, None) == {"batchItemFailures": []}
+    needed = needed_by_region(proxy.records(), dgm.TABLE)
+    east, here = in_region(TABLE_ARN, EAST), in_region(TABLE_ARN, WEST)
+    reads = {east: {"dynamodb:GetItem"}, here: {"dynamodb:GetItem"}}
+    if not repair:
+        assert needed == reads
+    else:
+        assert needed == merged(reads, {here: {"dynamodb:DescribeTable"}, east: {
+            "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"}})
+        # Both repairs landed in the home region.
+        lock = regional_client(proxy.url, EAST).get_item(
+            TableName=dgm.TABLE, Key={"PK": {"S": "UNIQ#EMAIL#ada@x.io"}}, ConsistentRead=True)
+        assert lock["Item"]["owner"] == {"M": {"PK": {"S": "M1"}}}
+        assert "Item" not in regional_client(proxy.url, EAST).get_item(
+            TableName=dgm.TABLE, Key={"PK": {"S": "UNIQ#EMAIL#gone@x.io"}}, ConsistentRead=True)
+    roles = ["stream-guard-lambda", "stream-guard-regions"] + (
+        ["stream-guard-repair"] if repair else [])
+    granted = merged(*(granted_by_region(load_policy(role), here=WEST, home=EAST,
+                                         regions=[EAST, WEST]) for role in roles))
+    stream = in_region(_STREAM_ARN, WEST)
+    assert_grants_exactly(granted, {
+        **needed, stream: LAMBDA_POLLER_ACTIONS - {"dynamodb:ListStreams"},
         "*": {"dynamodb:ListStreams"}})
