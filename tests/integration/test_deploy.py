@@ -535,3 +535,47 @@ def test_stream_guard_lambda_policies_on_a_global_table_grant_each_region_exactl
     assert_grants_exactly(granted, {
         **needed, stream: LAMBDA_POLLER_ACTIONS - {"dynamodb:ListStreams"},
         "*": {"dynamodb:ListStreams"}})
+
+
+def test_watch_regions_policies_on_a_global_table_grant_each_region_exactly(
+        proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dynaunique watch --once --regions us-east-1,eu-west-1 --repair` (models in eu-west-1,
+    home us-east-1) reads each replica's stream, keeps its checkpoints in each replica and
+    reads every lock key in both: stream-guard.json once per named region, plus
+    stream-guard-repair.json (the writes at home, DescribeTable where the models point), grant
+    exactly what it sends, per region."""
+    import support.deploy_global_models as dgm
+    from support.global_tables import EAST, WEST, make_global, regional_client
+
+    use_endpoint(proxy.url, *dgm.MODELS)
+    make_global(dgm.GuardedMember, proxy.url, regions=(EAST,))
+    west = regional_client(proxy.url, WEST)
+    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "M1"}, "email": {"S": "ada@x.io"}})
+    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "UNIQ#EMAIL#gone@x.io"},
+                                             "owner": {"M": {"PK": {"S": "M9"}}}})
+    monkeypatch.setenv("DYNAUNIQUE_HOME_REGION", EAST)
+    _regions.forget()
+    proxy.clear()
+    result = CliRunner().invoke(cli, ["watch", dgm.__name__, "--once", "--json", "--repair",
+                                      "--regions", f"{EAST},{WEST}", "--endpoint", proxy.url])
+    assert result.exit_code == 1, result.output
+    needed: dict[str, set[str]] = {}
+    for record in proxy.records():
+        assert record.region in (EAST, WEST), record
+        streamed = record.operation in _STREAM_OPERATIONS
+        if streamed:
+            where = record.body.get("StreamArn") or record.body.get("ShardIterator", "")
+            assert f":table/{dgm.TABLE}/stream/" in where, record
+        else:
+            assert tables_of(record) == {dgm.TABLE}, record
+        arn = in_region(_STREAM_ARN if streamed else TABLE_ARN, record.region)
+        needed.setdefault(arn, set()).update(iam_actions([record]))
+    kinds = sorted(json.loads(line)["repair"]["action"]["kind"]
+                   for line in result.stdout.splitlines() if '"repair"' in line)
+    assert kinds == ["delete_orphan", "put_missing"]
+    assert {r.region for r in proxy.records(["TransactWriteItems"])} == {EAST}   # at home
+    granted = merged(*(granted_by_region(load_policy("stream-guard"), here=region, home=EAST,
+                                         regions=[]) for region in (EAST, WEST)),
+                     granted_by_region(load_policy("stream-guard-repair"), here=WEST, home=EAST,
+                                       regions=[]))
+    assert_grants_exactly(granted, needed)
