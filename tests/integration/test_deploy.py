@@ -464,22 +464,18 @@ def granted_by_region(policy: Mapping[str, Any], *, here: str, home: str,
     return granted
 
 
-def _replica_stream_event(endpoint: str, region: str, table: str) -> dict[str, Any]:
-    """Every record of ``region``'s replica's stream so far, as Lambda delivers them there."""
-    from support.global_tables import regional_client
+def _global_drift(endpoint: str) -> None:
+    """The global table of support/deploy_global_models.py (eu-west-1, a replica in
+    us-east-1), with a record missing its lock and an orphan lock written in eu-west-1."""
+    import support.deploy_global_models as dgm
+    from support.global_tables import EAST, WEST, make_global, regional_client
 
-    arn = regional_client(endpoint, region).describe_table(TableName=table)["Table"][
-        "LatestStreamArn"]
-    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name=region,
-                           aws_access_key_id="testing", aws_secret_access_key="testing")
-    records: list[dict[str, Any]] = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
-                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-        records += [{**r, "eventSourceARN": arn}
-                    for r in streams.get_records(ShardIterator=iterator)["Records"]]
-    event: dict[str, Any] = json.loads(json.dumps({"Records": records}, default=str))
-    return event
+    use_endpoint(endpoint, *dgm.MODELS)
+    make_global(dgm.GuardedMember, endpoint, regions=(EAST,))
+    west = regional_client(endpoint, WEST)
+    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "M1"}, "email": {"S": "ada@x.io"}})
+    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "UNIQ#EMAIL#gone@x.io"},
+                                             "owner": {"M": {"PK": {"S": "M9"}}}})
 
 
 @pytest.mark.parametrize("repair", [False, True], ids=["reads", "repairs"])
@@ -492,17 +488,13 @@ def test_stream_guard_lambda_policies_on_a_global_table_grant_each_region_exactl
     stream-guard-lambda.json (here) + stream-guard-regions.json (each named region) [+
     stream-guard-repair.json: the writes at home, DescribeTable here] grant exactly that."""
     import support.deploy_global_models as dgm
-    from support.global_tables import EAST, WEST, make_global, regional_client
+    from support.global_tables import EAST, WEST, regional_client, replica_stream
 
     from dynaunique.streams import aws_lambda
 
-    use_endpoint(proxy.url, *dgm.MODELS)
-    make_global(dgm.GuardedMember, proxy.url, regions=(EAST,))
-    west = regional_client(proxy.url, WEST)
-    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "M1"}, "email": {"S": "ada@x.io"}})
-    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "UNIQ#EMAIL#gone@x.io"},
-                                             "owner": {"M": {"PK": {"S": "M9"}}}})
-    event = _replica_stream_event(proxy.url, WEST, dgm.TABLE)
+    _global_drift(proxy.url)
+    event: dict[str, Any] = json.loads(json.dumps(
+        {"Records": replica_stream(proxy.url, WEST, dgm.TABLE)}, default=str))
     monkeypatch.setenv("DYNAUNIQUE_MODULE", dgm.__name__)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
     monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST},{WEST}")
@@ -545,14 +537,9 @@ def test_watch_regions_policies_on_a_global_table_grant_each_region_exactly(
     stream-guard-repair.json (the writes at home, DescribeTable where the models point), grant
     exactly what it sends, per region."""
     import support.deploy_global_models as dgm
-    from support.global_tables import EAST, WEST, make_global, regional_client
+    from support.global_tables import EAST, WEST
 
-    use_endpoint(proxy.url, *dgm.MODELS)
-    make_global(dgm.GuardedMember, proxy.url, regions=(EAST,))
-    west = regional_client(proxy.url, WEST)
-    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "M1"}, "email": {"S": "ada@x.io"}})
-    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "UNIQ#EMAIL#gone@x.io"},
-                                             "owner": {"M": {"PK": {"S": "M9"}}}})
+    _global_drift(proxy.url)
     monkeypatch.setenv("DYNAUNIQUE_HOME_REGION", EAST)
     _regions.forget()
     proxy.clear()
