@@ -140,7 +140,8 @@ def test_the_lambda_handler_of_the_other_region_names_both_regions(
     set_replication_delay(dynaunique_db, HELD)
     home(pk="M1", email="ada@x.io").save()
     bypass_in_west(dynaunique_db, "gt_watch", "M2", home_lock(dynaunique_db, "gt_watch"))
-    records = replica_stream(dynaunique_db, WEST, "gt_watch")   # the bypass only: nothing replicated yet
+    # The bypass only: nothing replicated yet.
+    records = replica_stream(dynaunique_db, WEST, "gt_watch")
     assert [r["dynamodb"]["Keys"]["PK"]["S"] for r in records] == ["M2", LOCK]
     monkeypatch.setenv("DYNAUNIQUE_MODULE", gsm.__name__)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
