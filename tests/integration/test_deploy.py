@@ -371,6 +371,7 @@ def test_stream_guard_repair_policy_adds_exactly_what_repair_sends(
     monkeypatch.setenv("DYNAUNIQUE_REPAIR", "1")
     monkeypatch.setattr(aws_lambda, "_guards", {})
     configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    _regions.forget()   # a function's process did not create the table: its route asks first
     proxy.clear()
     assert aws_lambda.handler(event, None) == {"batchItemFailures": []}
     repairs = [r.body["TransactItems"] for r in proxy.records()
@@ -383,6 +384,7 @@ def test_stream_guard_repair_policy_adds_exactly_what_repair_sends(
 
     reset_local_dynamodb(dynaunique_db)
     sm = _stream_drift(proxy.url)  # the same drift again, on a fresh table
+    _regions.forget()
     proxy.clear()
     result = CliRunner().invoke(cli, ["watch", sm.__name__, "--once", "--json", "--repair",
                                       "--endpoint", proxy.url])
@@ -415,3 +417,152 @@ def test_stream_guard_lambda_policy_is_the_handler_and_lambdas_poller(
     assert_grants_exactly(by_resource(load_policy("stream-guard-lambda")), {
         **needed, _STREAM_ARN: LAMBDA_POLLER_ACTIONS - {"dynamodb:ListStreams"},
         "*": {"dynamodb:ListStreams"}})
+
+
+# --- the stream guard on a global table -----------------------------------------------------------
+
+#: stream-guard-regions.json's resource: the table in any region, its condition naming which.
+_ANY_REGION_ARN = TABLE_ARN.replace(":REGION:", ":*:")
+
+
+def in_region(arn: str, region: str) -> str:
+    return arn.replace(":REGION:", f":{region}:", 1)
+
+
+def needed_by_region(records: Iterable[Recorded], table: str) -> dict[str, set[str]]:
+    """The actions the recorded requests need, per table ARN of the region each was signed for
+    (the handler sends no Streams request: Lambda's poller reads the stream)."""
+    needed: dict[str, set[str]] = {}
+    for record in records:
+        assert record.operation not in _STREAM_OPERATIONS, record
+        assert tables_of(record) == {table}, record
+        assert record.region, record
+        for action in iam_actions([record]):
+            needed.setdefault(in_region(TABLE_ARN, record.region), set()).add(action)
+    return needed
+
+
+def granted_by_region(policy: Mapping[str, Any], *, here: str, home: str,
+                      regions: Iterable[str]) -> dict[str, set[str]]:
+    """What a policy file grants a function running in ``here``, per concrete resource, as the
+    templates fill it in: REGION is ``here`` except in the repair's writes, which name the home
+    region; the regions policy's table in any region is limited by ``aws:RequestedRegion`` to
+    ``regions`` (a request's region is its table's)."""
+    granted: dict[str, set[str]] = {}
+    for statement in policy["Statement"]:
+        (resource,) = statement["Resource"]
+        if "Condition" in statement:
+            assert statement["Condition"] == {
+                "StringEquals": {"aws:RequestedRegion": ["REGIONS"]}}
+            assert resource == _ANY_REGION_ARN
+            arns = [in_region(TABLE_ARN, region) for region in regions]
+        else:
+            arns = [in_region(resource, home if statement["Sid"] == "DynauniqueStreamGuardRepair"
+                              else here)]
+        for arn in arns:
+            granted.setdefault(arn, set()).update(statement["Action"])
+    return granted
+
+
+def _global_drift(endpoint: str) -> None:
+    """The global table of support/deploy_global_models.py (eu-west-1, a replica in
+    us-east-1), with a record missing its lock and an orphan lock written in eu-west-1."""
+    import support.deploy_global_models as dgm
+    from support.global_tables import EAST, WEST, make_global, regional_client
+
+    use_endpoint(endpoint, *dgm.MODELS)
+    make_global(dgm.GuardedMember, endpoint, regions=(EAST,))
+    west = regional_client(endpoint, WEST)
+    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "M1"}, "email": {"S": "ada@x.io"}})
+    west.put_item(TableName=dgm.TABLE, Item={"PK": {"S": "UNIQ#EMAIL#gone@x.io"},
+                                             "owner": {"M": {"PK": {"S": "M9"}}}})
+
+
+@pytest.mark.parametrize("repair", [False, True], ids=["reads", "repairs"])
+def test_stream_guard_lambda_policies_on_a_global_table_grant_each_region_exactly(
+        proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch, repair: bool) -> None:
+    """The function of eu-west-1 (its replica's stream, the models there), with
+    DYNAUNIQUE_REGIONS naming both replicas and DYNAUNIQUE_HOME_REGION us-east-1, fed a missing
+    lock and an orphan: it reads the table in both regions; repairing, it also asks
+    DescribeTable in eu-west-1 (where is the home region?) and writes in us-east-1. Per region,
+    stream-guard-lambda.json (here) + stream-guard-regions.json (each named region) [+
+    stream-guard-repair.json: the writes at home, DescribeTable here] grant exactly that."""
+    import support.deploy_global_models as dgm
+    from support.global_tables import EAST, WEST, regional_client, replica_stream
+
+    from dynaunique.streams import aws_lambda
+
+    _global_drift(proxy.url)
+    event: dict[str, Any] = json.loads(json.dumps(
+        {"Records": replica_stream(proxy.url, WEST, dgm.TABLE)}, default=str))
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", dgm.__name__)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
+    monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST},{WEST}")
+    monkeypatch.setenv("DYNAUNIQUE_HOME_REGION", EAST)
+    monkeypatch.setenv("DYNAUNIQUE_REPAIR", "1" if repair else "")
+    monkeypatch.setattr(aws_lambda, "_guards", {})
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    _regions.forget()
+    proxy.clear()
+    assert aws_lambda.handler(event, None) == {"batchItemFailures": []}
+    needed = needed_by_region(proxy.records(), dgm.TABLE)
+    east, here = in_region(TABLE_ARN, EAST), in_region(TABLE_ARN, WEST)
+    reads = {east: {"dynamodb:GetItem"}, here: {"dynamodb:GetItem"}}
+    if not repair:
+        assert needed == reads
+    else:
+        assert needed == merged(reads, {here: {"dynamodb:DescribeTable"}, east: {
+            "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"}})
+        # Both repairs landed in the home region.
+        lock = regional_client(proxy.url, EAST).get_item(
+            TableName=dgm.TABLE, Key={"PK": {"S": "UNIQ#EMAIL#ada@x.io"}}, ConsistentRead=True)
+        assert lock["Item"]["owner"] == {"M": {"PK": {"S": "M1"}}}
+        assert "Item" not in regional_client(proxy.url, EAST).get_item(
+            TableName=dgm.TABLE, Key={"PK": {"S": "UNIQ#EMAIL#gone@x.io"}}, ConsistentRead=True)
+    roles = ["stream-guard-lambda", "stream-guard-regions"] + (
+        ["stream-guard-repair"] if repair else [])
+    granted = merged(*(granted_by_region(load_policy(role), here=WEST, home=EAST,
+                                         regions=[EAST, WEST]) for role in roles))
+    stream = in_region(_STREAM_ARN, WEST)
+    assert_grants_exactly(granted, {
+        **needed, stream: LAMBDA_POLLER_ACTIONS - {"dynamodb:ListStreams"},
+        "*": {"dynamodb:ListStreams"}})
+
+
+def test_watch_regions_policies_on_a_global_table_grant_each_region_exactly(
+        proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dynaunique watch --once --regions us-east-1,eu-west-1 --repair` (models in eu-west-1,
+    home us-east-1) reads each replica's stream, keeps its checkpoints in each replica and
+    reads every lock key in both: stream-guard.json once per named region, plus
+    stream-guard-repair.json (the writes at home, DescribeTable where the models point), grant
+    exactly what it sends, per region."""
+    import support.deploy_global_models as dgm
+    from support.global_tables import EAST, WEST
+
+    _global_drift(proxy.url)
+    monkeypatch.setenv("DYNAUNIQUE_HOME_REGION", EAST)
+    _regions.forget()
+    proxy.clear()
+    result = CliRunner().invoke(cli, ["watch", dgm.__name__, "--once", "--json", "--repair",
+                                      "--regions", f"{EAST},{WEST}", "--endpoint", proxy.url])
+    assert result.exit_code == 1, result.output
+    needed: dict[str, set[str]] = {}
+    for record in proxy.records():
+        assert record.region in (EAST, WEST), record
+        streamed = record.operation in _STREAM_OPERATIONS
+        if streamed:
+            where = record.body.get("StreamArn") or record.body.get("ShardIterator", "")
+            assert f":table/{dgm.TABLE}/stream/" in where, record
+        else:
+            assert tables_of(record) == {dgm.TABLE}, record
+        arn = in_region(_STREAM_ARN if streamed else TABLE_ARN, record.region)
+        needed.setdefault(arn, set()).update(iam_actions([record]))
+    kinds = sorted(json.loads(line)["repair"]["action"]["kind"]
+                   for line in result.stdout.splitlines() if '"repair"' in line)
+    assert kinds == ["delete_orphan", "put_missing"]
+    assert {r.region for r in proxy.records(["TransactWriteItems"])} == {EAST}   # at home
+    granted = merged(*(granted_by_region(load_policy("stream-guard"), here=region, home=EAST,
+                                         regions=[]) for region in (EAST, WEST)),
+                     granted_by_region(load_policy("stream-guard-repair"), here=WEST, home=EAST,
+                                       regions=[]))
+    assert_grants_exactly(granted, needed)

@@ -10,11 +10,17 @@ import json
 import logging
 from typing import Any
 
-import boto3
 import pytest
 import support.global_stream_models as gsm
 from click.testing import CliRunner
-from support.global_tables import EAST, WEST, make_global, member_model, regional_client
+from support.global_tables import (
+    EAST,
+    WEST,
+    make_global,
+    member_model,
+    regional_client,
+    replica_stream,
+)
 from support.log_events import configured_by_the_application, events
 
 from dynaunique.cli import cli
@@ -124,21 +130,6 @@ def test_saves_routed_home_from_both_regions_are_never_reported(
             if b.findings or b.double_grants or b.failed] == []
 
 
-def west_stream(endpoint: str, table: str) -> list[dict[str, Any]]:
-    """Every record of eu-west-1's replica's stream so far, as Lambda delivers them there."""
-    arn = regional_client(endpoint, WEST).describe_table(TableName=table)["Table"][
-        "LatestStreamArn"]
-    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name=WEST,
-                           aws_access_key_id="testing", aws_secret_access_key="testing")
-    records: list[dict[str, Any]] = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
-                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-        records += [{**r, "eventSourceARN": arn}
-                    for r in streams.get_records(ShardIterator=iterator)["Records"]]
-    return records
-
-
 def test_the_lambda_handler_of_the_other_region_names_both_regions(
         dynaunique_db: str, pauses: list[float], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -149,7 +140,8 @@ def test_the_lambda_handler_of_the_other_region_names_both_regions(
     set_replication_delay(dynaunique_db, HELD)
     home(pk="M1", email="ada@x.io").save()
     bypass_in_west(dynaunique_db, "gt_watch", "M2", home_lock(dynaunique_db, "gt_watch"))
-    records = west_stream(dynaunique_db, "gt_watch")   # the bypass only: nothing replicated yet
+    # The bypass only: nothing replicated yet.
+    records = replica_stream(dynaunique_db, WEST, "gt_watch")
     assert [r["dynamodb"]["Keys"]["PK"]["S"] for r in records] == ["M2", LOCK]
     monkeypatch.setenv("DYNAUNIQUE_MODULE", gsm.__name__)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)

@@ -41,6 +41,7 @@ import enum
 import http.client
 import json
 import random
+import re
 import select
 import socket
 import ssl
@@ -106,6 +107,8 @@ class Recorded:
     response: dict[str, Any] | None = None
     #: When the request was recorded (``time.monotonic()``: its answer came back).
     at: float = 0.0
+    #: The region the request was signed for (its Authorization header's credential scope).
+    region: str | None = None
 
     @property
     def token(self) -> str | None:
@@ -350,7 +353,7 @@ class FaultProxy:
 
     def _record(self, operation: str, body: dict[str, Any], rule: Rule | None,
                 status: int | None, adversary: bool = False, in_call: bool = False,
-                response: bytes | None = None) -> None:
+                response: bytes | None = None, region: str | None = None) -> None:
         # Recorded before the client hears anything, so a test that has its answer sees it.
         parsed = None
         if response:
@@ -359,7 +362,8 @@ class FaultProxy:
         with self._lock:
             recorded = Recorded(len(self._records), operation, body,
                                 rule.fault if rule is not None else None, status, adversary,
-                                parsed if isinstance(parsed, dict) else None, time.monotonic())
+                                parsed if isinstance(parsed, dict) else None, time.monotonic(),
+                                region)
             self._records.append(recorded)
             call = self._interception
             if call is not None and adversary:
@@ -441,7 +445,10 @@ class _Handler(BaseHTTPRequestHandler):
                     rule.on_applied()
                 except Exception as exc:  # surfaced to the test through hook_errors
                     proxy._hook_failed(exc)
-            proxy._record(operation, parsed, rule, status, adversary, in_call, response_body)
+            scope = re.search(r"Credential=[^/]+/[^/]+/([^/]+)/",
+                              self.headers.get("Authorization") or "")
+            proxy._record(operation, parsed, rule, status, adversary, in_call, response_body,
+                          scope.group(1) if scope else None)
             if fault is Fault.DROP_AFTER:
                 self._drop()
                 return

@@ -42,6 +42,21 @@ def regional_client(endpoint: str, region: str) -> Any:
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
+def replica_stream(endpoint: str, region: str, table: str) -> list[dict[str, Any]]:
+    """Every record of ``region``'s replica's stream so far, as Lambda delivers them there."""
+    arn = regional_client(endpoint, region).describe_table(TableName=table)["Table"][
+        "LatestStreamArn"]
+    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name=region,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+    records: list[dict[str, Any]] = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        records += [{**r, "eventSourceARN": arn}
+                    for r in streams.get_records(ShardIterator=iterator)["Records"]]
+    return records
+
+
 def make_global(model: type[Model], endpoint: str, *, regions: tuple[str, ...] = (WEST,),
                 mode: str | None = None) -> None:
     """Create ``model``'s table in its region and add a replica in each of ``regions``."""

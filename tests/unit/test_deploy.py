@@ -287,15 +287,39 @@ def test_the_stream_guard_stack_maps_the_stream_to_the_handler_reporting_item_fa
     function = resources["Function"]["Properties"]
     module, name = function["Handler"].rsplit(".", 1)
     assert (module, name) == (aws_lambda.__name__, "handler")
-    assert set(function["Environment"]["Variables"]) == {"DYNAUNIQUE_MODULE",
-                                                         "DYNAUNIQUE_REPAIR"}
+    variables = function["Environment"]["Variables"]
+    assert set(variables) == {"DYNAUNIQUE_MODULE", "DYNAUNIQUE_REPAIR", "DYNAUNIQUE_REGIONS",
+                              "DYNAUNIQUE_HOME_REGION"}
+    # A one-region stack's function is configured as before: the global settings only when set.
+    assert variables["DYNAUNIQUE_REGIONS"] == {"Fn::If": [
+        "HasRegions", {"Ref": "Regions"}, {"Ref": "AWS::NoValue"}]}
+    assert variables["DYNAUNIQUE_HOME_REGION"] == {"Fn::If": [
+        "HasHomeRegion", {"Ref": "HomeRegion"}, {"Ref": "AWS::NoValue"}]}
     guard, repair = resources["FunctionRole"]["Properties"]["Policies"]
-    statements = _by_sid(guard["PolicyDocument"])
-    assert statements.pop("FailedRecordsGoToTheQueue") == {"sqs:SendMessage"}
-    assert statements == _by_sid(load_policy("stream-guard-lambda"))
+    *unconditional, queue = guard["PolicyDocument"]["Statement"]
+    [when_regions] = [s for s in unconditional if "Fn::If" in s]
+    condition, replicas, otherwise = when_regions["Fn::If"]
+    assert (condition, otherwise) == ("HasRegions", {"Ref": "AWS::NoValue"})
+    assert _by_sid({"Statement": [s for s in unconditional if s is not when_regions]}) == (
+        _by_sid(load_policy("stream-guard-lambda")))
+    assert _by_sid({"Statement": [replicas]}) == _by_sid(load_policy("stream-guard-regions"))
+    assert replicas["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:dynamodb:*:"
+                                               "${AWS::AccountId}:table/${TableName}"}
+    assert replicas["Condition"] == {"StringEquals": {
+        "aws:RequestedRegion": {"Fn::Split": [",", {"Ref": "Regions"}]}}}
+    assert (queue["Sid"], queue["Action"]) == ("FailedRecordsGoToTheQueue", ["sqs:SendMessage"])
     condition, when_repairing, otherwise = repair["Fn::If"]
     assert (condition, otherwise) == ("Repairs", {"Ref": "AWS::NoValue"})
     assert _by_sid(when_repairing["PolicyDocument"]) == _by_sid(load_policy("stream-guard-repair"))
+    writes, route = when_repairing["PolicyDocument"]["Statement"]
+    # The writes in the home region (this stack's own when none is named), the route here.
+    assert writes["Resource"]["Fn::Sub"][1] == {
+        "Home": {"Fn::If": ["HasHomeRegion", {"Ref": "HomeRegion"}, {"Ref": "AWS::Region"}]}}
+    assert ":dynamodb:${Home}:" in writes["Resource"]["Fn::Sub"][0]
+    assert ":dynamodb:${AWS::Region}:" in route["Resource"]["Fn::Sub"]
+    pattern = re.compile(template["Parameters"]["Regions"]["AllowedPattern"])
+    assert [v for v in ("", "us-east-1,eu-west-1", "a,b,c", "us-east-1", "a, b", "a,")
+            if pattern.fullmatch(v)] == ["", "us-east-1,eu-west-1", "a,b,c"]
 
 
 def test_the_terraform_stream_guard_module_parses_and_is_consistent() -> None:
@@ -306,6 +330,26 @@ def test_the_terraform_stream_guard_module_parses_and_is_consistent() -> None:
     [mapping] = [r['"aws_lambda_event_source_mapping"'] for r in files["main.tf"]["resource"]
                  if '"aws_lambda_event_source_mapping"' in r]
     assert mapping['"stream"']["function_response_types"] == ['"ReportBatchItemFailures"']
+    assert 'file("${path.module}/../../iam/stream-guard-regions.json")' in text
+    # The function's settings, the empty ones left out; the regions policy only with regions.
+    assert set(re.findall(r"\b(DYNAUNIQUE_\w+)\s*=", text)) == {
+        "DYNAUNIQUE_MODULE", "DYNAUNIQUE_REPAIR", "DYNAUNIQUE_REGIONS", "DYNAUNIQUE_HOME_REGION"}
+    assert 'name => value if value != ""' in text
+    [regions] = [r['"aws_iam_role_policy"']['"regions"'] for r in files["main.tf"]["resource"]
+                 if '"regions"' in r.get('"aws_iam_role_policy"', {})]
+    assert regions["count"] == "${length(var.regions) > 0 ? 1 : 0}"
+    # The placeholders the module replaces are the ones the policy files really contain.
+    [local_values] = files["main.tf"]["locals"]
+    placeholders = {name: local_values[name].strip('"')
+                    for name in ("placeholder_arn", "placeholder_any_region_arn")}
+    assert placeholders == {"placeholder_arn": TABLE_ARN,
+                            "placeholder_any_region_arn": TABLE_ARN.replace(":REGION:", ":*:")}
+    assert placeholders["placeholder_any_region_arn"] in (
+        DEPLOY / "iam" / "stream-guard-regions.json").read_text()
+    assert '"REGIONS"' in (DEPLOY / "iam" / "stream-guard-regions.json").read_text()
+    assert 'statement.Sid == "DynauniqueStreamGuardRepair"' in text
+    assert [s["Sid"] for s in load_policy("stream-guard-repair")["Statement"]] == [
+        "DynauniqueStreamGuardRepair", "DynauniqueStreamGuardRoute"]
 
 
 #: The handler's settings a deployment sets (the others keep their defaults: page size, margin,

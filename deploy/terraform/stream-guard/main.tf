@@ -2,10 +2,19 @@
 # invoking dynaunique.streams.aws_lambda.handler, reporting batch item failures so only the
 # failed records are retried; records still failing after the retries go to a queue. The
 # function's role is deploy/iam/stream-guard-lambda.json (plus stream-guard-repair.json when
-# var.repair). See "Stream guard" in docs/operating-locks.md.
+# var.repair, and stream-guard-regions.json when var.regions is set). On a global table, use the
+# module once per region, each on its own replica's stream ("The stream guard on a global table"
+# in docs/deploying.md). See "Stream guard" in docs/operating-locks.md.
 
 locals {
   placeholder_arn = "arn:aws:dynamodb:REGION:ACCOUNT_ID:table/TABLE_NAME"
+  # The table in any region (stream-guard-regions.json's condition names which), and in the
+  # home region, where a global table's repairs are written.
+  placeholder_any_region_arn = "arn:aws:dynamodb:*:ACCOUNT_ID:table/TABLE_NAME"
+  any_region_arn             = replace(var.table_arn, "/^(arn:[^:]+:dynamodb:)[^:]+:/", "$${1}*:")
+  home_table_arn = (var.home_region == "" ? var.table_arn :
+  replace(var.table_arn, "/^(arn:[^:]+:dynamodb:)[^:]+:/", "$${1}${var.home_region}:"))
+  repair_policy = jsondecode(file("${path.module}/../../iam/stream-guard-repair.json"))
 }
 
 data "aws_iam_policy_document" "lambda_assume" {
@@ -43,10 +52,26 @@ resource "aws_iam_role_policy" "repair" {
   count = var.repair ? 1 : 0
   name  = "dynaunique-stream-guard-repair"
   role  = aws_iam_role.function.id
+  # The writes on the home region's table, DescribeTable (the route) on this region's.
+  policy = jsonencode(merge(local.repair_policy, {
+    Statement = [for statement in local.repair_policy.Statement : merge(statement, {
+      Resource = [statement.Sid == "DynauniqueStreamGuardRepair" ? local.home_table_arn : var.table_arn]
+    })]
+  }))
+}
+
+resource "aws_iam_role_policy" "regions" {
+  count = length(var.regions) > 0 ? 1 : 0
+  name  = "dynaunique-stream-guard-regions"
+  role  = aws_iam_role.function.id
   policy = replace(
-    file("${path.module}/../../iam/stream-guard-repair.json"),
-    local.placeholder_arn,
-    var.table_arn,
+    replace(
+      file("${path.module}/../../iam/stream-guard-regions.json"),
+      local.placeholder_any_region_arn,
+      local.any_region_arn,
+    ),
+    "\"REGIONS\"",
+    join(", ", [for region in var.regions : jsonencode(region)]),
   )
 }
 
@@ -79,10 +104,13 @@ resource "aws_lambda_function" "guard" {
   memory_size   = 512
 
   environment {
-    variables = {
-      DYNAUNIQUE_MODULE = var.models_module
-      DYNAUNIQUE_REPAIR = var.repair ? "true" : "false"
-    }
+    # The settings left empty are not set (a one-region table: no DYNAUNIQUE_REGIONS).
+    variables = { for name, value in {
+      DYNAUNIQUE_MODULE      = var.models_module
+      DYNAUNIQUE_REPAIR      = var.repair ? "true" : "false"
+      DYNAUNIQUE_REGIONS     = join(",", var.regions)
+      DYNAUNIQUE_HOME_REGION = var.home_region
+    } : name => value if value != "" }
   }
 }
 

@@ -30,6 +30,23 @@ variable "repair" {
   default     = false
 }
 
+variable "regions" {
+  description = "A global table's replicas, this function's region among them (DYNAUNIQUE_REGIONS): every lock key a change touches is also read in each. Empty: a one-region table."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = length(var.regions) != 1
+    error_message = "The guard compares two regions or more: name every replica, or none."
+  }
+}
+
+variable "home_region" {
+  description = "A global table's home region (DYNAUNIQUE_HOME_REGION), where repairs write; empty when the models name it (Meta.home_region) or the table is not global."
+  type        = string
+  default     = ""
+}
+
 variable "batch_size" {
   description = "Stream records per invocation (each distinct lock value costs one TransactGetItems)."
   type        = number
