@@ -174,7 +174,7 @@ def imports_across_layers(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 def test_the_layer_rule_finds_an_import_across() -> None:
     graph = {"dynaunique._write.flush": {"dynaunique._transport.connection", "dynaunique._lock"},
              "dynaunique._transport.wire": {"dynaunique._write.plan", "dynaunique.errors"},
-             "dynaunique._lock.locks": {"dynaunique._transport", "dynaunique._lock.lockcode"},
+             "dynaunique._lock.locks": {"dynaunique._transport", "dynaunique._lock.kinds"},
              "dynaunique.model": {"dynaunique._write.flush"}}
     assert imports_across_layers(graph) == [
         ("dynaunique._lock.locks", "dynaunique._transport"),
