@@ -18,11 +18,10 @@ from typing import Any
 import attrs
 from pynamodb.attributes import Attribute
 
-from dynaunique._lock.locks import (  # re-exported: a record's key and locks are built there
+from dynaunique._lock.locks import (
     MAX_HASH_KEY_BYTES,
     RESERVED_PREFIX,
     LockRef,
-    Typed,
     TypedKey,
     lock_prefix,
     lock_refs,
@@ -33,10 +32,6 @@ from dynaunique._lock.locks import (  # re-exported: a record's key and locks ar
 from dynaunique.constraints import UniqueConstraint, _evaluate_condition
 from dynaunique.errors import ConfigurationError
 from dynaunique.normalizers import Normalizer
-
-#: The names other modules import from here though ``_locks`` defines them (a star import
-#: gives only these).
-__all__ = ["LockRef", "Typed", "TypedKey"]
 
 SECRET_ENV = "DYNAUNIQUE_LOCK_SECRET"
 

@@ -1,9 +1,8 @@
-"""Keys and lock writes: a record's primary key, the locks its stored values require (over the
-class's template, ``ModelInfo``), their items and their writes — the one builder of each. No I/O.
-
-The planner (:mod:`dynaunique._write.plan`, through :mod:`dynaunique._write.record`) builds every
-write's keys, locks and lock writes here; the scheme's constants, the spelling of numbers and keys
-read back are :mod:`dynaunique._lock.lockcode`'s, re-exported here.
+"""The lock key scheme: its constants, the one spelling of numbers, the injective encoding of a
+value into a lock key and its decoding, lock items, a record's primary key and the locks its
+stored values require (over the class's template, ``ModelInfo``), what a write does to a lock
+(:class:`LockChange`). Pure, no I/O: the writes that put and delete locks are
+:mod:`dynaunique._write.writes`'.
 
 A lock's hash key is ``UNIQ#<LOCK_NAME>#<encoded value>``. The encoding is injective:
 
@@ -26,53 +25,110 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
-from decimal import Decimal
+import math
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Context, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from dynaunique._lock.lockcode import (  # re-exported: the names the package knows them by
-    _SECRET_ID_MESSAGE,
-    CONSTRAINT_ATTR,
-    CREATED_ATTR,
-    LENGTH_HASH_TAG,
-    LOCK_ATTRIBUTES,
-    LOCK_SORT_KEY,
-    MAX_HASH_KEY_BYTES,
-    MODEL_ATTR,
-    OWNER_ATTR,
-    RESERVED_PREFIX,
-    SECRET_HASH_TAG,
-    SECRET_ID_ATTR,
-    SECRET_ID_BYTES,
-    SYSTEM_PREFIX,
-    VALUE_ATTR,
-    ChangeKind,
-    LockChange,
-    canonical_number,
-    decode_value,
-    is_reserved_key,
-    is_utf8,
-    split_lock_key,
-    typed,
-    untyped,
-    validate_lock_name,
-)
+from dynaunique._lock.kinds import Kind
 from dynaunique.errors import InvalidValueError, format_value
 
 if TYPE_CHECKING:
     from dynaunique._lock.items import BoundConstraint, ModelInfo
 
-#: The names re-exported (every name defined here is the package's too).
-__all__ = [
-    "CONSTRAINT_ATTR", "CREATED_ATTR", "LENGTH_HASH_TAG", "LOCK_ATTRIBUTES", "LOCK_SORT_KEY",
-    "MAX_HASH_KEY_BYTES", "MODEL_ATTR", "OWNER_ATTR", "RESERVED_PREFIX", "SECRET_HASH_TAG",
-    "SECRET_ID_ATTR", "SECRET_ID_BYTES", "SYSTEM_PREFIX", "VALUE_ATTR", "ChangeKind",
-    "LockChange", "canonical_number", "decode_value", "is_reserved_key", "is_utf8",
-    "split_lock_key", "typed", "untyped", "validate_lock_name",
-]
+#: Every item whose hash key starts with this belongs to dynaunique, never to a model.
+RESERVED_PREFIX = "UNIQ#"
+#: dynaunique's system items (ledger, leases) live under this prefix; no lock name starts with ~.
+SYSTEM_PREFIX = "UNIQ#~"
+#: The range key of a lock item, for tables that have a range key.
+LOCK_SORT_KEY = "LOCK"
+#: DynamoDB's limit on a partition key value, in UTF-8 bytes.
+MAX_HASH_KEY_BYTES = 2048
+
+#: The lock item's own attributes (besides the table's key attributes and the TTL attribute).
+OWNER_ATTR = "owner"
+MODEL_ATTR = "model"
+CONSTRAINT_ATTR = "constraint"
+VALUE_ATTR = "value"
+#: A hashed lock's fingerprint of the secret that made its key (:func:`secret_id`).
+SECRET_ID_ATTR = "secret_id"
+CREATED_ATTR = "created"
+LOCK_ATTRIBUTES = (OWNER_ATTR, MODEL_ATTR, CONSTRAINT_ATTR, VALUE_ATTR, SECRET_ID_ATTR,
+                   CREATED_ATTR)
+
+# DynamoDB keeps 38 significant digits and exponents from -130 to +125; the default decimal
+# context (28 digits) would round distinct numbers onto one lock.
+_EXACT = Context(prec=200, Emax=999_999, Emin=-999_999)
+_LOCK_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
+LENGTH_HASH_TAG = "\\h"
+SECRET_HASH_TAG = "\\k"
+# What a secret's fingerprint is the HMAC of. It starts with a backslash and a letter no
+# encoding uses as a tag (``\\s``), so it is no encoded value: a fingerprint never equals (a
+# prefix of) the digest in any lock key.
+_SECRET_ID_MESSAGE = b"\\sdynaunique-secret-id"
+#: Bytes of the HMAC a fingerprint keeps (written as twice as many hex digits).
+SECRET_ID_BYTES = 8
+
+
+# --- lock names, numbers, strings ----------------------------------------------------------------
+
+
+def validate_lock_name(name: str) -> str:
+    """Return ``name`` if it can be a lock name, else raise ``ValueError`` saying why."""
+    if not isinstance(name, str) or not _LOCK_NAME.match(name):
+        raise ValueError(
+            f"lock name {name!r} is not allowed: use 1-200 characters among letters, digits, "
+            "'_', '.' and '-' (a '#' would let values reach another lock's namespace)"
+        )
+    return name
+
+
+def canonical_number(value: Any, *, hashed: bool = False) -> str:
+    """The one decimal spelling of a number: ``1``, ``1.0`` and ``Decimal('1.00')`` → ``'1'``.
+
+    ``hashed``: the value is a hashed constraint's, which an error must not show.
+    """
+    if isinstance(value, bool):
+        raise InvalidValueError("a boolean is not a number here")
+    shown = format_value(value, hashed=hashed)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidValueError(f"{shown} cannot be stored in DynamoDB")
+        number = Decimal(repr(value))
+    else:
+        try:
+            number = Decimal(value)
+        except (InvalidOperation, TypeError, ValueError) as exc:
+            raise InvalidValueError(f"{shown} is not a number") from exc
+    if not number.is_finite():
+        raise InvalidValueError(f"{shown} cannot be stored in DynamoDB")
+    if number == 0:
+        return "0"
+    return format(number.normalize(_EXACT), "f")
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` can be encoded as UTF-8 (holds no lone surrogate), as DynamoDB requires
+    of every string. Costs one ``isascii`` for ASCII text."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def is_reserved_key(value: Any) -> bool:
+    """True when a record's hash key value would fall in dynaunique's reserved namespace."""
+    return isinstance(value, str) and value.startswith(RESERVED_PREFIX)
+
+
+# --- a value into a key --------------------------------------------------------------------------
+
 
 Typed = dict[str, Any]
 #: A record's primary key as DynamoDB values: ``{"PK": {"S": "ACCT#1"}, "SK": {"S": "PROFILE"}}``.
@@ -145,6 +201,112 @@ def secret_id(secret: bytes) -> str:
     secret, and checking a guess costs what checking it against any hashed lock key costs.
     """
     return hmac.new(secret, _SECRET_ID_MESSAGE, hashlib.sha256).digest()[:SECRET_ID_BYTES].hex()
+
+
+# --- a key read back -----------------------------------------------------------------------------
+
+
+def decode_value(encoded: str) -> tuple[Any, ...] | None:
+    """The inverse of :func:`encode_value`: the values a lock key's value part encodes.
+
+    None when the key keeps a digest instead (a ``hashed`` constraint, or a value too long for a
+    key), or when it is not an encoding this module makes (a lock written around the library).
+    Numbers come back as ``int`` when integral, else ``Decimal``.
+    """
+    if encoded.startswith((LENGTH_HASH_TAG, SECRET_HASH_TAG)):
+        return None
+    parts: list[tuple[str | None, str]] = []
+    current: list[str] = []
+    tag: str | None = None
+    i = 0
+    while i < len(encoded):
+        char = encoded[i]
+        if char == "\\":
+            following = encoded[i + 1:i + 2]
+            if following in ("\\", "#"):
+                current.append(following)
+            elif following in ("n", "b", "t", "f") and not current and tag is None:
+                tag = following
+            else:
+                return None
+            i += 2
+            continue
+        if char == "#":
+            parts.append((tag, "".join(current)))
+            current, tag = [], None
+        else:
+            current.append(char)
+        i += 1
+    parts.append((tag, "".join(current)))
+    try:
+        return tuple(_decoded(t, text) for t, text in parts)
+    except (ValueError, ArithmeticError):
+        return None
+
+
+def _decoded(tag: str | None, text: str) -> Any:
+    if tag is None:
+        return text
+    if tag in ("t", "f"):
+        if text:
+            raise ValueError("a boolean carries nothing after its tag")
+        return tag == "t"
+    if tag == "b":
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    number = Decimal(text)
+    if not number.is_finite():
+        raise ValueError("not a finite number")
+    return int(number) if number == number.to_integral_value() else number
+
+
+def split_lock_key(key: str) -> tuple[str, str] | None:
+    """``UNIQ#EMAIL#ada@x.io`` → ``("EMAIL", "ada@x.io")``; ``None`` for a non-lock key."""
+    if not key.startswith(RESERVED_PREFIX) or key.startswith(SYSTEM_PREFIX):
+        return None
+    rest = key[len(RESERVED_PREFIX):]
+    name, sep, encoded = rest.partition("#")
+    if not sep:
+        return None
+    return name, encoded
+
+
+# --- lock items ----------------------------------------------------------------------------------
+
+
+def typed(value: Any) -> dict[str, Any]:
+    """A python value as a DynamoDB attribute value (the lock's ``value`` attribute)."""
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, (int, float, Decimal)):
+        return {"N": canonical_number(value)}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"B": bytes(value)}
+    if isinstance(value, tuple):
+        return {"L": [typed(v) for v in value]}
+    raise InvalidValueError(f"cannot store a {type(value).__name__} in a lock")
+
+
+def untyped(value: Mapping[str, Any]) -> Any:
+    """The inverse of :func:`typed` (for display and audit)."""
+    (kind, raw), = value.items()
+    if kind == "S":
+        return raw
+    if kind == "BOOL":
+        return bool(raw)
+    if kind == "N":
+        number = Decimal(raw)
+        return int(number) if number == number.to_integral_value() else number
+    if kind == "B":
+        return raw
+    if kind == "L":
+        return tuple(untyped(v) for v in raw)
+    if kind == "M":
+        return {k: untyped(v) for k, v in raw.items()}
+    if kind == "NULL":
+        return None
+    return raw
 
 
 def lock_item(
@@ -288,128 +450,34 @@ def stored_lock_refs(info: ModelInfo, item: Mapping[str, Typed]) -> dict[str, Lo
     return {ref.constraint: ref for ref in lock_refs(info, rows) if ref is not None}
 
 
+class ChangeKind(Kind):
+    """What a write does to one constraint's lock."""
+
+    ADDED = "added"
+    REMOVED = "removed"
+    MOVED = "moved"
+    UNCHANGED = "unchanged"
+
+
+@attrs.frozen
+class LockChange:
+    """The history of one constraint's lock across a write: old and new (either may be None)."""
+
+    constraint: str
+    old: LockRef | None
+    new: LockRef | None
+
+    @property
+    def kind(self) -> ChangeKind:
+        """Added, removed, moved (a new key) or unchanged."""
+        if self.old is None:
+            return ChangeKind.ADDED if self.new is not None else ChangeKind.UNCHANGED
+        if self.new is None:
+            return ChangeKind.REMOVED
+        return ChangeKind.UNCHANGED if self.old.key == self.new.key else ChangeKind.MOVED
+
+
 def diff_locks(old: Mapping[str, LockRef], new: Mapping[str, LockRef]) -> tuple[LockChange, ...]:
     """One LockChange per lock name present on either side, in a stable order."""
     names = sorted(set(old) | set(new))
     return tuple(LockChange(n, old.get(n), new.get(n)) for n in names)
-
-
-# --- lock writes and the one builder of each ------------------------------------------------------
-
-
-@attrs.frozen
-class HeldBy:
-    """A lock must be missing, or owned by one of ``owners`` (typed record keys)."""
-
-    owners: tuple[TypedKey, ...]
-
-
-@attrs.frozen
-class Shaped:
-    """The item exists, with these values, these attributes present (whatever their values)
-    and these absent: all that decides which model it is a record of and which locks it holds
-    — or, guarding a lock put that takes an orphan lock over, that the lock is exactly the one
-    met (its owner and ``created``)."""
-
-    equal: tuple[tuple[str, Typed], ...]
-    present: tuple[str, ...] = ()
-    absent: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class LockPut:
-    """Put a lock item; ``guard`` says who may own it already (:class:`Shaped`: a takeover of
-    exactly the orphan lock met, ``dynaunique._write.heal``)."""
-
-    table: str
-    model: str
-    lock: LockRef
-    owner: TypedKey
-    item: dict[str, Typed]
-    guard: HeldBy | Shaped
-    key: TypedKey
-
-
-@attrs.frozen
-class LockDelete:
-    """Delete a lock item that ``guard.owners`` hold (or that is already gone); a
-    :class:`Shaped` guard: only the lock exactly as written (the backfill's verification)."""
-
-    table: str
-    model: str
-    lock: LockRef
-    key: TypedKey
-    guard: HeldBy | Shaped
-
-
-def now() -> str:
-    """The time stamped on a new lock or ledger entry: UTC, ISO 8601, to the microsecond."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
-def stamp() -> str:
-    """The time to stamp a lock with when no unit of work gave one: :func:`now`."""
-    return now()
-
-
-@attrs.define
-class Stamp:
-    """The one time of a unit of work: every lock it writes carries the same ``created`` (they
-    are written in one request, at one time), taken by :func:`now` at its first lock put."""
-
-    value: str | None = None
-
-    def take(self) -> str:
-        """The unit's time (taken now, if no lock took it yet)."""
-        if self.value is None:
-            self.value = now()
-        return self.value
-
-
-def ttl_epoch(info: ModelInfo, item: Mapping[str, Typed]) -> int | None:
-    """The expiry epoch a record's locks carry: its TTL attribute, or None."""
-    if info.ttl_attr is None or info.ttl_attr not in item:
-        return None
-    return int(Decimal(item[info.ttl_attr]["N"]))
-
-
-def lock_put(info: ModelInfo, lock: LockRef, owner: TypedKey, item: Mapping[str, Typed], *,
-             allowed: Iterable[TypedKey] | None = None,
-             created: str | Stamp | None = None) -> LockPut:
-    """Put ``lock`` owned by ``owner``, the record ``item`` (its TTL is copied onto the lock).
-
-    Guarded "missing, or held by one of ``allowed``" (default: ``owner`` itself — a retry, or a
-    save that rewrote it meanwhile); a hand-over allows the previous holder instead. Never
-    anyone else. A hashed lock carries the fingerprint of the model's secret, which made its key.
-    """
-    return lock_puts(info, (lock,), owner, item, allowed=allowed, created=created)[0]
-
-
-def lock_puts(info: ModelInfo, locks: Iterable[LockRef], owner: TypedKey,
-              item: Mapping[str, Typed], *, allowed: Iterable[TypedKey] | None = None,
-              created: str | Stamp | None = None) -> list[LockPut]:
-    """:func:`lock_put` of each of ``locks`` of one record: the one builder of lock puts.
-    ``created``: their time, or the unit's :class:`Stamp` (default: :func:`now`)."""
-    ttl = ttl_epoch(info, item)
-    ttl_attribute = (info.ttl_attr, ttl) if info.ttl_attr is not None and ttl is not None else None
-    guard = HeldBy(tuple(allowed) if allowed is not None else (owner,))
-    when = (created.take() if isinstance(created, Stamp) else
-            created if created is not None else now())
-    return [LockPut(info.table, info.name, lock, owner, lock_item(
-        key_attributes=info.key_attributes, lock_key_value=lock.key, owner=owner,
-        model=info.name, constraint=lock.constraint, value=lock.value, hashed=lock.hashed,
-        created=when, ttl=ttl_attribute, secret=secret_id(info.secret()) if lock.hashed else None,
-    ), guard, lock_primary_key(info.key_attributes, lock.key)) for lock in locks]
-
-
-def lock_delete(table: str, key_attributes: tuple[str, str | None], lock: LockRef,
-                owner: TypedKey, *, model: str) -> LockDelete:
-    """Delete ``lock`` of ``table``, guarded "missing, or held by ``owner``": a lock re-taken
-    meanwhile by anyone else is left alone, and an already deleted one is no error."""
-    return LockDelete(
-        table=table,
-        model=model,
-        lock=lock,
-        key=lock_primary_key(key_attributes, lock.key),
-        guard=HeldBy((owner,)),
-    )

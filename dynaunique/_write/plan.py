@@ -26,7 +26,7 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
 from dynaunique._lock.items import ModelInfo, key_id
-from dynaunique._lock.locks import (  # LockChange and ChangeKind re-exported (their old home)
+from dynaunique._lock.locks import (
     ChangeKind,
     LockChange,
     LockRef,

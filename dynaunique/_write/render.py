@@ -17,8 +17,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from dynaunique._lock.items import Typed
-from dynaunique._lock.locks import OWNER_ATTR
+from dynaunique._lock.locks import OWNER_ATTR, Typed
 from dynaunique._lock.sizes import MAX_TRANSACTION_ACTIONS, MAX_TRANSACTION_BYTES, transaction_size
 from dynaunique._write.plan import Plan
 from dynaunique._write.writes import (

@@ -24,7 +24,7 @@ from dynaunique._lock.kinds import Kind
 from dynaunique._write.writes import Lacking, OthersGuard, RecordPut, RecordUpdate, Takeover, Write
 
 if TYPE_CHECKING:
-    from dynaunique._lock.items import LockRef
+    from dynaunique._lock.locks import LockRef
     from dynaunique._transport.connection import Steps
     from dynaunique._write.plan import Plan
 

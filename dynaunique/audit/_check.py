@@ -11,7 +11,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import TypedKey, key_id, key_of, owner_key
+from dynaunique._lock.items import key_id, key_of, owner_key
+from dynaunique._lock.locks import TypedKey
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import TypedKey
+from dynaunique._lock.locks import TypedKey
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import TypedKey, key_id, owner_key
-from dynaunique._lock.locks import split_lock_key
+from dynaunique._lock.items import key_id, owner_key
+from dynaunique._lock.locks import TypedKey, split_lock_key
 
 from ._kinds import FindingKind, OwnerState
 from ._reads import _read_key

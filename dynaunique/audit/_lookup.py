@@ -7,7 +7,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import LockRef, key_id, lock_of
+from dynaunique._lock.items import key_id, lock_of
+from dynaunique._lock.locks import LockRef
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import TypedKey, claim
-from dynaunique._lock.locks import RESERVED_PREFIX, SYSTEM_PREFIX, split_lock_key, untyped
+from dynaunique._lock.items import claim
+from dynaunique._lock.locks import RESERVED_PREFIX, SYSTEM_PREFIX, TypedKey, split_lock_key, untyped
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import LockRef, TypedKey, key_id, owner_key
+from dynaunique._lock.items import key_id, owner_key
+from dynaunique._lock.locks import LockRef, TypedKey
 from dynaunique._write.mixed import identity
 from dynaunique._write.plan import Plan
 from dynaunique._write.render import render

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from dynaunique._lock.items import TypedKey, key_id, owner_key
+from dynaunique._lock.items import key_id, owner_key
+from dynaunique._lock.locks import TypedKey
 from dynaunique._transport.connection import in_batches
 from dynaunique.errors import AuditError
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import LockRef, TypedKey, claim, is_dynaunique_item, locks_of, plain_key
+from dynaunique._lock.items import claim, is_dynaunique_item, locks_of, plain_key
 from dynaunique._lock.locks import (
     CREATED_ATTR,
     LOCK_SORT_KEY,
@@ -22,6 +22,8 @@ from dynaunique._lock.locks import (
     SECRET_HASH_TAG,
     SECRET_ID_ATTR,
     VALUE_ATTR,
+    LockRef,
+    TypedKey,
     decode_value,
     split_lock_key,
     untyped,

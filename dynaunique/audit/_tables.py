@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import ModelInfo, TypedKey
-from dynaunique._lock.locks import lock_primary_key, secret_id
+from dynaunique._lock.items import ModelInfo
+from dynaunique._lock.locks import TypedKey, lock_primary_key, secret_id
 from dynaunique._transport import regions as _regions
 from dynaunique._transport.connection import (
     RetryPolicy,

@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import LockRef, TypedKey, key_id
-from dynaunique._lock.locks import CREATED_ATTR, OWNER_ATTR
+from dynaunique._lock.items import key_id
+from dynaunique._lock.locks import CREATED_ATTR, OWNER_ATTR, LockRef, TypedKey
 from dynaunique._write.render import render_write
 from dynaunique._write.writes import Shaped, lock_delete, lock_put
 from dynaunique.migrations._dynamo import ConditionFailed, call

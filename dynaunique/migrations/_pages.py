@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from dynaunique._lock.items import TypedKey, key_id
+from dynaunique._lock.items import key_id
 from dynaunique._lock.locks import (
     CONSTRAINT_ATTR,
     CREATED_ATTR,
     MODEL_ATTR,
     OWNER_ATTR,
+    TypedKey,
     lock_primary_key,
 )
 from dynaunique.errors import MigrationError

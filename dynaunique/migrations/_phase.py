@@ -13,16 +13,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from dynaunique._lock.items import (
-    LockRef,
-    ModelInfo,
-    TypedKey,
-    claim,
-    key_id,
-    key_of,
-    locks_of,
-    plain_key,
-)
+from dynaunique._lock.items import ModelInfo, claim, key_id, key_of, locks_of, plain_key
 from dynaunique._lock.locks import (
     CONSTRAINT_ATTR,
     MODEL_ATTR,
@@ -30,6 +21,8 @@ from dynaunique._lock.locks import (
     RESERVED_PREFIX,
     SECRET_HASH_TAG,
     SECRET_ID_ATTR,
+    LockRef,
+    TypedKey,
     secret_id,
 )
 from dynaunique._write.mixed import identity

@@ -8,8 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dynaunique._lock.items import LockRef, TypedKey, plain_key
-from dynaunique._lock.locks import CREATED_ATTR, MODEL_ATTR, OWNER_ATTR, lock_primary_key
+from dynaunique._lock.items import plain_key
+from dynaunique._lock.locks import (
+    CREATED_ATTR,
+    MODEL_ATTR,
+    OWNER_ATTR,
+    LockRef,
+    TypedKey,
+    lock_primary_key,
+)
 from dynaunique._write.flush import MAX_ATTEMPTS
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome

@@ -25,8 +25,8 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dynaunique._lock.items import TypedKey
 from dynaunique._lock.items import plain_key as plain_key
+from dynaunique._lock.locks import TypedKey
 from dynaunique.errors import MigrationError
 from dynaunique.migrations._budget import limiters
 from dynaunique.migrations._dynamo import describe_table

@@ -28,8 +28,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import TypedKey, key_id, owner_key
-from dynaunique._lock.locks import split_lock_key
+from dynaunique._lock.items import key_id, owner_key
+from dynaunique._lock.locks import TypedKey, split_lock_key
 from dynaunique.audit._reads import _read_key
 from dynaunique.audit._stored import RecordRef, _json_value, _lock_info, _Record
 from dynaunique.audit._tables import _Meter, _Table

@@ -17,7 +17,8 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import TypedKey, key_id, key_of, owner_key
+from dynaunique._lock.items import key_id, key_of, owner_key
+from dynaunique._lock.locks import TypedKey
 from dynaunique.audit._stored import _interpret, _is_lock_item, _lock_info
 from dynaunique.audit._tables import _Table
 from dynaunique.errors import DynauniqueError

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from dynaunique._lock.items import TypedKey
+from dynaunique._lock.locks import TypedKey
 from dynaunique.audit import AuditReport, Finding, RepairOutcome, apply_repair, plan_repair
 from dynaunique.audit._check import SecretWarning
 from dynaunique.audit._judge import _judge, _unreadable

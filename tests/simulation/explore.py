@@ -40,8 +40,8 @@ from typing import Any, Protocol
 import attrs
 import botocore.exceptions
 
-import dynaunique._lock.locks as locks_module
 import dynaunique._write.render as render_module
+import dynaunique._write.writes as writes_module
 from dynaunique._transport.connection import DEFAULT_POLICY, Request
 from dynaunique.errors import UniqueViolation
 
@@ -86,7 +86,7 @@ def simulation(mutant: str | None = None) -> Iterator[None]:
     call that made them (so equal states hash alike, and every replay is the same), and the
     mutant, if any, switched on."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(patched(locks_module, "now", lambda _: lambda: "SIMULATED"))
+        stack.enter_context(patched(writes_module, "now", lambda _: lambda: "SIMULATED"))
         stack.enter_context(patched(render_module, "new_token", _token_outside))
         stack.enter_context(handing_off())
         if mutant is not None:

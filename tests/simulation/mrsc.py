@@ -43,7 +43,7 @@ import attrs
 
 import dynaunique._write.mrsc as mrsc
 from dynaunique._lock.items import locks_of
-from dynaunique._lock.lockcode import RESERVED_PREFIX
+from dynaunique._lock.locks import RESERVED_PREFIX
 from dynaunique._write.render import render_write
 from dynaunique._write.writes import lock_put
 

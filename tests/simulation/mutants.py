@@ -17,7 +17,7 @@ import dynaunique._write.record as record_module
 import dynaunique._write.render as render_module
 import dynaunique._write.writes as writes_module
 from dynaunique._lock.items import locks_of
-from dynaunique._write.transaction import same_item
+from dynaunique._write.state import same_item
 from dynaunique.errors import ConcurrentModificationError
 
 

@@ -26,7 +26,8 @@ from dynaunique._model.calls import check_update, update_op
 from dynaunique._transport.answers import answer_of
 from dynaunique._transport.connection import Request, Sleep
 from dynaunique._write.atomic import Atomic
-from dynaunique._write.flush import Op, OpKind, Unit, flush_steps
+from dynaunique._write.flush import Unit, flush_steps
+from dynaunique._write.state import Op, OpKind
 from dynaunique.errors import (
     ConcurrentModificationError,
     DynauniqueError,

@@ -29,7 +29,7 @@ import attrs
 import boto3
 
 from dynaunique import Model
-from dynaunique._lock.items import LockRef, ModelInfo, claim, locks_of
+from dynaunique._lock.items import ModelInfo, claim, locks_of
 from dynaunique._lock.locks import (
     CONSTRAINT_ATTR,
     LOCK_SORT_KEY,
@@ -38,6 +38,7 @@ from dynaunique._lock.locks import (
     RESERVED_PREFIX,
     SYSTEM_PREFIX,
     VALUE_ATTR,
+    LockRef,
     split_lock_key,
     typed,
 )

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from support.declare import declare, pk_attr
 
 from dynaunique import ConfigurationError, Model, UniqueConstraint, normalizers
-from dynaunique._lock.items import SECRET_ENV, LockRef, locks_of
-from dynaunique._lock.locks import lock_key
+from dynaunique._lock.items import SECRET_ENV, locks_of
+from dynaunique._lock.locks import LockRef, lock_key
 from dynaunique.attributes import (
     BinaryAttribute,
     NumberAttribute,

@@ -13,7 +13,6 @@ from support.declare import declare, pk_attr, sk_attr
 
 from dynaunique import Model, normalizers
 from dynaunique._lock.items import (
-    LockRef,
     claim,
     is_dynaunique_item,
     key_id,
@@ -23,6 +22,7 @@ from dynaunique._lock.items import (
     owner_key,
     plain_key,
 )
+from dynaunique._lock.locks import LockRef
 from dynaunique._write.render import render_write
 from dynaunique._write.writes import (
     Absent,
@@ -237,8 +237,8 @@ def test_condition_check_renders_its_guard_or_its_condition(
 def test_kinds_read_as_the_words_they_always_were() -> None:
     import json
 
-    from dynaunique._write.flush import OpKind
-    from dynaunique._write.plan import ChangeKind
+    from dynaunique._lock.locks import ChangeKind
+    from dynaunique._write.state import OpKind
 
     assert ChangeKind.MOVED == "moved"
     assert str(ChangeKind.MOVED) == f"{ChangeKind.MOVED}" == "moved"

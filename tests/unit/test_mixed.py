@@ -6,8 +6,9 @@ from __future__ import annotations
 from support.declare import declare, pk_attr, sk_attr
 from support.mixed_models import polymorphic_family
 
-from dynaunique._write.mixed import exactly, holds, identity, lacking, same_model
+from dynaunique._write.mixed import exactly, identity, lacking, same_model
 from dynaunique._write.render import _guard_text, _Placeholders
+from dynaunique._write.state import holds
 from dynaunique._write.writes import Lacking, Shaped
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.constraints import UniqueConstraint

@@ -20,7 +20,7 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique._lock import locks as _locks
+from dynaunique._write import writes as _writes
 from dynaunique._write.record import serialize_checked, stored_problem
 from dynaunique.attributes import (
     NumberAttribute,
@@ -182,7 +182,7 @@ def test_every_lock_of_one_unit_carries_one_timestamp(monkeypatch: pytest.Monkey
         taken.append(f"2026-01-01T00:00:00.{len(taken):06d}+00:00")
         return taken[-1]
 
-    monkeypatch.setattr(_locks, "now", now)
+    monkeypatch.setattr(_writes, "now", now)
     with atomic(dry_run=True) as tx:
         Stamped(pk="1", a="x", b="y").save()
         Stamped(pk="2", a="z", b="w").save()
@@ -192,4 +192,4 @@ def test_every_lock_of_one_unit_carries_one_timestamp(monkeypatch: pytest.Monkey
     assert created == [{"S": "2026-01-01T00:00:00.000000+00:00"}] * 4
     assert taken == ["2026-01-01T00:00:00.000000+00:00"]
     # Outside a unit, each lock write stamps its own time.
-    assert _locks.stamp() == "2026-01-01T00:00:00.000001+00:00"
+    assert _writes.stamp() == "2026-01-01T00:00:00.000001+00:00"

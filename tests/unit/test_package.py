@@ -1,5 +1,6 @@
 """The package's shape (issue 14's rules): no import circle, no arrow up from the product to
-the tools (issue 39), classes of a readable size, a map.
+the tools (issue 39), the core's names imported from their homes, classes of a readable size,
+a map.
 
 A module's length is no longer capped (issue 39): its functions are, by ruff's complexity rules
 (C901, PLR0912, PLR0915 in pyproject.toml, docs/decisions.md "Function budgets"), which this
@@ -174,7 +175,7 @@ def imports_across_layers(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 def test_the_layer_rule_finds_an_import_across() -> None:
     graph = {"dynaunique._write.flush": {"dynaunique._transport.connection", "dynaunique._lock"},
              "dynaunique._transport.wire": {"dynaunique._write.plan", "dynaunique.errors"},
-             "dynaunique._lock.locks": {"dynaunique._transport", "dynaunique._lock.lockcode"},
+             "dynaunique._lock.locks": {"dynaunique._transport", "dynaunique._lock.kinds"},
              "dynaunique.model": {"dynaunique._write.flush"}}
     assert imports_across_layers(graph) == [
         ("dynaunique._lock.locks", "dynaunique._transport"),
@@ -186,6 +187,74 @@ def test_the_core_layers_import_only_down() -> None:
     if not any(_layer(name) for name in graph):
         pytest.skip("the core is not in its folders yet (python tools/relayout.py)")
     assert imports_across_layers(graph) == []
+
+
+
+#: The layers that re-export nothing: each of their names is imported from the module that
+#: defines it (docs/decisions.md "Layout").
+NO_REEXPORTS = ("dynaunique._lock", "dynaunique._write")
+#: Where the package's internal names are imported: the package and everything around it.
+SOURCES = ("dynaunique", "tests", "benchmarks", "conformance", "examples", "tools")
+
+
+def _defined(path: Path) -> set[str]:
+    """The names a module defines at its top level (a def, a class, an assignment)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def _imports_from(text: str, statement: re.Pattern[str]) -> list[ast.ImportFrom]:
+    # Each matching statement parsed alone (fast); the whole file when the pattern cut one short.
+    try:
+        nodes = [ast.parse(match.group().strip()).body[0] for match in statement.finditer(text)]
+    except SyntaxError:   # a ")" in a comment inside the parentheses, or a docstring's text
+        nodes = list(ast.walk(ast.parse(text)))
+    return [node for node in nodes if isinstance(node, ast.ImportFrom)]
+
+
+def imports_not_from_home(sources: list[Path], modules: dict[str, Path],
+                          layers: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """Every (file, module, name) where ``name`` is imported from a module of ``layers`` that
+    does not define it (it imports it from elsewhere: the import goes through a re-export)."""
+    defined: dict[str, set[str]] = {}
+    found = []
+    names_of = "|".join(map(re.escape, layers))
+    statement = re.compile(rf"^[ \t]*from (?:{names_of})\S* import (?:\([^)]*\)|.*)$",
+                           flags=re.MULTILINE)
+    for source in sources:
+        for node in _imports_from(source.read_text(encoding="utf-8"), statement):
+            if node.level or node.module not in modules:
+                continue
+            assert node.module is not None
+            names = defined.setdefault(node.module, _defined(modules[node.module]))
+            found += [(str(source), node.module, alias.name) for alias in node.names
+                      if alias.name not in names and f"{node.module}.{alias.name}" not in modules]
+    return sorted(found)
+
+
+def test_the_home_rule_finds_an_import_through_a_re_export(tmp_path: Path) -> None:
+    modules = {}
+    for name, text in {"core.a": "X = 1\n", "core.b": "from core.a import X\nY = X\n",
+                       "core": ""}.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text, encoding="utf-8")
+        modules[name] = path
+    user = tmp_path / "user.py"
+    user.write_text("from core.b import X, Y\nfrom core.a import X\nfrom core import a\n",
+                    encoding="utf-8")
+    assert imports_not_from_home([user], modules, ("core",)) == [(str(user), "core.b", "X")]
+
+
+def test_the_core_names_are_imported_from_their_homes() -> None:
+    sources = [path for folder in SOURCES for path in sorted((ROOT / folder).rglob("*.py"))]
+    assert imports_not_from_home(sources, _modules(), NO_REEXPORTS) == []
 
 
 #: The function budgets: ruff's rule → its setting (docs/decisions.md, "Function budgets").

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.declare import declare, pk_attr, sk_attr
 
-import dynaunique._lock.locks
+import dynaunique._write.writes
 from dynaunique import (
     ConcurrentModificationError,
     InvalidValueError,
@@ -23,8 +23,9 @@ from dynaunique import (
     atomic,
     normalizers,
 )
-from dynaunique._lock.items import LockRef, ModelInfo, locks_of
-from dynaunique._write.plan import LockChange, Plan, Record, merge, plan_delete, plan_save
+from dynaunique._lock.items import ModelInfo, locks_of
+from dynaunique._lock.locks import LockChange, LockRef
+from dynaunique._write.plan import Plan, Record, merge, plan_delete, plan_save
 from dynaunique._write.record import plan_delete as plan_delete_of
 from dynaunique._write.record import plan_save as plan_of
 from dynaunique._write.render import render
@@ -65,7 +66,7 @@ Person = declare("Person", "uow_people", meta={"lock_secret": "s3cret"},
 @pytest.fixture(autouse=True)
 def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Lock items carry their creation time; pin it so requests compare exactly."""
-    monkeypatch.setattr(dynaunique._lock.locks, "now", lambda: NOW)
+    monkeypatch.setattr(dynaunique._write.writes, "now", lambda: NOW)
     yield
 
 
@@ -703,9 +704,8 @@ def test_update_action_moving_a_lock_beside_an_unknowable_plain_action_is_planne
 def test_taking_over_guards_each_orphan_put_exactly_and_checks_each_old_owner_once() -> None:
     """Issue 36: the takeover is a planned step — each put of an orphan met guarded on the lock
     as met, one ConditionCheck per old owner after every other write."""
-    from dynaunique._lock.locks import HeldBy, LockPut, LockRef, Shaped
     from dynaunique._write.plan import Plan
-    from dynaunique._write.writes import Absent, ConditionCheck, Takeover
+    from dynaunique._write.writes import ConditionCheck, Shaped, Takeover
 
     def put(key: str) -> LockPut:
         return LockPut("t", "M", LockRef("EMAIL", ("email",), key, "v"), {"PK": {"S": "A"}},

@@ -13,7 +13,8 @@ import pytest
 
 from dynaunique import Model
 from dynaunique._transport.connection import Request, RetryPolicy, Sleep, run, send_steps
-from dynaunique._write.flush import Op, OpKind, Unit, flush_steps
+from dynaunique._write.flush import Unit, flush_steps
+from dynaunique._write.state import Op, OpKind
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.errors import DynauniqueError, UnreachableError
 

@@ -25,7 +25,7 @@ from botocore.exceptions import (
 )
 from support.declare import declare, pk_attr, sk_attr
 
-from dynaunique._lock.items import LockRef
+from dynaunique._lock.locks import LockRef
 from dynaunique._transport.connection import RetryPolicy
 from dynaunique._write import render as _render
 from dynaunique._write.flush import execute
