@@ -195,5 +195,5 @@ def limiters(recorder: Any, worker: tuple[int, int] | None, max_wcu: float | Non
              max_rcu: float | None) -> tuple[Limiter, Limiter]:
     """The writes' and the scan's limiters of a runner whose ledger is ``recorder``'s."""
     return tuple(  # type: ignore[return-value]
-        limiter(recorder.client, recorder.keys, recorder.app, name, cap, worker=worker)
+        limiter(recorder.connection, recorder.keys, recorder.app, name, cap, worker=worker)
         for name, cap in (("WCU", max_wcu), ("RCU", max_rcu)))

@@ -67,17 +67,20 @@ from dynaunique.migrations.recorder import MigrationRecorder, TableKeys
 class MigrationExecutor:
     """End-to-end migration execution: plan against the ledger, then run phases and record.
 
-    * ``loader`` — the migration files; ``recorder`` — the ledger (with its client and table);
+    * ``loader`` — the migration files; ``recorder`` — the ledger (with its connection and
+      table);
     * ``models`` — the live model classes (by class name), for computing locks;
     * ``options`` — how the run goes: a :class:`~dynaunique.migrations.MigrationOptions`
       (default: its defaults; ``Project.options()`` reads ``[tool.dynaunique]``);
-    * ``client_for`` — the DynamoDB client for a table (default: the ledger's client);
+    * ``connection_for`` — the PynamoDB connection for a table (default: the ledger's
+      connection);
     * ``progress_callback`` — called with each
       :class:`~dynaunique.migrations.ProgressEvent` (from the running threads), as Django's
       executor calls its ``progress_callback``; an exception it raises stops the run there.
 
-    The knobs that were keyword arguments here (``segments=``, ``page_size=``, ...) and
-    ``reporter=`` still work, with a :class:`DeprecationWarning` (docs/decisions.md).
+    The knobs that were keyword arguments here (``segments=``, ``page_size=``, ...),
+    ``reporter=`` and ``client_for=`` (now ``connection_for=``) still work, with a
+    :class:`DeprecationWarning` (docs/decisions.md).
     """
 
     def __init__(
@@ -87,7 +90,7 @@ class MigrationExecutor:
         models: Mapping[str, Any],
         options: MigrationOptions | None = None,
         *,
-        client_for: Callable[[str], Any] | None = None,
+        connection_for: Callable[[str], Any] | None = None,
         progress_callback: ProgressCallback | None = None,
         **legacy: Any,
     ) -> None:
@@ -97,11 +100,17 @@ class MigrationExecutor:
                           "progress_callback=, a function of one ProgressEvent",
                           DeprecationWarning, stacklevel=2)
             progress_callback = progress_callback or reporter_callback(reporter)
+        client_for = legacy.pop("client_for", None)
+        if client_for is not None:
+            warnings.warn("MigrationExecutor(..., client_for=...) is deprecated: pass "
+                          "connection_for= (it returns a PynamoDB Connection)",
+                          DeprecationWarning, stacklevel=2)
+            connection_for = connection_for or client_for
         self.options = legacy_options(options, legacy, "MigrationExecutor")
         self.loader = loader
         self.recorder = recorder
         self.models = dict(models)
-        self.client_for = client_for or (lambda table: recorder.client)
+        self.connection_for = connection_for or (lambda table: recorder.connection)
         self.progress_callback = progress_callback
         self.bucket, self.reads = limiters(recorder, self.options.worker, self.options.max_wcu,
                                            self.options.max_rcu)
@@ -272,7 +281,8 @@ class MigrationExecutor:
                       holder: str) -> None:
         # RunPython functions get the botocore client behind the ledger's connection.
         context = MigrationContext(app=self.recorder.app, models=self.models,
-                                   client=self.recorder.client.client, backwards=step.backwards)
+                                   client=self.recorder.connection.client,
+                                   backwards=step.backwards)
         run_python(phase, context, step.name)
         progress.done = True
         self.recorder.save_progress(progress, worker=self._worker_name(), holder=holder)
@@ -282,12 +292,12 @@ class MigrationExecutor:
 
     def _prepare(self, phase: Phase) -> PhaseRun:
         table = phase.table or self.recorder.table
-        client = self.client_for(table)
+        connection = self.connection_for(table)
         keys = self._tables.get(table)
         if keys is None:
-            keys = describe_table(client, table)
+            keys = describe_table(connection, table)
             self._tables[table] = keys
-        return phase_run(phase, keys, client, self.models,
+        return phase_run(phase, keys, connection, self.models,
                          accept_other_secret=self.options.accept_other_secret)
 
     def _segment_runner(self, deadline: Deadline) -> SegmentRunner:

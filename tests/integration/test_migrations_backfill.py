@@ -68,7 +68,7 @@ def _racing(ws: Workspace, **kwargs: Any) -> Racing:
     project = ws.project()
     loader = project.loader()
     return Racing(loader, project.recorder(loader), project.models,
-                  client_for=project.client_for, **kwargs)
+                  connection_for=project.connection_for, **kwargs)
 
 
 def _app_moves(models: Any, pk: str, email: str) -> Callable[[], None]:
@@ -478,7 +478,7 @@ def test_a_backfill_puts_each_lock_with_one_write_and_verifies_each_page_with_on
     _prepare(ws)
     project = ws.project()
     executor = project.executor(page_size=20)
-    sent, stop = _count_requests(project.client_for(TABLE).client)
+    sent, stop = _count_requests(project.connection_for(TABLE).client)
     try:
         result = executor.migrate()
     finally:
