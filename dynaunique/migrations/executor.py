@@ -64,6 +64,16 @@ from dynaunique.migrations.options import (
 from dynaunique.migrations.recorder import MigrationRecorder, TableKeys
 
 
+def _renamed(legacy: dict[str, Any], old: str, new: str) -> Any:
+    """``legacy[old]`` (removed from it), with a :class:`DeprecationWarning` that names what to
+    pass instead; None when not given."""
+    value = legacy.pop(old, None)
+    if value is not None:
+        warnings.warn(f"MigrationExecutor(..., {old}=...) is deprecated: pass {new}",
+                      DeprecationWarning, stacklevel=3)
+    return value
+
+
 class MigrationExecutor:
     """End-to-end migration execution: plan against the ledger, then run phases and record.
 
@@ -94,18 +104,12 @@ class MigrationExecutor:
         progress_callback: ProgressCallback | None = None,
         **legacy: Any,
     ) -> None:
-        reporter = legacy.pop("reporter", None)
+        reporter = _renamed(legacy, "reporter", "progress_callback=, a function of one "
+                            "ProgressEvent")
         if reporter is not None:
-            warnings.warn("MigrationExecutor(..., reporter=...) is deprecated: pass "
-                          "progress_callback=, a function of one ProgressEvent",
-                          DeprecationWarning, stacklevel=2)
             progress_callback = progress_callback or reporter_callback(reporter)
-        client_for = legacy.pop("client_for", None)
-        if client_for is not None:
-            warnings.warn("MigrationExecutor(..., client_for=...) is deprecated: pass "
-                          "connection_for= (it returns a PynamoDB Connection)",
-                          DeprecationWarning, stacklevel=2)
-            connection_for = connection_for or client_for
+        connection_for = connection_for or _renamed(
+            legacy, "client_for", "connection_for= (it returns a PynamoDB Connection)")
         self.options = legacy_options(options, legacy, "MigrationExecutor")
         self.loader = loader
         self.recorder = recorder
