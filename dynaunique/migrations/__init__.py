@@ -18,8 +18,8 @@ report and touch no record. The modules, one job each:
 * :mod:`~dynaunique.migrations.options` — how a run goes (:class:`MigrationOptions`) and what
   it tells its caller (:class:`ProgressEvent`, to one ``progress_callback``);
 * :mod:`~dynaunique.migrations.project` — settings and wiring for one models module;
-* ``_units`` — one time-bounded unit as plain data, for any engine; ``_dask`` —
-  :func:`run_on_dask`, the units as tasks on a Dask cluster.
+* ``_assignments`` — one time-bounded assignment as plain data, for any engine; ``_dask`` —
+  :func:`run_on_dask`, the assignments as tasks on a Dask cluster.
 
 See docs/migrations.md.
 """
