@@ -8,7 +8,8 @@ phase (never another one) within the invocation's remaining time, minus a margin
 
 * ``more`` — it stopped at a checkpoint (time is up), or its segment is leased by another
   invocation (a retried one whose predecessor died: its lease expires): invoke it again;
-* ``phase done`` — its segment of the current phase is settled; other items still work on theirs;
+* ``phase done`` — its segment of the current phase is at rest; other items still work on
+  theirs;
 * ``done`` — every migration up to the target is applied.
 
 Duplicates raise :class:`~dynaunique.migrations.DuplicatesFound` (the execution fails with the

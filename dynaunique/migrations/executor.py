@@ -13,10 +13,10 @@ any order, at any time, finish the migration between them.
 
 The lock writes are plain conditional writes, never transactions; what keeps them right while
 the application keeps writing is the rule "write, then read the record again": see
-:class:`~dynaunique.migrations._settle.Keeper` and docs/migrations.md. The rooms: :mod:`._plan`
-(which steps), :mod:`._segments` (scanning a phase), :mod:`._worker` (a worker's pass over a
-phase), :mod:`._pages` (a page's work), :mod:`._settle` (one record's lock), :mod:`._lockwrites`
-(one write), :mod:`._report` (what the caller is told).
+:class:`~dynaunique.migrations._reconcile.Keeper` and docs/migrations.md. The rooms:
+:mod:`._plan` (which steps), :mod:`._segments` (scanning a phase), :mod:`._worker` (a worker's
+pass over a phase), :mod:`._pages` (a page's work), :mod:`._reconcile` (one record's lock),
+:mod:`._lockwrites` (one write), :mod:`._report` (what the caller is told).
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from dynaunique.migrations._ledger import Counters, Progress
 from dynaunique.migrations._lockwrites import Answer, Entry, delete_lock, put_locks
 from dynaunique.migrations._phase import PhaseRun, Segment, phase_run, run_python
 from dynaunique.migrations._plan import MigrationStatus, Step, check_steps, plan_steps, statuses
+from dynaunique.migrations._reconcile import MAX_RECONCILE_ROUNDS as MAX_RECONCILE_ROUNDS
+from dynaunique.migrations._reconcile import Keeper
 from dynaunique.migrations._report import Duplicate as Duplicate
 from dynaunique.migrations._report import (
     DuplicatesFound,
@@ -50,9 +52,7 @@ from dynaunique.migrations._report import (
     reporter_callback,
 )
 from dynaunique.migrations._segments import SegmentRunner, finished, sum_counters
-from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS as MAX_SETTLE_ROUNDS
-from dynaunique.migrations._settle import Keeper
-from dynaunique.migrations._worker import Deadline, settled, work_phase
+from dynaunique.migrations._worker import Deadline, at_rest, work_phase
 from dynaunique.migrations.loader import MigrationLoader
 from dynaunique.migrations.operations import MigrationContext, Phase
 from dynaunique.migrations.options import (
@@ -265,10 +265,10 @@ class MigrationExecutor:
                 result.waiting = outcome.waiting
                 return _stopped(self, result, outcome.state, label, job, total)
         final = self.recorder.progress(job, total)
-        if self.options.only and not all(settled(p) for p in final):
-            result.waiting = [p.segment for p in final if not settled(p)]
-            return RunState.IDLE  # its own segment is settled; the others are theirs
-        if self.worker is None and deadline.expired() and not all(settled(p) for p in final):
+        if self.options.only and not all(at_rest(p) for p in final):
+            result.waiting = [p.segment for p in final if not at_rest(p)]
+            return RunState.IDLE  # its own segment is at rest; the others are theirs
+        if self.worker is None and deadline.expired() and not all(at_rest(p) for p in final):
             return _stopped(self, result, RunState.MORE, label, job, total)
         conflicts = [c for p in final for c in p.conflicts]
         if conflicts:
@@ -371,3 +371,13 @@ def _stopped_note(state: RunState, label: str, waiting: list[int]) -> str:
         return f"{label}: stopped at a checkpoint (time bound); run again to continue"
     return (f"{label}: nothing left for this worker: segment(s) {waiting} are being run by "
             "other workers, which finish the migration")
+
+
+def __getattr__(name: str) -> Any:
+    """``MAX_SETTLE_ROUNDS``, the old name of :data:`MAX_RECONCILE_ROUNDS`: deprecated, removed
+    in the release after next."""
+    if name == "MAX_SETTLE_ROUNDS":
+        warnings.warn("dynaunique.migrations.executor.MAX_SETTLE_ROUNDS is deprecated: use "
+                      "MAX_RECONCILE_ROUNDS", DeprecationWarning, stacklevel=2)
+        return MAX_RECONCILE_ROUNDS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -201,3 +201,14 @@ def test_client_names_a_botocore_client_only_the_old_names_warn() -> None:
                       r"Project\.connection_for\(\)"), \
             pytest.raises(ConfigurationError, match="no_models_here has no models"):
         project.client_for("t")
+
+
+def test_the_rounds_constant_is_named_for_reconcile_the_old_name_warns() -> None:
+    from dynaunique.migrations import executor
+
+    assert executor.MAX_RECONCILE_ROUNDS == 8
+    with pytest.warns(DeprecationWarning, match=r"executor\.MAX_SETTLE_ROUNDS is deprecated: "
+                      "use MAX_RECONCILE_ROUNDS"):
+        assert executor.MAX_SETTLE_ROUNDS == 8
+    with pytest.raises(AttributeError, match="has no attribute 'MAX_SETTLE'"):
+        executor.MAX_SETTLE  # noqa: B018
