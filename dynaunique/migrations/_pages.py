@@ -122,7 +122,7 @@ def _read_back(seg: Segment, owners: list[TypedKey]) -> dict[Any, dict[str, Any]
     rest = [owner for ident, owner in wanted.items() if ident not in found]
     if rest and not ended:
         found.update((key_id(run.key(item)), item)
-                     for item in batch_get(run.client, run.keys.table, rest))
+                     for item in batch_get(run.connection, run.keys.table, rest))
     return found
 
 

@@ -148,10 +148,10 @@ class SegmentRunner:
         """One page of the scan, paid for under ``--max-rcu``: the units the last page
         consumed are taken before it, the difference charged after (ReturnConsumedCapacity)."""
         if self.reads is None:
-            return call(seg.run.client, "scan", **params)
+            return call(seg.run.connection, "scan", **params)
         estimate = self._page_units
         self.reads.acquire(estimate)
-        page = call(seg.run.client, "scan", **params, ReturnConsumedCapacity="TOTAL",
+        page = call(seg.run.connection, "scan", **params, ReturnConsumedCapacity="TOTAL",
                     on_throttle=self.reads.throttled)
         units = consumed_units(page, default=estimate)
         self.reads.charge(units - estimate)
