@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ def _connect(distributed: Any, address: Any) -> Any:
 
 
 def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str | None = None,
-                unit_seconds: float = 300.0, options: MigrationOptions | None = None,
+                max_seconds: float = 300.0, options: MigrationOptions | None = None,
                 endpoint: str | None = None, migrations_dir: str | os.PathLike[str] | None = None,
                 directory: str | os.PathLike[str] | None = None, timeout: float | None = None,
                 on_report: Callable[[dict[str, Any]], None] | None = None,
@@ -64,7 +65,7 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
     ``distributed.Client``).
 
     Each phase is split in ``total_segments`` segments and that many tasks are submitted; each
-    runs for up to ``unit_seconds`` (then it is submitted again). ``options`` (a
+    runs for up to ``max_seconds`` (then it is submitted again). ``options`` (a
     :class:`~dynaunique.migrations.MigrationOptions`; default: ``directory``'s
     ``[tool.dynaunique]`` settings) is how each task runs: ``max_wcu`` and ``max_rcu`` cap the
     units of all tasks together, ``concurrency`` is each task's lock writes in flight, a task
@@ -74,7 +75,8 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
     (``directory`` is put first on their ``sys.path``; default: the current directory) and
     reach the endpoint. ``on_report`` receives each task's report (see
     :func:`~dynaunique.migrations._assignments.run_assignment`). The knobs this function took as
-    keyword arguments before ``options`` (``lease_seconds=``, ``max_wcu=``, ...) still work, with a
+    keyword arguments before ``options`` (``lease_seconds=``, ``max_wcu=``, ...) and
+    ``unit_seconds=`` (now ``max_seconds=``, as ``migrate --max-seconds``) still work, with a
     :class:`DeprecationWarning`.
 
     :raises DuplicatesFound: a backfill found records sharing a value.
@@ -82,6 +84,12 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
     :raises UnreachableError: no scheduler answered at ``scheduler`` within
         :data:`CONNECT_SECONDS` (nothing ran).
     """
+    unit_seconds = legacy.pop("unit_seconds", None)
+    if unit_seconds is not None:
+        warnings.warn("run_on_dask(..., unit_seconds=...) is deprecated: pass max_seconds= "
+                      "(each task's time bound, as migrate --max-seconds)",
+                      DeprecationWarning, stacklevel=2)
+        max_seconds = unit_seconds
     folder = os.fspath(directory or os.getcwd())
     if options is None:
         options = options_from(load_settings(module, Path(folder)))
@@ -94,11 +102,11 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
         _connect(distributed, scheduler)
     if options.wait_seconds <= 0:
         options = options.replace(
-            wait_seconds=min(options.lease_seconds * 1.5, unit_seconds))
+            wait_seconds=min(options.lease_seconds * 1.5, max_seconds))
     assignment = Assignment(module, total_segments, options.replace(poll_seconds=0.5),
                             to_migration=target,
                             migrations_dir=os.fspath(migrations_dir) if migrations_dir else None,
-                            endpoint=endpoint, directory=folder, max_seconds=unit_seconds)
+                            endpoint=endpoint, directory=folder, max_seconds=max_seconds)
     counter = itertools.count()
     segments: dict[str, int] = {}
 
@@ -133,11 +141,11 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
                 tasks.add(submit(report["segment"]))
     finally:
         # A running task cannot be cancelled: let the others end their assignments (each ends within
-        # unit_seconds and a page), so that no task of this run still writes once it returned.
+        # max_seconds and a page), so that no task of this run still writes once it returned.
         left = list(tasks.futures)
         if left:
             with contextlib.suppress(Exception):
-                distributed.wait(left, timeout=unit_seconds + 60)
+                distributed.wait(left, timeout=max_seconds + 60)
             for future in left:
                 future.cancel()
         if client is not scheduler:

@@ -212,3 +212,20 @@ def test_the_rounds_constant_is_named_for_reconcile_the_old_name_warns() -> None
         assert executor.MAX_SETTLE_ROUNDS == 8
     with pytest.raises(AttributeError, match="has no attribute 'MAX_SETTLE'"):
         executor.MAX_SETTLE  # noqa: B018
+
+
+def test_run_on_dasks_time_bound_is_max_seconds_the_old_keyword_warns() -> None:
+    """``unit_seconds=`` (a task's time bound, named after the migrations' old ``Unit``) is
+    ``max_seconds=``, as ``migrate --max-seconds``; the old keyword warns, then runs as before
+    (here: to the refusal of zero segments, before any cluster is reached)."""
+    pytest.importorskip("distributed")
+    from dynaunique.migrations import run_on_dask
+
+    with pytest.warns(DeprecationWarning, match=r"run_on_dask\(\.\.\., unit_seconds=\.\.\.\) is "
+                      "deprecated: pass max_seconds="), \
+            pytest.raises(MigrationError, match="total_segments must be between 1 and 1000"):
+        run_on_dask("m", "tcp://127.0.0.1:1", total_segments=0, unit_seconds=5.0,
+                    options=MigrationOptions())
+    with pytest.raises(MigrationError, match="total_segments must be between 1 and 1000"):
+        run_on_dask("m", "tcp://127.0.0.1:1", total_segments=0, max_seconds=5.0,
+                    options=MigrationOptions())
