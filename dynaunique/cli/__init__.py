@@ -33,8 +33,9 @@ LAZY: dict[str, tuple[str, str]] = {
     "showmigrations": ("_migrations", "List MODULE's migrations: [X] applied, [ ] not, and any "
                                       "partly applied one."),
     "ui": ("_ui", "Serve a local page to inspect MODULE's locks: who holds what, what drifted."),
-    "watch": ("_watch", "Guard MODULE's tables from their DynamoDB streams: exit 0 when nothing "
-                        "was found, 1 with findings."),
+    "watch": ("_watch", "Check what is written to MODULE's tables, from their DynamoDB "
+                        "streams (the stream guard): exit 0 when nothing was found, 1 with "
+                        "findings."),
 }
 
 

@@ -335,7 +335,7 @@ def migrate(module: str, target: str | None, show_plan: bool, fake: bool, segmen
     try:
         if dask is not None:
             result = run_on_dask(module, dask, total_segments=total_segments or segments or 1,
-                                 target=target, unit_seconds=max_seconds or 300.0,
+                                 target=target, max_seconds=max_seconds or 300.0,
                                  options=options, endpoint=endpoint,
                                  migrations_dir=migrations_dir)
         else:

@@ -17,7 +17,7 @@ from dynaunique import audit
 from dynaunique._user_models import open_models
 from dynaunique.cli._common import CannotRun, endpoint_option
 from dynaunique.cli._output import Output
-from dynaunique.streams import STARTS, BatchResult, Guard, Reader, finding_dict
+from dynaunique.streams import STARTS, BatchResult, Checker, Reader, finding_dict
 
 
 def _printer(as_json: bool, output: Output
@@ -88,8 +88,8 @@ def _printer(as_json: bool, output: Output
 def watch_command(module: str, start: str, once: bool, as_json: bool, repair: bool,
                   consumer: str, poll_seconds: float, max_seconds: float | None,
                   regions: str | None, settle_seconds: float, endpoint: str | None) -> None:
-    """Guard MODULE's tables from their DynamoDB streams: exit 0 when nothing was found, 1
-    with findings.
+    """Check what is written to MODULE's tables, from their DynamoDB streams (the stream
+    guard): exit 0 when nothing was found, 1 with findings.
 
     Every change of a record of a constrained model or of a lock item is re-checked with a
     consistent read of the locks it touches (a transaction's records arrive one by one, so a
@@ -101,14 +101,14 @@ def watch_command(module: str, start: str, once: bool, as_json: bool, repair: bo
     output = Output()
     models, _ = open_models(module, endpoint)
     named: list[str | None] = [r.strip() for r in (regions or "").split(",") if r.strip()]
-    guard = Guard(models, repair=repair, regions=[r for r in named if r],
-                  settle_seconds=settle_seconds)
+    checker = Checker(models, repair=repair, regions=[r for r in named if r],
+                      settle_seconds=settle_seconds)
     # A table no loaded model declares a constraint on holds no lock to guard (and needs no
     # stream).
-    guarded = [table for table in guard.tables.values() if table.declared]
+    guarded = [table for table in checker.tables.values() if table.declared]
     if not guarded:
         raise CannotRun(f"no model of {module!r} declares a unique constraint: nothing to watch")
-    readers: Sequence[Reader] = [Reader(guard, table, start=start, consumer=consumer,
+    readers: Sequence[Reader] = [Reader(checker, table, start=start, consumer=consumer,
                                         region=region)
                                  for table in guarded for region in named or [None]]
     counts, failed, on_batch = _printer(as_json, output)

@@ -14,12 +14,12 @@ report and touch no record. The modules, one job each:
   layout in ``_ledger``, the lease in ``_lease``, the calls to DynamoDB in ``_dynamo``);
 * :mod:`~dynaunique.migrations.executor` — plan and run: which steps (``_plan``), scanning a
   phase in segments (``_segments``), a page's work (``_pages``), one record's lock
-  (``_settle``), one lock write (``_lockwrites``), what the caller is told (``_report``);
+  (``_reconcile``), one lock write (``_lockwrites``), what the caller is told (``_report``);
 * :mod:`~dynaunique.migrations.options` — how a run goes (:class:`MigrationOptions`) and what
   it tells its caller (:class:`ProgressEvent`, to one ``progress_callback``);
 * :mod:`~dynaunique.migrations.project` — settings and wiring for one models module;
-* ``_units`` — one time-bounded unit as plain data, for any engine; ``_dask`` —
-  :func:`run_on_dask`, the units as tasks on a Dask cluster.
+* ``_assignments`` — one time-bounded assignment as plain data, for any engine; ``_dask`` —
+  :func:`run_on_dask`, the assignments as tasks on a Dask cluster.
 
 See docs/migrations.md.
 """

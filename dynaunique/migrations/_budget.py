@@ -65,12 +65,12 @@ class SharedBudget:
     spent beyond what was acquired. Thread-safe: the threads of one worker take in turn.
     """
 
-    def __init__(self, client: Any, keys: TableKeys, app: str, name: str, rate: float, *,
+    def __init__(self, connection: Any, keys: TableKeys, app: str, name: str, rate: float, *,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if rate <= 0:
             raise ValueError("the rate must be positive")
-        self.client = client
+        self.connection = connection
         self.keys = keys
         self.name = name
         self.rate = float(rate)
@@ -119,7 +119,7 @@ class SharedBudget:
     def _take(self, needed: float) -> float | None:
         """One take: add a chunk (at least ``needed``) to the balance and return 0; or the
         seconds to wait for the refill; or None when another worker won the race."""
-        item = call(self.client, "get_item", TableName=self.keys.table, Key=self.key,
+        item = call(self.connection, "get_item", TableName=self.keys.table, Key=self.key,
                     ConsistentRead=True).get("Item")
         now = self._clock()
         if item is None:
@@ -156,12 +156,12 @@ class SharedBudget:
             "at": {"N": repr(at)}, "version": {"N": str(version + 1)}}}
         try:
             if item is None:
-                call(self.client, "put_item", TableName=self.keys.table,
+                call(self.connection, "put_item", TableName=self.keys.table,
                      Item={**self.key, LEDGER_ATTR: data_item},
                      ConditionExpression="attribute_not_exists(#h)",
                      ExpressionAttributeNames={"#h": self.keys.hash_attr})
             else:
-                call(self.client, "update_item", TableName=self.keys.table, Key=self.key,
+                call(self.connection, "update_item", TableName=self.keys.table, Key=self.key,
                      UpdateExpression="SET #l = :data",
                      ConditionExpression="#l.#v = :v",
                      ExpressionAttributeNames={"#l": LEDGER_ATTR, "#v": "version"},
@@ -172,13 +172,13 @@ class SharedBudget:
         return True
 
 
-def clear_budgets(client: Any, keys: TableKeys, app: str) -> None:
+def clear_budgets(connection: Any, keys: TableKeys, app: str) -> None:
     """Delete ``app``'s budget items (the last worker leaving; one joining meanwhile makes
     them again and deletes them when it leaves)."""
-    batch_delete(client, keys.table, [budget_key(keys, app, name) for name in BUDGETS])
+    batch_delete(connection, keys.table, [budget_key(keys, app, name) for name in BUDGETS])
 
 
-def limiter(client: Any, keys: TableKeys, app: str, name: str, cap: float | None, *,
+def limiter(connection: Any, keys: TableKeys, app: str, name: str, cap: float | None, *,
             worker: tuple[int, int] | None) -> Limiter:
     """What a runner's writes (``name`` ``WCU``) or scan reads (``RCU``) pay through: the
     adaptive rate, under ``cap`` units per second — for a worker, a cap shared by all workers
@@ -188,12 +188,12 @@ def limiter(client: Any, keys: TableKeys, app: str, name: str, cap: float | None
         return Limiter(None)
     if worker is None:
         return Limiter(cap)
-    return Limiter(cap, shared=SharedBudget(client, keys, app, name, cap))
+    return Limiter(cap, shared=SharedBudget(connection, keys, app, name, cap))
 
 
 def limiters(recorder: Any, worker: tuple[int, int] | None, max_wcu: float | None,
              max_rcu: float | None) -> tuple[Limiter, Limiter]:
     """The writes' and the scan's limiters of a runner whose ledger is ``recorder``'s."""
     return tuple(  # type: ignore[return-value]
-        limiter(recorder.client, recorder.keys, recorder.app, name, cap, worker=worker)
+        limiter(recorder.connection, recorder.keys, recorder.app, name, cap, worker=worker)
         for name, cap in (("WCU", max_wcu), ("RCU", max_rcu)))

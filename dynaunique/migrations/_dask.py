@@ -1,8 +1,9 @@
-"""Run a migration's units as tasks on an existing Dask cluster (``distributed``, the optional
-``dask`` extra): :func:`run_on_dask`.
+"""Run a migration's assignments as tasks on an existing Dask cluster (``distributed``, the
+optional ``dask`` extra): :func:`run_on_dask`.
 
 The driver submits one task per segment; each task is a worker's time-bounded run
-(:func:`._units.run_unit`) that takes any open segment of the current phase under its lease.
+(:func:`._assignments.run_assignment`) that takes any open segment of the current phase under
+its lease.
 A task that stopped at its time bound (``more``) is submitted again; one that found nothing left
 (``idle``) is dropped while other tasks run, and submitted again when it is the last one. A task
 whose Dask worker died is rerun by the scheduler; the dead worker's segment lease expires and
@@ -17,14 +18,15 @@ import contextlib
 import itertools
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dynaunique.errors import ConfigurationError, MigrationError, UnreachableError
+from dynaunique.migrations._assignments import Assignment, run_assignment, state_of
 from dynaunique.migrations._kinds import RunState
 from dynaunique.migrations._report import MigrateResult
-from dynaunique.migrations._units import Unit, run_unit, state_of
 from dynaunique.migrations.options import MigrationOptions, legacy_options
 from dynaunique.migrations.project import load_settings, options_from
 
@@ -53,17 +55,17 @@ def _connect(distributed: Any, address: Any) -> Any:
 
 
 def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str | None = None,
-                unit_seconds: float = 300.0, options: MigrationOptions | None = None,
+                max_seconds: float = 300.0, options: MigrationOptions | None = None,
                 endpoint: str | None = None, migrations_dir: str | os.PathLike[str] | None = None,
                 directory: str | os.PathLike[str] | None = None, timeout: float | None = None,
                 on_report: Callable[[dict[str, Any]], None] | None = None,
                 **legacy: Any) -> MigrateResult:
-    """Apply ``module``'s migrations up to ``target`` with units run as tasks on the Dask
+    """Apply ``module``'s migrations up to ``target`` with assignments run as tasks on the Dask
     cluster at ``scheduler`` (an address such as ``tcp://10.0.0.5:8786``, or a
     ``distributed.Client``).
 
     Each phase is split in ``total_segments`` segments and that many tasks are submitted; each
-    runs for up to ``unit_seconds`` (then it is submitted again). ``options`` (a
+    runs for up to ``max_seconds`` (then it is submitted again). ``options`` (a
     :class:`~dynaunique.migrations.MigrationOptions`; default: ``directory``'s
     ``[tool.dynaunique]`` settings) is how each task runs: ``max_wcu`` and ``max_rcu`` cap the
     units of all tasks together, ``concurrency`` is each task's lock writes in flight, a task
@@ -72,8 +74,9 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
     task's, once its lease expired. The cluster's workers must be able to import ``module``
     (``directory`` is put first on their ``sys.path``; default: the current directory) and
     reach the endpoint. ``on_report`` receives each task's report (see
-    :func:`~dynaunique.migrations._units.run_unit`). The knobs this function took as keyword
-    arguments before ``options`` (``lease_seconds=``, ``max_wcu=``, ...) still work, with a
+    :func:`~dynaunique.migrations._assignments.run_assignment`). The knobs this function took as
+    keyword arguments before ``options`` (``lease_seconds=``, ``max_wcu=``, ...) and
+    ``unit_seconds=`` (now ``max_seconds=``, as ``migrate --max-seconds``) still work, with a
     :class:`DeprecationWarning`.
 
     :raises DuplicatesFound: a backfill found records sharing a value.
@@ -81,6 +84,12 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
     :raises UnreachableError: no scheduler answered at ``scheduler`` within
         :data:`CONNECT_SECONDS` (nothing ran).
     """
+    unit_seconds = legacy.pop("unit_seconds", None)
+    if unit_seconds is not None:
+        warnings.warn("run_on_dask(..., unit_seconds=...) is deprecated: pass max_seconds= "
+                      "(each task's time bound, as migrate --max-seconds)",
+                      DeprecationWarning, stacklevel=2)
+        max_seconds = unit_seconds
     folder = os.fspath(directory or os.getcwd())
     if options is None:
         options = options_from(load_settings(module, Path(folder)))
@@ -93,17 +102,18 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
         _connect(distributed, scheduler)
     if options.wait_seconds <= 0:
         options = options.replace(
-            wait_seconds=min(options.lease_seconds * 1.5, unit_seconds))
-    unit = Unit(module, total_segments, options.replace(poll_seconds=0.5), target=target,
-                migrations_dir=os.fspath(migrations_dir) if migrations_dir else None,
-                endpoint=endpoint, directory=folder, max_seconds=unit_seconds)
+            wait_seconds=min(options.lease_seconds * 1.5, max_seconds))
+    assignment = Assignment(module, total_segments, options.replace(poll_seconds=0.5),
+                            to_migration=target,
+                            migrations_dir=os.fspath(migrations_dir) if migrations_dir else None,
+                            endpoint=endpoint, directory=folder, max_seconds=max_seconds)
     counter = itertools.count()
     segments: dict[str, int] = {}
 
     def submit(segment: int) -> Any:
         key = f"dynaunique-migrate-{segment}-{next(counter)}"
         segments[key] = segment
-        return client.submit(run_unit, unit, segment, pure=False, key=key)
+        return client.submit(run_assignment, assignment, segment, pure=False, key=key)
 
     started = time.monotonic()
     result = MigrateResult(state=RunState.MORE)
@@ -130,12 +140,12 @@ def run_on_dask(module: str, scheduler: Any, *, total_segments: int, target: str
                 # segments it waited for are a dead worker's, whose leases expire).
                 tasks.add(submit(report["segment"]))
     finally:
-        # A running task cannot be cancelled: let the others end their units (each ends within
-        # unit_seconds and a page), so that no task of this run still writes once it returned.
+        # A running task cannot be cancelled: let the others end their assignments (each ends within
+        # max_seconds and a page), so that no task of this run still writes once it returned.
         left = list(tasks.futures)
         if left:
             with contextlib.suppress(Exception):
-                distributed.wait(left, timeout=unit_seconds + 60)
+                distributed.wait(left, timeout=max_seconds + 60)
             for future in left:
                 future.cancel()
         if client is not scheduler:

@@ -51,9 +51,9 @@ class Lease:
     cannot corrupt locks; the lease keeps the work from being done twice.
     """
 
-    def __init__(self, client: Any, keys: TableKeys, app: str, *, seconds: float,
+    def __init__(self, connection: Any, keys: TableKeys, app: str, *, seconds: float,
                  worker: tuple[int, int] | None = None) -> None:
-        self.client = client
+        self.connection = connection
         self.keys = keys
         self.app = app
         self.seconds = seconds
@@ -105,7 +105,7 @@ class Lease:
 
         :raises ConditionFailed: another holder's lease is still running.
         """
-        call(self.client, "put_item", TableName=self.keys.table,
+        call(self.connection, "put_item", TableName=self.keys.table,
              Item={**key, LEDGER_ATTR: {"M": {
                  "kind": {"S": LedgerKind.LEASE.value},
                  "mode": {"S": LeaseMode.EXCLUSIVE.value},
@@ -136,7 +136,7 @@ class Lease:
     def _create_workers(self) -> bool:
         assert self.worker is not None
         try:
-            call(self.client, "put_item", TableName=self.keys.table, Item={
+            call(self.connection, "put_item", TableName=self.keys.table, Item={
                      **self._main, LEDGER_ATTR: {"M": {
                          "kind": {"S": LedgerKind.LEASE.value},
                          "mode": {"S": LeaseMode.WORKERS.value},
@@ -155,7 +155,7 @@ class Lease:
 
     def _add_worker(self) -> None:
         assert self.worker is not None
-        call(self.client, "update_item", TableName=self.keys.table, Key=self._main,
+        call(self.connection, "update_item", TableName=self.keys.table, Key=self._main,
              UpdateExpression="SET #l.#w.#me = :exp, #l.#e = :exp",
              ConditionExpression="#l.#m = :workers AND #l.#t = :total",
              ExpressionAttributeNames={"#l": LEDGER_ATTR, "#w": "workers", "#me": self.holder,
@@ -196,7 +196,7 @@ class Lease:
                     self._lost.add(ident)
 
     def _renew_exclusive(self, key: Mapping[str, Any]) -> None:
-        call(self.client, "update_item", TableName=self.keys.table, Key=dict(key),
+        call(self.connection, "update_item", TableName=self.keys.table, Key=dict(key),
              UpdateExpression="SET #l.#e = :exp",
              ConditionExpression="#l.#o = :me",
              ExpressionAttributeNames={"#l": LEDGER_ATTR, "#e": "expires", "#o": "holder"},
@@ -246,14 +246,14 @@ class Lease:
 
     def _delete_own(self, key: Mapping[str, Any]) -> None:
         with contextlib.suppress(ConditionFailed, MigrationError):
-            call(self.client, "delete_item", TableName=self.keys.table, Key=dict(key),
+            call(self.connection, "delete_item", TableName=self.keys.table, Key=dict(key),
                  ConditionExpression="#l.#o = :me",
                  ExpressionAttributeNames={"#l": LEDGER_ATTR, "#o": "holder"},
                  ExpressionAttributeValues={":me": {"S": self.holder}})
 
     def _leave_workers(self) -> None:
-        client, table = self.client, self.keys.table
-        item = call(client, "get_item", TableName=table, Key=self._main,
+        connection, table = self.connection, self.keys.table
+        item = call(connection, "get_item", TableName=table, Key=self._main,
                     ConsistentRead=True).get("Item")
         if item is None:
             return
@@ -267,7 +267,7 @@ class Lease:
         if leaving:
             removes = {f"#x{i}": worker for i, worker in enumerate(leaving)}
             try:
-                call(client, "update_item", TableName=table, Key=self._main,
+                call(connection, "update_item", TableName=table, Key=self._main,
                      UpdateExpression="REMOVE " + ", ".join(f"#l.#w.{p}" for p in removes),
                      ConditionExpression="#l.#m = :workers",
                      ExpressionAttributeNames={**names, **removes},
@@ -275,12 +275,12 @@ class Lease:
             except ConditionFailed:
                 return
         with contextlib.suppress(ConditionFailed):  # other workers are still on it
-            call(client, "delete_item", TableName=table, Key=self._main,
+            call(connection, "delete_item", TableName=table, Key=self._main,
                  ConditionExpression="#l.#m = :workers AND size(#l.#w) = :zero",
                  ExpressionAttributeNames=names,
                  ExpressionAttributeValues={":workers": {"S": LeaseMode.WORKERS.value},
                                             ":zero": {"N": "0"}})
-            clear_budgets(client, self.keys, self.app)  # the last worker out: budgets too
+            clear_budgets(connection, self.keys, self.app)  # the last worker out: budgets too
 
     def release(self) -> None:
         """Stop renewing and give the lease back (best effort: it expires anyway)."""

@@ -70,7 +70,7 @@ def _put(seg: Segment, owner: TypedKey, ref: LockRef, raw: Mapping[str, Any]) ->
     if seg.bucket is not None:
         seg.bucket.acquire(UNITS_PER_PUT)
     try:
-        response = call(seg.run.client, "put_item", **params,
+        response = call(seg.run.connection, "put_item", **params,
                         ReturnValuesOnConditionCheckFailure="ALL_OLD",
                         ReturnConsumedCapacity="TOTAL", on_throttle=seg.throttled)
     except ConditionFailed as exc:
@@ -105,7 +105,7 @@ def delete_lock(seg: Segment, key: str, owner: TypedKey, *,
     if seg.bucket is not None:
         seg.bucket.acquire(1.0)
     try:
-        response = call(run.client, "delete_item", **params, ReturnValues="ALL_OLD",
+        response = call(run.connection, "delete_item", **params, ReturnValues="ALL_OLD",
                         ReturnConsumedCapacity="TOTAL", on_throttle=seg.throttled)
     except ConditionFailed:
         seg.count(write_units=1.0)
@@ -119,6 +119,6 @@ def delete_lock(seg: Segment, key: str, owner: TypedKey, *,
 
 def read(run: PhaseRun, key: TypedKey) -> dict[str, Any] | None:
     """The item at ``key`` (strongly consistent), or None."""
-    item = call(run.client, "get_item", TableName=run.keys.table, Key=dict(key),
+    item = call(run.connection, "get_item", TableName=run.keys.table, Key=dict(key),
                 ConsistentRead=True).get("Item")
     return dict(item) if item is not None else None

@@ -22,12 +22,12 @@ from dynaunique.migrations._kinds import DeleteOutcome, PutOutcome
 from dynaunique.migrations._ledger import Conflict, Pending
 from dynaunique.migrations._lockwrites import Answer, Entry, batch_size, read
 from dynaunique.migrations._phase import Segment, made_with
-from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS, Keeper
+from dynaunique.migrations._reconcile import MAX_RECONCILE_ROUNDS, Keeper
 
 
-def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:  # noqa: C901  # put, verify, settle: one page's pass in order
+def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None:  # noqa: C901  # put, verify, reconcile: one page's pass in order
     """Put the lock every record of the page requires (one write unit each), then verify with
-    one strongly consistent batch read of the records written: settle those that moved
+    one strongly consistent batch read of the records written: reconcile those that moved
     meanwhile (their lock is deleted under its owner guard), examine the locks found taken."""
     run = seg.run
     wanted: list[Entry] = []
@@ -65,7 +65,7 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
                 outcomes[index] = answer
     # Verify: a strongly consistent read of every record whose lock was written, after its
     # write. One that still requires it keeps it: from then on the application's own writes
-    # keep it right. One that moved meanwhile got an orphan: settled (deleted, exactly as put,
+    # keep it right. One that moved meanwhile got an orphan: reconciled (deleted, exactly as put,
     # and the lock it now requires put).
     current = _read_back(seg, [owner for (owner, _, _), (outcome, _)
                                in zip(wanted, outcomes, strict=True)
@@ -80,10 +80,10 @@ def fill_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> None
                 continue
             if outcome == PutOutcome.NEW and lock is not None:
                 # Only the lock exactly as put is deleted.
-                conflict = keeper.settle(seg, owner, {ref.key},
-                                         stamps={ref.key: lock[CREATED_ATTR]["S"]})
+                conflict = keeper.reconcile(seg, owner, {ref.key},
+                                            stamps={ref.key: lock[CREATED_ATTR]["S"]})
             else:   # a lock naming the record was there: not this run's to delete
-                conflict = keeper.settle(seg, owner, set())
+                conflict = keeper.reconcile(seg, owner, set())
         if conflict is not None:
             seg.progress.conflicts.append(conflict)
 
@@ -123,7 +123,7 @@ def _read_back(seg: Segment, owners: list[TypedKey]) -> dict[Any, dict[str, Any]
     rest = [owner for ident, owner in wanted.items() if ident not in found]
     if rest and not ended:
         found.update((key_id(run.key(item)), item)
-                     for item in batch_get(run.client, run.keys.table, rest))
+                     for item in batch_get(run.connection, run.keys.table, rest))
     return found
 
 
@@ -184,7 +184,7 @@ def remove_page(keeper: Keeper, seg: Segment, items: list[dict[str, Any]]) -> No
     def remove(item: dict[str, Any]) -> None:
         key = item[run.keys.hash_attr]["S"]
         current: dict[str, Any] | None = item
-        for _ in range(MAX_SETTLE_ROUNDS):
+        for _ in range(MAX_RECONCILE_ROUNDS):
             if current is None:
                 break
             owner = current.get(OWNER_ATTR, {}).get("M", {})

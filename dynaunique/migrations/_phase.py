@@ -57,7 +57,8 @@ class PhaseRun:
 
     phase: Phase
     keys: TableKeys
-    client: Any
+    #: The PynamoDB connection to the table (its ``.client``: the botocore client).
+    connection: Any
     model: Any = None
     info: ModelInfo | None = None
     #: The live models of the phase's table, the phase's own included: who else an item of the
@@ -133,7 +134,7 @@ class PhaseRun:
         :func:`~dynaunique._lock.items.key_id` of their key."""
         owners = [lock[OWNER_ATTR]["M"] for lock in locks if OWNER_ATTR in lock]
         return {key_id(self.key(item)): item
-                for item in (batch_get(self.client, self.keys.table, owners) if owners else [])}
+                for item in (batch_get(self.connection, self.keys.table, owners) if owners else [])}
 
     def hashed_lock(self, lock: Mapping[str, Any]) -> bool:
         """Whether ``lock`` (of the phase's constraint) keeps an HMAC under a lock secret."""
@@ -186,7 +187,7 @@ class PhaseRun:
         return key
 
 
-def phase_run(phase: Phase, keys: TableKeys, client: Any, models: Mapping[str, Any], *,
+def phase_run(phase: Phase, keys: TableKeys, connection: Any, models: Mapping[str, Any], *,
               accept_other_secret: bool = False) -> PhaseRun:
     """``phase`` ready to run on the table ``keys`` describes: for a fill or a sweep, its live
     model (of ``models``) bound to the phase's declaration, and the table's other models.
@@ -197,7 +198,7 @@ def phase_run(phase: Phase, keys: TableKeys, client: Any, models: Mapping[str, A
     :raises MigrationError: the model's key attributes are not the table's;
         :class:`LockSecretError`: the lock secret is probably wrong.
     """
-    run = PhaseRun(phase, keys, client, accept_other_secret=accept_other_secret)
+    run = PhaseRun(phase, keys, connection, accept_other_secret=accept_other_secret)
     if phase.kind not in (PhaseKind.FILL, PhaseKind.SWEEP):
         return run
     assert phase.constraint is not None
@@ -243,7 +244,7 @@ def check_secret(run: PhaseRun) -> None:
     seen: Counter[str | None] = Counter()
     params: dict[str, Any] = {"TableName": run.keys.table, **run.lock_filter()}
     while True:
-        page = call(run.client, "scan", **params)
+        page = call(run.connection, "scan", **params)
         locks = page.get("Items", [])
         now = run.owners_now(locks) if locks else {}
         for lock in locks:

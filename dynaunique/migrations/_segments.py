@@ -18,8 +18,8 @@ from dynaunique.migrations._lease import Lease
 from dynaunique.migrations._ledger import Conflict, Counters, Progress
 from dynaunique.migrations._pages import fill_page, remove_page, sweep_page
 from dynaunique.migrations._phase import PhaseRun, Segment, consumed_units
+from dynaunique.migrations._reconcile import Keeper
 from dynaunique.migrations._report import progress_event
-from dynaunique.migrations._settle import Keeper
 from dynaunique.migrations._worker import Deadline
 from dynaunique.migrations._worker import finished as finished
 from dynaunique.migrations.options import ProgressCallback, ProgressEvent
@@ -148,10 +148,10 @@ class SegmentRunner:
         """One page of the scan, paid for under ``--max-rcu``: the units the last page
         consumed are taken before it, the difference charged after (ReturnConsumedCapacity)."""
         if self.reads is None:
-            return call(seg.run.client, "scan", **params)
+            return call(seg.run.connection, "scan", **params)
         estimate = self._page_units
         self.reads.acquire(estimate)
-        page = call(seg.run.client, "scan", **params, ReturnConsumedCapacity="TOTAL",
+        page = call(seg.run.connection, "scan", **params, ReturnConsumedCapacity="TOTAL",
                     on_throttle=self.reads.throttled)
         units = consumed_units(page, default=estimate)
         self.reads.charge(units - estimate)
@@ -170,7 +170,7 @@ class SegmentRunner:
         for conflict in list(progress.conflicts):
             standing.extend(self.keeper.recheck(seg, conflict))
         progress.conflicts = unique(standing)
-        # Each settle returned only after a read confirmed its writes: nothing is in flight.
+        # Each reconcile returned only after a read confirmed its writes: nothing is in flight.
         progress.pending = []
         # The counter becomes the number of duplicates standing now; the callback gets the change.
         seg.delta.duplicates = len(progress.conflicts) - progress.counters.duplicates

@@ -2,7 +2,7 @@
 within the time bound, and go on until nothing is left — never waiting on a worker that is not
 running.
 
-A segment is *open* for a worker while it has work: it is not settled (not done, or done with
+A segment is *open* for a worker while it has work: it is not at rest (not done, or done with
 writes still to verify), or it holds duplicates this worker has not re-checked in this run. A
 worker tries the open segments starting with its own (``--segment I``), takes the first whose
 lease is free (absent, expired or its own), reads its checkpoint again, runs it, gives the lease
@@ -44,9 +44,10 @@ class Deadline:
         return max(0.0, self.at - self._clock()) if self.at is not None else None
 
 
-def settled(progress: Progress) -> bool:
-    """Whether no worker has anything left to do on a segment until its duplicates are fixed:
-    scanned to the end with every write verified, or stopped at the conflict cap."""
+def at_rest(progress: Progress) -> bool:
+    """Whether a segment is at rest: no worker has anything left to do on it until its
+    duplicates are fixed — scanned to the end with every write verified, or stopped at the
+    conflict cap (:func:`finished` is stricter: no duplicates either)."""
     return (progress.done and not progress.pending) or progress.blocked
 
 
@@ -87,7 +88,7 @@ def work_phase(recorder: MigrationRecorder, lease: Lease, job: str, total: int, 
         if stop():
             return Pass(None)
         open_ = [p.segment for p in progress
-                 if not settled(p) or (not finished(p) and p.segment not in attempted)]
+                 if not at_rest(p) or (not finished(p) and p.segment not in attempted)]
         if only:
             open_ = [s for s in open_ if s == start]
         if not open_:

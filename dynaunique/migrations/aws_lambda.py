@@ -1,5 +1,5 @@
-"""An AWS Lambda handler that runs a migration's units for a Step Functions Distributed Map
-(deploy/stepfunctions/migrate.asl.json; the runbook is in docs/migrations.md).
+"""An AWS Lambda handler that runs a migration's assignments for a Step Functions Distributed
+Map (deploy/stepfunctions/migrate.asl.json; the runbook is in docs/migrations.md).
 
 The state machine first asks for the segments (``{"action": "status"}``), maps over them —
 each item invoking ``{"segment": I}`` until its answer is no longer ``more`` — and starts over
@@ -8,7 +8,8 @@ phase (never another one) within the invocation's remaining time, minus a margin
 
 * ``more`` — it stopped at a checkpoint (time is up), or its segment is leased by another
   invocation (a retried one whose predecessor died: its lease expires): invoke it again;
-* ``phase done`` — its segment of the current phase is settled; other items still work on theirs;
+* ``phase done`` — its segment of the current phase is at rest; other items still work on
+  theirs;
 * ``done`` — every migration up to the target is applied.
 
 Duplicates raise :class:`~dynaunique.migrations.DuplicatesFound` (the execution fails with the
@@ -30,8 +31,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from dynaunique.errors import ConfigurationError
+from dynaunique.migrations._assignments import Assignment, run_assignment, state_of
 from dynaunique.migrations._kinds import RunState
-from dynaunique.migrations._units import Unit, run_unit, state_of
 from dynaunique.migrations.project import load_settings, options_from
 
 #: The answers of a segment invocation, as the state machine's Choice state reads them.
@@ -80,7 +81,11 @@ def _optional(name: str, value: Any, kind: type[int] | type[float], minimum: flo
     return None if value is None or value == "" else _field(name, value, kind, minimum)
 
 
-def _unit(event: Mapping[str, Any], max_seconds: float | None) -> Unit:
+def _assignment(event: Mapping[str, Any], max_seconds: float | None) -> Assignment:
+    """The event (its settings over the environment's) as an :class:`Assignment`. The event's
+    and the environment's word for the migration to migrate to stays ``target``
+    (``DYNAUNIQUE_TARGET``), ``migrate``'s ``TARGET``: deployed state machines send it
+    (docs/decisions.md, the glossary); it becomes :attr:`Assignment.to_migration`."""
     module = _setting(event, "module")
     if not module or not isinstance(module, str):
         raise ConfigurationError("set DYNAUNIQUE_MODULE to the models module (a dotted path)")
@@ -91,15 +96,16 @@ def _unit(event: Mapping[str, Any], max_seconds: float | None) -> Unit:
             raise ConfigurationError(f"{name} must be a string, not {text!r}")
     total = _field("total_segments", _setting(event, "total_segments", 8), int, 1)
     options = options_from(
-        load_settings(module), worker=(0, total), only=True,  # run_unit sets the segment
+        load_settings(module), worker=(0, total), only=True,  # run_assignment sets the segment
         lease_seconds=_optional("lease_seconds", _setting(event, "lease_seconds"), float, 0),
         max_wcu=_optional("max_wcu", _setting(event, "max_wcu"), float, 0),
         max_rcu=_optional("max_rcu", _setting(event, "max_rcu"), float, 0),
         concurrency=_optional("concurrency", _setting(event, "concurrency"), int, 1),
         page_size=_field("page_size", _setting(event, "page_size", 100), int, 1))
-    return Unit(module, total, options, target=target or None, migrations_dir=directory or None,
-                endpoint=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None,
-                max_seconds=max_seconds)
+    return Assignment(module, total, options, to_migration=target or None,
+                      migrations_dir=directory or None,
+                      endpoint=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or None,
+                      max_seconds=max_seconds)
 
 
 def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -117,22 +123,22 @@ def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
             raise ConfigurationError(
                 f'action must be "status" (or leave it out and give a segment), '
                 f"not {event['action']!r}")
-        unit = _unit(event, None)
-        executor = unit.project().executor()
-        return {"done": not executor.plan(unit.target),
-                "segments": list(range(unit.total_segments))}
+        assignment = _assignment(event, None)
+        executor = assignment.project().executor()
+        return {"done": not executor.plan(assignment.to_migration),
+                "segments": list(range(assignment.total_segments))}
     if "segment" not in event:
         raise ConfigurationError('the event needs a segment ({"segment": I}) or '
                                  '{"action": "status"}')
     segment = _field("segment", event["segment"], int, 0)
     margin = _field("margin_seconds", _setting(event, "margin_seconds", 20), float, 0)
     seconds = context.get_remaining_time_in_millis() / 1000 - margin
-    unit = _unit(event, seconds)
-    if segment >= unit.total_segments:
+    assignment = _assignment(event, seconds)
+    if segment >= assignment.total_segments:
         raise ConfigurationError(f"segment must be below total_segments "
-                                 f"({unit.total_segments}), not {segment}")
+                                 f"({assignment.total_segments}), not {segment}")
     if seconds <= 0:
         raise ConfigurationError(f"the invocation has {seconds + margin:.1f} s left, less than "
                                  f"the margin of {margin:g} s: raise the function's timeout")
-    report = run_unit(unit, segment)
+    report = run_assignment(assignment, segment)
     return {"status": _ANSWERS[state_of(report)], "segment": report["segment"]}

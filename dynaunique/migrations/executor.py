@@ -13,10 +13,10 @@ any order, at any time, finish the migration between them.
 
 The lock writes are plain conditional writes, never transactions; what keeps them right while
 the application keeps writing is the rule "write, then read the record again": see
-:class:`~dynaunique.migrations._settle.Keeper` and docs/migrations.md. The rooms: :mod:`._plan`
-(which steps), :mod:`._segments` (scanning a phase), :mod:`._worker` (a worker's pass over a
-phase), :mod:`._pages` (a page's work), :mod:`._settle` (one record's lock), :mod:`._lockwrites`
-(one write), :mod:`._report` (what the caller is told).
+:class:`~dynaunique.migrations._reconcile.Keeper` and docs/migrations.md. The rooms:
+:mod:`._plan` (which steps), :mod:`._segments` (scanning a phase), :mod:`._worker` (a worker's
+pass over a phase), :mod:`._pages` (a page's work), :mod:`._reconcile` (one record's lock),
+:mod:`._lockwrites` (one write), :mod:`._report` (what the caller is told).
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from dynaunique.migrations._ledger import Counters, Progress
 from dynaunique.migrations._lockwrites import Answer, Entry, delete_lock, put_locks
 from dynaunique.migrations._phase import PhaseRun, Segment, phase_run, run_python
 from dynaunique.migrations._plan import MigrationStatus, Step, check_steps, plan_steps, statuses
+from dynaunique.migrations._reconcile import MAX_RECONCILE_ROUNDS as MAX_RECONCILE_ROUNDS
+from dynaunique.migrations._reconcile import Keeper
 from dynaunique.migrations._report import Duplicate as Duplicate
 from dynaunique.migrations._report import (
     DuplicatesFound,
@@ -50,9 +52,7 @@ from dynaunique.migrations._report import (
     reporter_callback,
 )
 from dynaunique.migrations._segments import SegmentRunner, finished, sum_counters
-from dynaunique.migrations._settle import MAX_SETTLE_ROUNDS as MAX_SETTLE_ROUNDS
-from dynaunique.migrations._settle import Keeper
-from dynaunique.migrations._worker import Deadline, settled, work_phase
+from dynaunique.migrations._worker import Deadline, at_rest, work_phase
 from dynaunique.migrations.loader import MigrationLoader
 from dynaunique.migrations.operations import MigrationContext, Phase
 from dynaunique.migrations.options import (
@@ -64,20 +64,33 @@ from dynaunique.migrations.options import (
 from dynaunique.migrations.recorder import MigrationRecorder, TableKeys
 
 
+def _renamed(legacy: dict[str, Any], old: str, new: str) -> Any:
+    """``legacy[old]`` (removed from it), with a :class:`DeprecationWarning` that names what to
+    pass instead; None when not given."""
+    value = legacy.pop(old, None)
+    if value is not None:
+        warnings.warn(f"MigrationExecutor(..., {old}=...) is deprecated: pass {new}",
+                      DeprecationWarning, stacklevel=3)
+    return value
+
+
 class MigrationExecutor:
     """End-to-end migration execution: plan against the ledger, then run phases and record.
 
-    * ``loader`` — the migration files; ``recorder`` — the ledger (with its client and table);
+    * ``loader`` — the migration files; ``recorder`` — the ledger (with its connection and
+      table);
     * ``models`` — the live model classes (by class name), for computing locks;
     * ``options`` — how the run goes: a :class:`~dynaunique.migrations.MigrationOptions`
       (default: its defaults; ``Project.options()`` reads ``[tool.dynaunique]``);
-    * ``client_for`` — the DynamoDB client for a table (default: the ledger's client);
+    * ``connection_for`` — the PynamoDB connection for a table (default: the ledger's
+      connection);
     * ``progress_callback`` — called with each
       :class:`~dynaunique.migrations.ProgressEvent` (from the running threads), as Django's
       executor calls its ``progress_callback``; an exception it raises stops the run there.
 
-    The knobs that were keyword arguments here (``segments=``, ``page_size=``, ...) and
-    ``reporter=`` still work, with a :class:`DeprecationWarning` (docs/decisions.md).
+    The knobs that were keyword arguments here (``segments=``, ``page_size=``, ...),
+    ``reporter=`` and ``client_for=`` (now ``connection_for=``) still work, with a
+    :class:`DeprecationWarning` (docs/decisions.md).
     """
 
     def __init__(
@@ -87,21 +100,21 @@ class MigrationExecutor:
         models: Mapping[str, Any],
         options: MigrationOptions | None = None,
         *,
-        client_for: Callable[[str], Any] | None = None,
+        connection_for: Callable[[str], Any] | None = None,
         progress_callback: ProgressCallback | None = None,
         **legacy: Any,
     ) -> None:
-        reporter = legacy.pop("reporter", None)
+        reporter = _renamed(legacy, "reporter", "progress_callback=, a function of one "
+                            "ProgressEvent")
         if reporter is not None:
-            warnings.warn("MigrationExecutor(..., reporter=...) is deprecated: pass "
-                          "progress_callback=, a function of one ProgressEvent",
-                          DeprecationWarning, stacklevel=2)
             progress_callback = progress_callback or reporter_callback(reporter)
+        connection_for = connection_for or _renamed(
+            legacy, "client_for", "connection_for= (it returns a PynamoDB Connection)")
         self.options = legacy_options(options, legacy, "MigrationExecutor")
         self.loader = loader
         self.recorder = recorder
         self.models = dict(models)
-        self.client_for = client_for or (lambda table: recorder.client)
+        self.connection_for = connection_for or (lambda table: recorder.connection)
         self.progress_callback = progress_callback
         self.bucket, self.reads = limiters(recorder, self.options.worker, self.options.max_wcu,
                                            self.options.max_rcu)
@@ -252,10 +265,10 @@ class MigrationExecutor:
                 result.waiting = outcome.waiting
                 return _stopped(self, result, outcome.state, label, job, total)
         final = self.recorder.progress(job, total)
-        if self.options.only and not all(settled(p) for p in final):
-            result.waiting = [p.segment for p in final if not settled(p)]
-            return RunState.IDLE  # its own segment is settled; the others are theirs
-        if self.worker is None and deadline.expired() and not all(settled(p) for p in final):
+        if self.options.only and not all(at_rest(p) for p in final):
+            result.waiting = [p.segment for p in final if not at_rest(p)]
+            return RunState.IDLE  # its own segment is at rest; the others are theirs
+        if self.worker is None and deadline.expired() and not all(at_rest(p) for p in final):
             return _stopped(self, result, RunState.MORE, label, job, total)
         conflicts = [c for p in final for c in p.conflicts]
         if conflicts:
@@ -272,7 +285,8 @@ class MigrationExecutor:
                       holder: str) -> None:
         # RunPython functions get the botocore client behind the ledger's connection.
         context = MigrationContext(app=self.recorder.app, models=self.models,
-                                   client=self.recorder.client.client, backwards=step.backwards)
+                                   client=self.recorder.connection.client,
+                                   backwards=step.backwards)
         run_python(phase, context, step.name)
         progress.done = True
         self.recorder.save_progress(progress, worker=self._worker_name(), holder=holder)
@@ -282,12 +296,12 @@ class MigrationExecutor:
 
     def _prepare(self, phase: Phase) -> PhaseRun:
         table = phase.table or self.recorder.table
-        client = self.client_for(table)
+        connection = self.connection_for(table)
         keys = self._tables.get(table)
         if keys is None:
-            keys = describe_table(client, table)
+            keys = describe_table(connection, table)
             self._tables[table] = keys
-        return phase_run(phase, keys, client, self.models,
+        return phase_run(phase, keys, connection, self.models,
                          accept_other_secret=self.options.accept_other_secret)
 
     def _segment_runner(self, deadline: Deadline) -> SegmentRunner:
@@ -357,3 +371,13 @@ def _stopped_note(state: RunState, label: str, waiting: list[int]) -> str:
         return f"{label}: stopped at a checkpoint (time bound); run again to continue"
     return (f"{label}: nothing left for this worker: segment(s) {waiting} are being run by "
             "other workers, which finish the migration")
+
+
+def __getattr__(name: str) -> Any:
+    """``MAX_SETTLE_ROUNDS``, the old name of :data:`MAX_RECONCILE_ROUNDS`: deprecated, removed
+    in the release after next."""
+    if name == "MAX_SETTLE_ROUNDS":
+        warnings.warn("dynaunique.migrations.executor.MAX_SETTLE_ROUNDS is deprecated: use "
+                      "MAX_RECONCILE_ROUNDS", DeprecationWarning, stacklevel=2)
+        return MAX_RECONCILE_ROUNDS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,7 @@ library reads: ``dynaunique._transport.regions``).
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -262,8 +263,8 @@ class Project:
             )
         return next(iter(tables))
 
-    def client_for(self, table: str, *, write: bool = False) -> Any:
-        """The connection of the model that lives in ``table`` (else of any model of the
+    def connection_for(self, table: str, *, write: bool = False) -> Any:
+        """The PynamoDB connection of the model that lives in ``table`` (else of any model of the
         module) — on a global table with a home region, signed for the home region
         (docs/global-tables.md): the ledger, the scans and the lock writes all go there.
 
@@ -283,12 +284,20 @@ class Project:
         homed = route(model.Meta, lambda _meta: own, write=write)
         return own if homed is model.Meta else connection_in(model, homed)
 
+    def client_for(self, table: str, *, write: bool = False) -> Any:
+        """Deprecated: :meth:`connection_for` (it returns a PynamoDB connection, not a botocore
+        client); removed in the release after next."""
+        warnings.warn("Project.client_for() is deprecated: use Project.connection_for() (it "
+                      "returns a PynamoDB Connection; its .client is the botocore client)",
+                      DeprecationWarning, stacklevel=2)
+        return self.connection_for(table, write=write)
+
     def recorder(self, loader: MigrationLoader | None = None, *,
                  write: bool = False) -> MigrationRecorder:
-        """The ledger of this module's app, in its table (``write``: see :meth:`client_for`)."""
+        """The ledger of this module's app, in its table (``write``: see :meth:`connection_for`)."""
         table = self.ledger_table(loader)
-        client = self.client_for(table, write=write)
-        return MigrationRecorder(client, describe_table(client, table), self.app)
+        connection = self.connection_for(table, write=write)
+        return MigrationRecorder(connection, describe_table(connection, table), self.app)
 
     def options(self, **changes: Any) -> MigrationOptions:
         """The :class:`MigrationOptions` of a run of this module: :func:`options_from` its
@@ -304,5 +313,5 @@ class Project:
         options = self.options(**changes) if options is None else options.replace(
             **{k: v for k, v in changes.items() if v is not None})
         return MigrationExecutor(loader, self.recorder(loader, write=True), self.models, options,
-                                 client_for=partial(self.client_for, write=True),
+                                 connection_for=partial(self.connection_for, write=True),
                                  progress_callback=progress_callback)

@@ -34,6 +34,7 @@ calls to DynamoDB (where botocore errors become :class:`~dynaunique.errors.Migra
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -76,14 +77,24 @@ __all__ = [  # the names importable from here before the ledger was split by job
 class MigrationRecorder:
     """Read and write one app's ledger items in one table (see the module docstring)."""
 
-    def __init__(self, client: Any, keys: TableKeys, app: str) -> None:
+    def __init__(self, connection: Any, keys: TableKeys, app: str) -> None:
         if "#" in app or not app:
             raise MigrationError(f"app label {app!r} may not be empty or contain '#'")
-        self.client = client
+        #: The PynamoDB connection to the ledger's table (its ``.client``: the botocore client).
+        self.connection = connection
         self.keys = keys
         self.app = app
         #: job → total of the jobs this recorder started or joined (:meth:`start_job`).
         self._started: dict[str, int] = {}
+
+    @property
+    def client(self) -> Any:
+        """Deprecated: :attr:`connection` (a PynamoDB connection, not a botocore client);
+        removed in the release after next."""
+        warnings.warn("MigrationRecorder.client is deprecated: use MigrationRecorder.connection "
+                      "(a PynamoDB Connection; its .client is the botocore client)",
+                      DeprecationWarning, stacklevel=2)
+        return self.connection
 
     @property
     def table(self) -> str:
@@ -94,12 +105,12 @@ class MigrationRecorder:
         return ledger_key(self.keys, self.app, prefix, *parts)
 
     def _get(self, key: Mapping[str, Any]) -> dict[str, Any] | None:
-        item = call(self.client, "get_item", TableName=self.table, Key=dict(key),
+        item = call(self.connection, "get_item", TableName=self.table, Key=dict(key),
                     ConsistentRead=True).get("Item")
         return dict(item) if item is not None else None
 
     def _put(self, key: Mapping[str, Any], ledger: Mapping[str, Any], **params: Any) -> None:
-        call(self.client, "put_item", TableName=self.table,
+        call(self.connection, "put_item", TableName=self.table,
              Item={**key, LEDGER_ATTR: {"M": dict(ledger)}}, **params)
 
     # applied migrations
@@ -108,7 +119,7 @@ class MigrationRecorder:
         """Which of ``names`` are applied: name → its ledger map (plain values)."""
         keys = [self._key(MIGRATION_PREFIX, name) for name in names]
         out: dict[str, dict[str, Any]] = {}
-        for item in batch_get(self.client, self.table, keys):
+        for item in batch_get(self.connection, self.table, keys):
             data = untyped(item[LEDGER_ATTR])
             out[data["migration"]] = data
         return out
@@ -127,7 +138,7 @@ class MigrationRecorder:
 
     def record_unapplied(self, name: str) -> None:
         """Remove ``name``'s applied record (idempotent)."""
-        call(self.client, "delete_item", TableName=self.table,
+        call(self.connection, "delete_item", TableName=self.table,
              Key=self._key(MIGRATION_PREFIX, name))
 
     # jobs and progress
@@ -141,7 +152,7 @@ class MigrationRecorder:
         """job → total for each of ``jobs`` that has started."""
         keys = [self._key(JOB_PREFIX, job) for job in jobs]
         out = {}
-        for item in batch_get(self.client, self.table, keys):
+        for item in batch_get(self.connection, self.table, keys):
             data = item[LEDGER_ATTR]["M"]
             out[data["job"]["S"]] = int(data["total"]["N"])
         return out
@@ -172,7 +183,7 @@ class MigrationRecorder:
         wanted = list(range(total)) if segments is None else list(segments)
         keys = [self._key(PROGRESS_PREFIX, job, total, i) for i in wanted]
         found = {}
-        for item in batch_get(self.client, self.table, keys):
+        for item in batch_get(self.connection, self.table, keys):
             data = item[LEDGER_ATTR]["M"]
             found[int(data["segment"]["N"])] = data
         out = []
@@ -261,7 +272,7 @@ class MigrationRecorder:
         for job, total in sorted(splits):
             keys.extend(self._key(PROGRESS_PREFIX, job, total, i) for i in range(total))
             keys.extend(self._key(LEASE_PREFIX, job, total, i) for i in range(total))
-        batch_delete(self.client, self.table, keys)
+        batch_delete(self.connection, self.table, keys)
 
     # leases
 
@@ -270,7 +281,7 @@ class MigrationRecorder:
 
         :raises MigrationError: another runner holds it.
         """
-        lease = Lease(self.client, self.keys, self.app, seconds=seconds, worker=worker)
+        lease = Lease(self.connection, self.keys, self.app, seconds=seconds, worker=worker)
         lease.acquire()
         return lease
 

@@ -11,27 +11,33 @@ findings are the audit's kinds and fields. DynamoDB does not deliver a transacti
 together or in order with other transactions', so a finding is never made from a stream record:
 only from what is stored when the guard reads it.
 
-Two ways in: :mod:`dynaunique.streams.aws_lambda` (a Lambda handler for an event source mapping,
-reporting batch item failures) and ``dynaunique watch MODULE`` (:class:`Reader`: reads the
-shards itself and checkpoints its position per shard in the table's ledger).
+The class that checks is :class:`Checker` (``Guard`` before issue 39: still importable from
+here, with a :class:`DeprecationWarning`, until the release after next); "stream guard" stays
+the feature's name. Two ways in: :mod:`dynaunique.streams.aws_lambda` (a Lambda handler for an
+event source mapping, reporting batch item failures) and ``dynaunique watch MODULE``
+(:class:`Reader`: reads the shards itself and checkpoints its position per shard in the table's
+ledger).
 docs/operating-locks.md ("Stream guard") says how to deploy it, what it reports and what it
 costs.
 """
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from ._across import DoubleGrant, RegionGrant
 from ._changes import Change, StreamRecordError, change_of, suspects_of
-from ._guard import BatchResult, Guard, finding_dict, streams_logger
+from ._checker import BatchResult, Checker, finding_dict, streams_logger
 from ._shards import STARTS, Checkpoints, Position, Reader, StreamsError, streams_connection
 
 __all__ = [
     "STARTS",
     "BatchResult",
     "Change",
+    "Checker",
     "Checkpoints",
     "DoubleGrant",
-    "Guard",
     "Position",
     "Reader",
     "RegionGrant",
@@ -43,3 +49,13 @@ __all__ = [
     "streams_logger",
     "suspects_of",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Guard``, the old name of :class:`Checker`: deprecated, removed in the release after
+    next (a module ``__getattr__``, so that only code that still uses it is warned)."""
+    if name == "Guard":
+        warnings.warn("dynaunique.streams.Guard is deprecated: use dynaunique.streams.Checker "
+                      "(the same class)", DeprecationWarning, stacklevel=2)
+        return Checker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

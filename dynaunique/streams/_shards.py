@@ -18,6 +18,7 @@ the table, so a page holding nothing but checkpoints writes none (it would feed 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -43,7 +44,7 @@ from dynaunique.migrations._dynamo import (
 from dynaunique.migrations._kinds import LedgerKind
 from dynaunique.migrations._ledger import STREAM_PREFIX, ledger_key
 
-from ._guard import BatchResult, Guard
+from ._checker import BatchResult, Checker
 
 _POLICY = RetryPolicy(max_conflict_retries=8, base_delay=0.05, max_delay=2.0)
 #: Where a shard without a checkpoint starts: its oldest record, or only what comes next.
@@ -165,18 +166,18 @@ def _only_checkpoints(table: _Table, records: list[Mapping[str, Any]]) -> bool:
 
 
 class Reader:
-    """Reads ``table``'s stream for ``guard``, shard by shard, checkpointing in the ledger.
+    """Reads ``table``'s stream for ``checker``, shard by shard, checkpointing in the ledger.
 
     ``region``: read that replica's stream (a global table), judge on what that replica holds
     and keep the checkpoints there, under a stream label that names the region.
     """
 
-    def __init__(self, guard: Guard, table: _Table, *, start: str = "trim-horizon",
+    def __init__(self, checker: Checker, table: _Table, *, start: str = "trim-horizon",
                  consumer: str = "watch", limit: int = 1000, max_pages: int = 100,
                  connection: Connection | None = None, region: str | None = None) -> None:
         if start not in STARTS:
             raise ConfigurationError(f"--from must be one of {', '.join(STARTS)}, not {start!r}")
-        self.guard = guard
+        self.checker = checker
         self.region = region
         if region is not None:
             table = _in_region(table, region)
@@ -203,6 +204,13 @@ class Reader:
     def _send(self, operation: str, **params: Any) -> dict[str, Any]:
         return send(self.streams, operation, params, policy=_POLICY, error=StreamsError)
 
+    @property
+    def guard(self) -> Checker:
+        """Deprecated: :attr:`checker`; removed in the release after next."""
+        warnings.warn("Reader.guard is deprecated: use Reader.checker", DeprecationWarning,
+                      stacklevel=2)
+        return self.checker
+
     def _stream(self) -> tuple[str, str]:
         try:
             table = call(self.table.connection, "describe_table",
@@ -222,7 +230,7 @@ class Reader:
         if spec.get("StreamViewType") != "NEW_AND_OLD_IMAGES":
             raise ConfigurationError(
                 f"the stream of table {self.table.name!r} has view type "
-                f"{spec.get('StreamViewType')}; the guard needs NEW_AND_OLD_IMAGES")
+                f"{spec.get('StreamViewType')}; the stream guard needs NEW_AND_OLD_IMAGES")
         return str(arn), str(table.get("LatestStreamLabel") or arn.rsplit("/", 1)[-1])
 
     def shards(self) -> list[dict[str, Any]]:
@@ -311,7 +319,7 @@ class Reader:
             following = page.get("NextShardIterator")
             sequence = self._last_read(shard_id)
             if records:
-                result = self.guard.judge(records, table=self.table.name, region=self.region)
+                result = self.checker.judge(records, table=self.table.name, region=self.region)
                 on_batch(result)
                 if result.failed:
                     handled = [r["dynamodb"]["SequenceNumber"] for r in records]

@@ -3,7 +3,7 @@
 Each invocation receives a batch of the table's stream records (``event["Records"]``, each with
 ``eventName``, ``eventSourceARN`` and ``dynamodb``: ``Keys``, ``OldImage``, ``NewImage``,
 ``SequenceNumber``) and judges every lock value they touch on a consistent read
-(:class:`dynaunique.streams.Guard`). Findings are log events of the ``dynaunique.streams``
+(:class:`dynaunique.streams.Checker`). Findings are log events of the ``dynaunique.streams``
 logger (``stream_finding``; CloudWatch receives them once logging is configured, which the
 handler does when the Lambda runtime has not: JSON lines at ``DYNAUNIQUE_LOG_LEVEL``). It
 answers ``{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}, ...]}`` — the records it
@@ -16,7 +16,7 @@ Configuration comes from the environment: ``DYNAUNIQUE_MODULE`` (the models modu
 default), ``DYNAUNIQUE_REGIONS`` (a global table's regions, comma-separated: also read each lock
 key in every one of them and report a value granted in two, ``stream_double_grant``),
 ``DYNAUNIQUE_LOG_LEVEL`` (default ``WARNING``) and ``AWS_ENDPOINT_URL_DYNAMODB``.
-A warm container keeps its guard (models loaded once, hashed constraints confirmed so far).
+A warm container keeps its checker (models loaded once, hashed constraints confirmed so far).
 """
 
 from __future__ import annotations
@@ -24,15 +24,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from dynaunique.errors import ConfigurationError
 
-from ._guard import Guard, streams_logger
+from ._checker import Checker, streams_logger
 
 _TRUE = ("1", "true", "yes", "on")
-_guards: dict[tuple[str, str | None, bool, str], Guard] = {}
+_checkers: dict[tuple[str, str | None, bool, str], Checker] = {}
 
 
 class _JsonLines(logging.Formatter):
@@ -54,8 +55,8 @@ def _configure_logging() -> None:
     streams_logger.propagate = False
 
 
-def guard() -> Guard:
-    """The guard the environment configures (one per module, endpoint, repair setting and
+def checker() -> Checker:
+    """The checker the environment configures (one per module, endpoint, repair setting and
     regions)."""
     module = os.environ.get("DYNAUNIQUE_MODULE")
     if not module:
@@ -64,13 +65,20 @@ def guard() -> Guard:
     repair = os.environ.get("DYNAUNIQUE_REPAIR", "").strip().lower() in _TRUE
     regions = os.environ.get("DYNAUNIQUE_REGIONS", "")
     key = (module, endpoint, repair, regions)
-    if key not in _guards:
+    if key not in _checkers:
         from dynaunique._user_models import open_models  # every tool's one model loader
 
         models, _ = open_models(module, endpoint)
-        _guards[key] = Guard(models, repair=repair,
-                             regions=[r.strip() for r in regions.split(",") if r.strip()])
-    return _guards[key]
+        _checkers[key] = Checker(models, repair=repair,
+                                 regions=[r.strip() for r in regions.split(",") if r.strip()])
+    return _checkers[key]
+
+
+def guard() -> Checker:
+    """Deprecated: :func:`checker`; removed in the release after next."""
+    warnings.warn("dynaunique.streams.aws_lambda.guard() is deprecated: use checker()",
+                  DeprecationWarning, stacklevel=2)
+    return checker()
 
 
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
@@ -79,5 +87,5 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     records = event.get("Records")
     if not isinstance(records, list):
         raise ConfigurationError("not a DynamoDB Streams event: it has no Records list")
-    result = guard().judge(records)
+    result = checker().judge(records)
     return {"batchItemFailures": [{"itemIdentifier": s} for s in result.failed]}

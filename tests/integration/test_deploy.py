@@ -369,7 +369,7 @@ def test_stream_guard_repair_policy_adds_exactly_what_repair_sends(
     monkeypatch.setenv("DYNAUNIQUE_MODULE", sm.__name__)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
     monkeypatch.setenv("DYNAUNIQUE_REPAIR", "1")
-    monkeypatch.setattr(aws_lambda, "_guards", {})
+    monkeypatch.setattr(aws_lambda, "_checkers", {})
     configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     _regions.forget()   # a function's process did not create the table: its route asks first
     proxy.clear()
@@ -408,7 +408,7 @@ def test_stream_guard_lambda_policy_is_the_handler_and_lambdas_poller(
     event = _lambda_event(proxy.url, sm.TABLE)
     monkeypatch.setenv("DYNAUNIQUE_MODULE", sm.__name__)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
-    monkeypatch.setattr(aws_lambda, "_guards", {})
+    monkeypatch.setattr(aws_lambda, "_checkers", {})
     configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     proxy.clear()
     assert aws_lambda.handler(event, None) == {"batchItemFailures": []}

@@ -25,7 +25,7 @@ from support.log_events import configured_by_the_application, events
 
 from dynaunique.cli import cli
 from dynaunique.errors import ConfigurationError
-from dynaunique.streams import BatchResult, Guard, Reader, _across
+from dynaunique.streams import BatchResult, Checker, Reader, _across
 from dynaunique.testing import create_tables, replication_state, set_replication_delay
 
 #: Replication held back: nothing reaches the other replica until the test releases it.
@@ -35,8 +35,8 @@ LOCK = "UNIQ#EMAIL#ada@x.io"
 
 @pytest.fixture
 def pauses(dynaunique_db: str, monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The guard's waits for the replicas to agree: the first releases the held replication
-    (delay 0: everything in flight is applied before the next read), so the guard's first read
+    """The checker's waits for the replicas to agree: the first releases the held replication
+    (delay 0: everything in flight is applied before the next read), so the checker's first read
     of the regions surely comes before replication and its second after — on any machine."""
     waited: list[float] = []
 
@@ -99,9 +99,9 @@ def test_saves_routed_home_from_both_regions_are_never_reported(
     west = member_model("gt_quiet", WEST, dynaunique_db, home=EAST, stream=True)
     make_global(east, dynaunique_db)
     set_replication_delay(dynaunique_db, HELD)
-    guard = Guard([east], regions=[EAST, WEST], settle_seconds=10)
+    checker = Checker([east], regions=[EAST, WEST], settle_seconds=10)
     batches: list[BatchResult] = []
-    readers = [Reader(guard, guard.tables["gt_quiet"], region=r, consumer="quiet")
+    readers = [Reader(checker, checker.tables["gt_quiet"], region=r, consumer="quiet")
                for r in (EAST, WEST)]
     ada = east(pk="A", email="ada@x.io")
     ada.save()
@@ -146,7 +146,7 @@ def test_the_lambda_handler_of_the_other_region_names_both_regions(
     monkeypatch.setenv("DYNAUNIQUE_MODULE", gsm.__name__)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
     monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST}, {WEST}")
-    monkeypatch.setattr(aws_lambda, "_guards", {})
+    monkeypatch.setattr(aws_lambda, "_checkers", {})
     configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
         assert aws_lambda.handler({"Records": records}) == {"batchItemFailures": []}
@@ -159,7 +159,7 @@ def test_the_lambda_handler_of_the_other_region_names_both_regions(
 def test_a_guard_needs_two_regions_to_compare(dynaunique_db: str) -> None:
     home = member_model("gt_one", EAST, dynaunique_db, home=EAST, stream=True)
     with pytest.raises(ConfigurationError, match=r"two regions or more, not \['us-east-1'\]"):
-        Guard([home], regions=[EAST, EAST])
+        Checker([home], regions=[EAST, EAST])
 
 
 def test_a_record_written_in_another_region_beside_the_home_region_s_lock_is_named(
@@ -171,9 +171,9 @@ def test_a_record_written_in_another_region_beside_the_home_region_s_lock_is_nam
     # An application in eu-west-1 that knows nothing of locks: the record alone.
     regional_client(dynaunique_db, WEST).put_item(
         TableName="gt_record", Item={"PK": {"S": "M2"}, "email": {"S": "ada@x.io"}})
-    guard = Guard([home], regions=[EAST, WEST])
+    checker = Checker([home], regions=[EAST, WEST])
     batches: list[BatchResult] = []
-    Reader(guard, guard.tables["gt_record"], region=WEST).read_all(batches.append)
+    Reader(checker, checker.tables["gt_record"], region=WEST).read_all(batches.append)
     assert pauses == [_across.POLL_SECONDS]
     (grant,) = [g for b in batches for g in b.double_grants]
     assert [(g.region, g.holder.label, g.lock_owner) for g in grant.grants] == [

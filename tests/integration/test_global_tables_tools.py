@@ -1,6 +1,6 @@
 """The tools on a global table: ``repair`` (dynaunique/audit/_repair.py) and the stream guard's
 repair write in the home region, as the library's writes do, whichever replica the models point
-at and the check (or the guard) read."""
+at and the check (or the checker) read."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from support.global_tables import EAST, WEST, make_global, member_model, regional_client
 
 from dynaunique import audit
-from dynaunique.streams import BatchResult, Guard, Reader
+from dynaunique.streams import BatchResult, Checker, Reader
 from dynaunique.testing import replication_state, set_replication_delay
 
 LOCK = {"PK": {"S": "UNIQ#EMAIL#ada@x.io"}}
@@ -47,9 +47,9 @@ def test_the_stream_guard_s_repair_writes_in_the_home_region(dynaunique_db: str)
     regional_client(dynaunique_db, WEST).put_item(
         TableName="gt_guard_repair", Item={"PK": {"S": "M1"}, "email": {"S": "ada@x.io"}})
     set_replication_delay(dynaunique_db, 30)   # from now on nothing reaches the other replica
-    guard = Guard([away], repair=True)
+    checker = Checker([away], repair=True)
     batches: list[BatchResult] = []
-    Reader(guard, guard.tables["gt_guard_repair"]).read_all(batches.append)
+    Reader(checker, checker.tables["gt_guard_repair"]).read_all(batches.append)
     assert [(o.action.kind, o.status) for b in batches for o in b.repairs] == [
         ("put_missing", "fixed")]
     home_lock = lock_in(dynaunique_db, EAST, "gt_guard_repair")

@@ -68,7 +68,7 @@ def _racing(ws: Workspace, **kwargs: Any) -> Racing:
     project = ws.project()
     loader = project.loader()
     return Racing(loader, project.recorder(loader), project.models,
-                  client_for=project.client_for, **kwargs)
+                  connection_for=project.connection_for, **kwargs)
 
 
 def _app_moves(models: Any, pk: str, email: str) -> Callable[[], None]:
@@ -96,7 +96,7 @@ def test_a_value_changed_between_scan_and_lock_write_leaves_no_orphan(ws: Worksp
     executor.migrate()
     assert executor.fired
     # The put of UNIQ#EMAIL#user5@x.io from the stale scan was refused (its record check
-    # failed); the record was settled as it is now.
+    # failed); the record was reconciled as it is now.
     assert "UNIQ#EMAIL#user5@x.io" not in ws.locks()
     assert ws.locks() == ws.expected_locks()
     assert ws.locks()["UNIQ#EMAIL#moved@x.io"] == "ACCT#005"
@@ -478,7 +478,7 @@ def test_a_backfill_puts_each_lock_with_one_write_and_verifies_each_page_with_on
     _prepare(ws)
     project = ws.project()
     executor = project.executor(page_size=20)
-    sent, stop = _count_requests(project.client_for(TABLE).client)
+    sent, stop = _count_requests(project.connection_for(TABLE).client)
     try:
         result = executor.migrate()
     finally:
@@ -675,7 +675,7 @@ def test_a_record_another_model_recreated_before_the_lock_put_gets_no_lock_of_th
     (which declares no constraint) or an Animal in place of a Dog (which shares the lock). The
     put's check of K compared only the lock inputs, so it passed: an orphan lock naming an
     Account for an Invite, or the Animal's own lock re-put naming a Dog. The check now also
-    keeps K a record of the model it was scanned as; the refused put is settled from K as it
+    keeps K a record of the model it was scanned as; the refused put is reconciled from K as it
     is."""
     from support.invariants import assert_clean
 

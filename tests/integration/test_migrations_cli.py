@@ -211,7 +211,7 @@ def test_plan_prints_the_operations_and_sends_no_write(ws: Workspace) -> None:
     _seed(ws, 5)
     ws.deploy(email=UNIQUE_EMAIL)
     run("makemigrations", ws.module)
-    client = ws.project().client_for(TABLE).client
+    client = ws.project().connection_for(TABLE).client
     sent: list[str] = []
 
     def record(model: Any, **_: Any) -> None:

@@ -122,7 +122,7 @@ def test_a_migration_on_dask_survives_a_killed_worker_under_live_writers(
         # 4 segments at 40 WCU/s per task, 10 records a second (4 units each: a lock put and
         # its record's check, transactional), about 8 s of writes on two Dask workers, so the
         # kill lands mid-phase, in 2-second units of pages of 20 items.
-        result = run_on_dask(ws.module, client, total_segments=4, unit_seconds=2.0,
+        result = run_on_dask(ws.module, client, total_segments=4, max_seconds=2.0,
                              options=MigrationOptions(lease_seconds=2.0, max_wcu=160,
                                                       page_size=20),
                              endpoint=ws.endpoint, directory=ws.root, timeout=300,

@@ -22,8 +22,8 @@ from support.migrations_workspace import UNIQUE_EMAIL, Workspace, open_workspace
 
 from dynaunique.errors import ConfigurationError
 from dynaunique.migrations import DuplicatesFound, aws_lambda
+from dynaunique.migrations._assignments import Assignment, run_assignment
 from dynaunique.migrations._lease import Lease
-from dynaunique.migrations._units import Unit, run_unit
 from dynaunique.migrations.aws_lambda import handler
 
 TABLE = "mig_lambda_accounts"
@@ -57,7 +57,7 @@ class Context:
 
 class Function:
     """The Lambda function, as the state machine invokes it: each invocation has ``seconds``
-    to run; the first invocation for segment 0 dies mid-unit, as Lambda stops one at its
+    to run; the first invocation for segment 0 dies mid-assignment, as Lambda stops one at its
     timeout — it neither checkpoints its page nor gives its lease back, and stops renewing it."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, seconds: float = 1.0) -> None:
@@ -69,8 +69,8 @@ class Function:
         # The dying invocation's executor crashes at its 8th record, mid-page.
         crash = crash_after_records(8, when=lambda: getattr(self._dying, "on", False))
 
-        def dying_run_unit(unit: Unit, segment: int) -> dict[str, Any]:
-            return run_unit(unit, segment, progress_callback=crash)
+        def dying_run_assignment(assignment: Assignment, segment: int) -> dict[str, Any]:
+            return run_assignment(assignment, segment, progress_callback=crash)
 
         def dying_release(lease: Lease) -> None:
             if getattr(self._dying, "on", False):
@@ -82,7 +82,7 @@ class Function:
             if not getattr(self._dying, "on", False):
                 drop(lease, ident)
 
-        monkeypatch.setattr(aws_lambda, "run_unit", dying_run_unit)
+        monkeypatch.setattr(aws_lambda, "run_assignment", dying_run_assignment)
         monkeypatch.setattr(Lease, "release", dying_release)
         monkeypatch.setattr(Lease, "drop", dying_drop)
 
@@ -188,4 +188,23 @@ def test_a_bad_event_is_refused_naming_the_field_and_nothing_runs(ws: Workspace)
         with pytest.raises(ConfigurationError, match=field):
             handler(event, Context(30))
     assert ws.locks() == {}
+    assert ws.ledger() == set()
+
+
+def test_the_events_target_is_still_the_migration_to_migrate_to(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wire keeps ``target`` (deployed state machines send it; ``DYNAUNIQUE_TARGET`` in the
+    environment), which the handler hands on as ``Assignment.to_migration`` (issue 39's
+    glossary): ``zero`` with nothing applied is done, the latest is not, and the event's word
+    wins over the environment's."""
+    from dynaunique.migrations import aws_lambda
+
+    ws.seed_unique_email(3)
+    assert aws_lambda._assignment({"target": "zero"}, None).to_migration == "zero"
+    assert aws_lambda._assignment({}, None).to_migration is None
+    assert handler({"action": "status"}, Context(30))["done"] is False
+    assert handler({"action": "status", "target": "zero"}, Context(30))["done"] is True
+    monkeypatch.setenv("DYNAUNIQUE_TARGET", "zero")
+    assert handler({"action": "status"}, Context(30))["done"] is True
+    assert aws_lambda._assignment({"target": "0001"}, None).to_migration == "0001"
     assert ws.ledger() == set()

@@ -374,7 +374,7 @@ def test_a_worker_joining_as_the_last_one_leaves_gets_in(ws: Workspace) -> None:
     ws.seed_unique_email(1)
     recorder = ws.project().recorder()
     first = recorder.acquire(seconds=30, worker=(0, 2))
-    client = recorder.client.client
+    client = recorder.connection.client
 
     def leave(**_: Any) -> None:  # between the joiner's put and its update
         client.meta.events.unregister("before-call.dynamodb.UpdateItem", leave)

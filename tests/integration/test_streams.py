@@ -1,6 +1,6 @@
 """The stream guard against the local server's DynamoDB stream: ``dynaunique watch`` (through
 click's CliRunner), the :class:`~dynaunique.streams.Reader`'s checkpoints, and the
-:class:`~dynaunique.streams.Guard` fed stream records in an order of the test's choosing."""
+:class:`~dynaunique.streams.Checker` fed stream records in an order of the test's choosing."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from support.log_events import configured_by_the_application, events
 from support.tables import raw_tables, scan_all
 
 from dynaunique.cli import cli
-from dynaunique.streams import BatchResult, Guard, Reader
+from dynaunique.streams import BatchResult, Checker, Reader
 
 MODULE = sm.__name__
 Account = sm.StreamAccount
@@ -178,9 +178,9 @@ def test_a_hashed_lock_deleted_by_hand_is_found_and_its_value_is_never_logged(
     raw.delete_item(TableName=TABLE, Key=sm.lock_pk(key))
     raw.put_item(TableName=TABLE, Item={**sm.account_key("ACCT#2"), "email": {"S": "b@x.io"},
                                         "phone": {"S": "+15550002"}})
-    guard = Guard(sm.MODELS)
+    checker = Checker(sm.MODELS)
     with caplog.at_level(logging.DEBUG, logger="dynaunique"):
-        result = guard.judge(stream_records(dynaunique_db), table=TABLE)
+        result = checker.judge(stream_records(dynaunique_db), table=TABLE)
     found = {(f.kind, f.constraint, f.hashed, f.value) for f in result.findings}
     assert found == {("missing", "PHONE", True, None), ("missing", "EMAIL", False, "b@x.io")}
     assert sum(f.lock_key == key for f in result.findings) == 1
@@ -206,14 +206,14 @@ def test_interleaved_records_of_valid_transactions_give_no_finding(
     Account.get("ACCT#1", "PROFILE").delete()                                       # T4
     records = stream_records(dynaunique_db)
     assert len(records) == 3 + 3 + 3 + 3
-    guard = Guard(sm.MODELS)
+    checker = Checker(sm.MODELS)
     # Each transaction's records one at a time, the others' in between, newest first: a
     # record's INSERT without its lock's, a lock's REMOVE without its record's, ...
     interleaved = [records[i] for i in (9, 3, 6, 0, 10, 4, 7, 1, 11, 5, 8, 2)]
     for record in interleaved:
-        result = guard.judge([record], table=TABLE)
+        result = checker.judge([record], table=TABLE)
         assert (result.findings, result.failed) == ((), ()), record["dynamodb"]["Keys"]
-    assert guard.judge(interleaved, table=TABLE).findings == ()
+    assert checker.judge(interleaved, table=TABLE).findings == ()
 
 
 def test_a_record_judged_alone_between_two_writes_gives_no_finding(
@@ -221,15 +221,15 @@ def test_a_record_judged_alone_between_two_writes_gives_no_finding(
     Account(pk="ACCT#1", email="ada@x.io").save()
     (insert, _lock) = sorted(stream_records(dynaunique_db),
                              key=lambda r: r["dynamodb"]["Keys"]["PK"]["S"])
-    guard = Guard(sm.MODELS)
+    checker = Checker(sm.MODELS)
     # The record's INSERT, judged before its lock's record arrives: the lock is there.
-    assert guard.judge([insert], table=TABLE).findings == ()
+    assert checker.judge([insert], table=TABLE).findings == ()
     # The table moves on between two records: the old image's value is now free, the record
     # gone — judged on what is stored now, still nothing.
     Account.get("ACCT#1", "PROFILE").delete()
-    assert guard.judge([insert], table=TABLE).findings == ()
+    assert checker.judge([insert], table=TABLE).findings == ()
     # And what happened since is judged from its own records.
-    assert guard.judge(after(stream_records(dynaunique_db), 2), table=TABLE).findings == ()
+    assert checker.judge(after(stream_records(dynaunique_db), 2), table=TABLE).findings == ()
 
 
 # --- checkpoints: a restart neither misses nor repeats --------------------------------------------
@@ -238,7 +238,7 @@ def test_a_record_judged_alone_between_two_writes_gives_no_finding(
 def _judged(reader: Reader) -> list[str]:
     """Run ``reader`` once; the sequence numbers of the records it judged (checkpoints aside)."""
     seen: list[str] = []
-    original = reader.guard.judge
+    original = reader.checker.judge
 
     def judge(records: Any, *, table: str | None = None,
               region: str | None = None) -> BatchResult:
@@ -246,14 +246,14 @@ def _judged(reader: Reader) -> list[str]:
                     if not r["dynamodb"]["Keys"]["PK"]["S"].startswith("UNIQ#~"))
         return original(records, table=table, region=region)
 
-    reader.guard.judge = judge  # type: ignore[method-assign]
+    reader.checker.judge = judge  # type: ignore[method-assign]
     reader.read_all(lambda result: None)
     return seen
 
 
 def _reader(**options: Any) -> Reader:
-    guard = Guard(sm.MODELS)
-    return Reader(guard, guard.tables[TABLE], **options)
+    checker = Checker(sm.MODELS)
+    return Reader(checker, checker.tables[TABLE], **options)
 
 
 def test_a_restarted_reader_resumes_from_its_checkpoint(raw: Any, dynaunique_db: str) -> None:
@@ -280,14 +280,14 @@ def test_a_record_that_failed_is_read_again_and_those_before_it_are_not(
                                             "email": {"S": f"u{n}@x.io"}})
     sequences = [r["dynamodb"]["SequenceNumber"] for r in stream_records(dynaunique_db)]
     reader = _reader()
-    original = reader.guard.judge
+    original = reader.checker.judge
 
     def failing(records: Any, *, table: str | None = None,
                 region: str | None = None) -> BatchResult:
         result = original(records, table=table, region=region)
         return attrs.evolve(result, failed=(sequences[1],))
 
-    reader.guard.judge = failing  # type: ignore[method-assign]
+    reader.checker.judge = failing  # type: ignore[method-assign]
     assert reader.read_all(lambda result: None) is False
     assert _judged(_reader()) == sequences[1:]
 
@@ -333,13 +333,13 @@ def test_repair_of_a_hashed_missing_lock_waits_for_the_secret_to_be_confirmed(
         raw: Any, dynaunique_db: str) -> None:
     raw.put_item(TableName=TABLE, Item={**sm.account_key("ACCT#2"), "email": {"S": "b@x.io"},
                                         "phone": {"S": "+15550002"}})
-    guard = Guard(sm.MODELS, repair=True)
-    refused = guard.judge(stream_records(dynaunique_db), table=TABLE)
+    checker = Checker(sm.MODELS, repair=True)
+    refused = checker.judge(stream_records(dynaunique_db), table=TABLE)
     assert refused.repairs == () and refused.refused is not None
     assert "PHONE" in refused.refused and "+1555" not in refused.refused
     # A lock the current secret made is read: the secret is confirmed, the repair goes out.
     Account(pk="ACCT#1", email="ada@x.io", phone="+15550001").save()
-    done = guard.judge(stream_records(dynaunique_db), table=TABLE)
+    done = checker.judge(stream_records(dynaunique_db), table=TABLE)
     assert done.refused is None
     assert sorted(r.status for r in done.repairs) == ["fixed", "fixed"]
     assert_clean(sm.MODELS, dynaunique_db)
@@ -366,13 +366,13 @@ def _lambda_event(records: list[dict[str, Any]], arn: str) -> dict[str, Any]:
 
 def _handled(event: dict[str, Any], endpoint: str, monkeypatch: pytest.MonkeyPatch,
              caplog: pytest.LogCaptureFixture) -> Any:
-    """The Lambda handler's answer to ``event`` (a fresh guard of ``MODULE`` at ``endpoint``),
+    """The Lambda handler's answer to ``event`` (a fresh checker of ``MODULE`` at ``endpoint``),
     its WARNING events in ``caplog``."""
     from dynaunique.streams import aws_lambda
 
     monkeypatch.setenv("DYNAUNIQUE_MODULE", MODULE)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
-    monkeypatch.setattr(aws_lambda, "_guards", {})
+    monkeypatch.setattr(aws_lambda, "_checkers", {})
     # The application's logging is configured (here: pytest's), so the handler adds none.
     configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
@@ -428,7 +428,7 @@ def test_the_lambda_handler_logs_json_lines_when_nothing_else_is_configured(
     arn = raw.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
     monkeypatch.setenv("DYNAUNIQUE_MODULE", MODULE)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
-    monkeypatch.setattr(aws_lambda, "_guards", {})
+    monkeypatch.setattr(aws_lambda, "_checkers", {})
     monkeypatch.setattr(aws_lambda.streams_logger, "handlers", [])
     monkeypatch.setattr(aws_lambda.streams_logger, "propagate", True)
     monkeypatch.setattr(aws_lambda.streams_logger, "level", logging.NOTSET)
@@ -452,12 +452,12 @@ def test_a_change_that_keeps_the_records_lock_keys_costs_no_read(
     ada.refresh()
     ada.username = "countess"
     ada.save()
-    guard = Guard(sm.MODELS)
+    checker = Checker(sm.MODELS)
     untouched, moved = after(stream_records(dynaunique_db), before)[:1], after(
         stream_records(dynaunique_db), before + 1)
-    assert guard.judge(untouched, table=TABLE).cost.total == 0
+    assert checker.judge(untouched, table=TABLE).cost.total == 0
     # A moved handle: the record's MODIFY names the old and new HANDLE keys, not EMAIL's.
-    result = guard.judge(moved, table=TABLE)
+    result = checker.judge(moved, table=TABLE)
     assert (result.findings, result.cost.count("TransactGetItems")) == ((), 2)
 
 
@@ -500,6 +500,6 @@ def test_a_record_whose_reads_fail_is_failed_and_the_others_are_judged(
         # Every read of u1's lock is dropped: the retries run out, that record is retried.
         proxy.inject(Fault.DROP_BEFORE, times=100, operations=frozenset({"TransactGetItems"}),
                      when=lambda _, body: "UNIQ#EMAIL#u1@x.io" in json.dumps(body))
-        result = Guard(sm.MODELS).judge(records, table=TABLE)
+        result = Checker(sm.MODELS).judge(records, table=TABLE)
     assert result.failed == (records[0]["dynamodb"]["SequenceNumber"],)
     assert [(f.kind, f.lock_key) for f in result.findings] == [("missing", "UNIQ#EMAIL#u2@x.io")]

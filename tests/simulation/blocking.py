@@ -201,16 +201,16 @@ class _Lease:
 def backfill(models: tuple[Any, ...], model: Any, table: str) -> Any:
     """A migration's fill of ``model``'s first constraint over ``table``, one segment of one
     page: the segment runner the executor runs (scan the page, put each record's lock, verify
-    with a batch read, settle what moved, re-check the conflicts) and its lock writes."""
+    with a batch read, reconcile what moved, re-check the conflicts) and its lock writes."""
     from dynaunique._transport.connection import connection_for
     from dynaunique.migrations._dynamo import TableKeys
     from dynaunique.migrations._kinds import PhaseKind
     from dynaunique.migrations._ledger import Progress
     from dynaunique.migrations._lockwrites import delete_lock, put_locks
     from dynaunique.migrations._phase import phase_run
+    from dynaunique.migrations._reconcile import Keeper
     from dynaunique.migrations._report import SilentReporter
     from dynaunique.migrations._segments import SegmentRunner
-    from dynaunique.migrations._settle import Keeper
     from dynaunique.migrations.operations import Phase
     from dynaunique.migrations.state import ConstraintState
 

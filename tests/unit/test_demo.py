@@ -100,3 +100,17 @@ def test_demo_command_refuses_a_single_racer() -> None:
     result = CliRunner().invoke(cli, ["demo", "--racers", "1"])
     assert result.exit_code == 2
     assert "--racers" in result.output
+
+
+def test_the_demo_runs_on_the_endpoints_target_and_describes_it() -> None:
+    """The demo holds the one endpoint ``Target`` (issue 39: its copy with an ``embedded``
+    field is gone) and its own flag for the server it started."""
+    from dynaunique._transport.endpoint import LOCAL_CREDENTIALS, Target
+
+    local = Target("http://127.0.0.1:8000", "us-east-1", LOCAL_CREDENTIALS)
+    assert demo.describe(local, embedded=True) == \
+        "the embedded local server at http://127.0.0.1:8000 (moto, requests serialized)"
+    assert demo.describe(local, embedded=False) == "http://127.0.0.1:8000 (region us-east-1)"
+    remote = demo.remote_target("http://127.0.0.1:8000")  # signed as the environment says
+    assert type(remote) is Target and remote.endpoint == "http://127.0.0.1:8000"
+    assert not hasattr(demo, "Target")

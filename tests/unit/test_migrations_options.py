@@ -4,6 +4,7 @@ progress callback; the keyword arguments it replaced, deprecated. No server."""
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -143,7 +144,7 @@ def test_the_executors_old_keywords_and_reporter_still_work_deprecated() -> None
 
     from dynaunique.migrations import MigrationExecutor
 
-    ledger = SimpleNamespace(table="t", keys=None, client=None, app="a")  # no cap: no read
+    ledger = SimpleNamespace(table="t", keys=None, connection=None, app="a")  # no cap: no read
     with pytest.warns(DeprecationWarning, match=r"MigrationExecutor\(\.\.\., page_size=10, "
                       r"segments=2\) is deprecated"):
         executor = MigrationExecutor(None, ledger, {}, page_size=10,  # type: ignore[arg-type]
@@ -164,3 +165,67 @@ def test_the_executors_old_keywords_and_reporter_still_work_deprecated() -> None
     assert notes == ["Applying 0001"]
     with pytest.raises(InvalidOptionError, match="no such migration option: pagesize"):
         MigrationExecutor(None, ledger, {}, pagesize=10)  # type: ignore[arg-type]
+
+
+def test_client_names_a_botocore_client_only_the_old_names_warn() -> None:
+    """Issue 39's glossary: a PynamoDB connection is a ``connection``; the old names still
+    work for a release, each with a DeprecationWarning naming the new one."""
+    from types import SimpleNamespace
+
+    from dynaunique.migrations import MigrationExecutor
+    from dynaunique.migrations.project import Project
+    from dynaunique.migrations.recorder import MigrationRecorder, TableKeys
+
+    connection = SimpleNamespace(client="botocore client")
+    recorder = MigrationRecorder(connection, TableKeys("t", "PK", "SK"), "a")
+    assert recorder.connection is connection
+    with pytest.warns(DeprecationWarning, match=r"MigrationRecorder\.client is deprecated: use "
+                      r"MigrationRecorder\.connection"):
+        assert recorder.client is connection
+    executor = MigrationExecutor(None, recorder, {})  # type: ignore[arg-type]
+    assert executor.connection_for("t") is connection
+    tables: list[str] = []
+
+    def old(table: str) -> Any:
+        tables.append(table)
+        return "other"
+
+    with pytest.warns(DeprecationWarning, match=r"client_for=\.\.\.\) is deprecated: pass "
+                      "connection_for="):
+        executor = MigrationExecutor(None, recorder, {}, client_for=old)  # type: ignore[arg-type]
+    assert executor.connection_for("u") == "other" and tables == ["u"]
+    project = Project("no_models_here", [], migrations_dir=Path("dynamigrations"))
+    with pytest.raises(ConfigurationError, match="no_models_here has no models"):
+        project.connection_for("t")
+    with pytest.warns(DeprecationWarning, match=r"Project\.client_for\(\) is deprecated: use "
+                      r"Project\.connection_for\(\)"), \
+            pytest.raises(ConfigurationError, match="no_models_here has no models"):
+        project.client_for("t")
+
+
+def test_the_rounds_constant_is_named_for_reconcile_the_old_name_warns() -> None:
+    from dynaunique.migrations import executor
+
+    assert executor.MAX_RECONCILE_ROUNDS == 8
+    with pytest.warns(DeprecationWarning, match=r"executor\.MAX_SETTLE_ROUNDS is deprecated: "
+                      "use MAX_RECONCILE_ROUNDS"):
+        assert executor.MAX_SETTLE_ROUNDS == 8
+    with pytest.raises(AttributeError, match="has no attribute 'MAX_SETTLE'"):
+        executor.MAX_SETTLE  # noqa: B018
+
+
+def test_run_on_dasks_time_bound_is_max_seconds_the_old_keyword_warns() -> None:
+    """``unit_seconds=`` (a task's time bound, named after the migrations' old ``Unit``) is
+    ``max_seconds=``, as ``migrate --max-seconds``; the old keyword warns, then runs as before
+    (here: to the refusal of zero segments, before any cluster is reached)."""
+    pytest.importorskip("distributed")
+    from dynaunique.migrations import run_on_dask
+
+    with pytest.warns(DeprecationWarning, match=r"run_on_dask\(\.\.\., unit_seconds=\.\.\.\) is "
+                      "deprecated: pass max_seconds="), \
+            pytest.raises(MigrationError, match="total_segments must be between 1 and 1000"):
+        run_on_dask("m", "tcp://127.0.0.1:1", total_segments=0, unit_seconds=5.0,
+                    options=MigrationOptions())
+    with pytest.raises(MigrationError, match="total_segments must be between 1 and 1000"):
+        run_on_dask("m", "tcp://127.0.0.1:1", total_segments=0, max_seconds=5.0,
+                    options=MigrationOptions())

@@ -181,7 +181,7 @@ class FakeStreams:
         return {"Records": [self.record(s) for s in page], "NextShardIterator": following}
 
 
-class RecordingGuard:
+class RecordingChecker:
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
 
@@ -191,10 +191,10 @@ class RecordingGuard:
         return BatchResult(len(self.batches[-1]), (), (), (), None, Cost())
 
 
-def reader(ledger: FakeTable, streams: FakeStreams, guard: RecordingGuard,
+def reader(ledger: FakeTable, streams: FakeStreams, checker: RecordingChecker,
            start: str = "trim-horizon") -> Reader:
     table = _Table("accounts", ledger, (), "PK", "SK", None, frozenset())
-    return Reader(guard, table, start=start, connection=streams)  # type: ignore[arg-type]
+    return Reader(checker, table, start=start, connection=streams)  # type: ignore[arg-type]
 
 
 def lineage() -> FakeStreams:
@@ -207,9 +207,9 @@ def lineage() -> FakeStreams:
 
 
 def test_parents_are_read_to_their_end_before_their_children() -> None:
-    ledger, streams, guard = FakeTable(), lineage(), RecordingGuard()
-    assert reader(ledger, streams, guard).read_all(lambda result: None) is True
-    assert guard.batches == [["10", "11"], ["12"], ["30", "31"], ["32"]]
+    ledger, streams, checker = FakeTable(), lineage(), RecordingChecker()
+    assert reader(ledger, streams, checker).read_all(lambda result: None) is True
+    assert checker.batches == [["10", "11"], ["12"], ["30", "31"], ["32"]]
     positions = {k.rsplit("#", 1)[-1]: v["ledger"]["M"] for k, v in ledger.items.items()}
     assert positions["parent"]["done"] == {"BOOL": True}
     assert positions["parent"]["sequence"] == {"S": "12"}
@@ -222,62 +222,62 @@ def test_parents_are_read_to_their_end_before_their_children() -> None:
 
 def test_a_restart_reads_only_what_came_after_its_checkpoints() -> None:
     ledger, streams = FakeTable(), lineage()
-    reader(ledger, streams, RecordingGuard()).read_all(lambda result: None)
+    reader(ledger, streams, RecordingChecker()).read_all(lambda result: None)
     streams.shards["child"]["records"].append("33")
-    again = RecordingGuard()
+    again = RecordingChecker()
     reader(ledger, streams, again).read_all(lambda result: None)
     assert again.batches == [["33"]]
 
 
 def test_latest_skips_closed_shards_and_what_an_open_one_holds() -> None:
-    ledger, streams, guard = FakeTable(), lineage(), RecordingGuard()
-    first = reader(ledger, streams, guard, start="latest")
+    ledger, streams, checker = FakeTable(), lineage(), RecordingChecker()
+    first = reader(ledger, streams, checker, start="latest")
     first.read_all(lambda result: None)
-    assert guard.batches == []
+    assert checker.batches == []
     streams.shards["child"]["records"].append("33")
     first.read_all(lambda result: None)     # the same reader keeps its iterator
-    assert guard.batches == [["33"]]
+    assert checker.batches == [["33"]]
 
 
 def test_an_expired_iterator_is_taken_again_from_the_position() -> None:
-    ledger, streams, guard = FakeTable(), lineage(), RecordingGuard()
-    first = reader(ledger, streams, guard)
+    ledger, streams, checker = FakeTable(), lineage(), RecordingChecker()
+    first = reader(ledger, streams, checker)
     first.read_all(lambda result: None)
     streams.shards["child"]["records"].append("33")
     streams.expire_next = True
     first.read_all(lambda result: None)
-    assert guard.batches[-1] == ["33"]
+    assert checker.batches[-1] == ["33"]
 
 
 def test_trimmed_records_stop_the_reader_with_what_to_do() -> None:
     streams = lineage()
     streams.trimmed = True
     with pytest.raises(StreamsError, match=r"were trimmed .* run dynaunique check"):
-        reader(FakeTable(), streams, RecordingGuard()).read_all(lambda result: None)
+        reader(FakeTable(), streams, RecordingChecker()).read_all(lambda result: None)
 
 
 def test_a_second_consumer_of_the_same_name_is_refused() -> None:
     from dynaunique.errors import ConfigurationError
 
     ledger, streams = FakeTable(), lineage()
-    stale = reader(ledger, streams, RecordingGuard())
+    stale = reader(ledger, streams, RecordingChecker())
     stale.checkpoints.get("child")
     stale._stored["child"] = None
-    reader(ledger, streams, RecordingGuard()).read_all(lambda result: None)
+    reader(ledger, streams, RecordingChecker()).read_all(lambda result: None)
     with pytest.raises(ConfigurationError, match="another consumer of that name"):
         stale._checkpoint(Position("child", "31"))
 
 
 def test_a_pass_reads_at_most_max_pages_of_a_shard_and_the_next_goes_on() -> None:
-    ledger, streams, guard = FakeTable(), lineage(), RecordingGuard()
+    ledger, streams, checker = FakeTable(), lineage(), RecordingChecker()
     streams.shards["child"]["records"].extend(str(n) for n in range(33, 40))
     table = _Table("accounts", ledger, (), "PK", "SK", None, frozenset())
-    bounded = Reader(guard, table, max_pages=3, connection=streams)  # type: ignore[arg-type]
+    bounded = Reader(checker, table, max_pages=3, connection=streams)  # type: ignore[arg-type]
     bounded.read_all(lambda result: None)
     # The parent's third read is its end (no page counted); the child stops after three pages.
-    assert guard.batches == [["10", "11"], ["12"], ["30", "31"], ["32", "33"], ["34", "35"]]
+    assert checker.batches == [["10", "11"], ["12"], ["30", "31"], ["32", "33"], ["34", "35"]]
     bounded.read_all(lambda result: None)
-    assert guard.batches[5:] == [["36", "37"], ["38", "39"]]
+    assert checker.batches[5:] == [["36", "37"], ["38", "39"]]
 
 
 # --- a double grant (dynaunique/streams/_across.py) -----------------------------------------------
@@ -307,3 +307,31 @@ def test_a_double_grant_names_each_region_and_what_it_granted() -> None:
     hashed = DoubleGrant("accounts", "UNIQ#PHONE#x", "PHONE", None, True, grant.grants)
     assert hashed.message.startswith("PHONE (hashed) was granted in 2 regions")
     assert hashed.to_dict()["value"] is None
+
+
+# --- the class's old name (issue 39: Guard → Checker) ---------------------------------------------
+
+
+def test_the_old_guard_names_still_work_with_a_deprecation_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dynaunique.streams as streams
+    from dynaunique.errors import ConfigurationError
+    from dynaunique.streams import Checker, aws_lambda
+
+    with pytest.warns(DeprecationWarning, match=r"dynaunique\.streams\.Guard is deprecated: use "
+                      r"dynaunique\.streams\.Checker"):
+        from dynaunique.streams import Guard  # type: ignore[attr-defined]
+    assert Guard is Checker
+    assert "Guard" not in streams.__all__ and "Checker" in streams.__all__
+    with pytest.raises(AttributeError, match="has no attribute 'Guardian'"):
+        streams.Guardian  # noqa: B018
+    checker = RecordingChecker()
+    old = reader(FakeTable(), lineage(), checker)
+    assert old.checker is checker
+    with pytest.warns(DeprecationWarning, match=r"Reader\.guard is deprecated: use "
+                      r"Reader\.checker"):
+        assert old.guard is checker
+    monkeypatch.delenv("DYNAUNIQUE_MODULE", raising=False)
+    with pytest.warns(DeprecationWarning, match=r"aws_lambda\.guard\(\) is deprecated: use "
+                      r"checker\(\)"), pytest.raises(ConfigurationError, match="DYNAUNIQUE_MODULE"):
+        aws_lambda.guard()

@@ -2,7 +2,7 @@
 
 The package is the CLI's, not the library's API. Its modules, one job each:
 
-- ``target``: where the demo runs (endpoint, region, credentials);
+- ``target``: where the demo runs (an endpoint ``Target``), described for the reader;
 - ``cast``: the README's ``Account`` model and the accounts of the story;
 - ``tables``: the two demo tables, created, read back and deleted;
 - ``wire``: the requests captured on the wire, summarized item by item;
@@ -27,7 +27,7 @@ from dynaunique.cli._demo.race import RaceOutcome, RaceReport, RaceRound
 from dynaunique.cli._demo.scenario import DEFAULT_RACERS, DEFAULT_ROUNDS, Demo
 from dynaunique.cli._demo.target import (
     DemoUnavailableError,
-    Target,
+    describe,
     is_loopback,
     moto_available,
     region_for,
@@ -47,8 +47,8 @@ __all__ = [
     "RaceReport",
     "RaceRound",
     "Sent",
-    "Target",
     "comparable",
+    "describe",
     "is_loopback",
     "moto_available",
     "open_demo",
@@ -80,11 +80,10 @@ def open_demo(endpoint: str | None, *, racers: int = DEFAULT_RACERS,
             from dynaunique.testing import local_dynamodb
 
             url = stack.enter_context(local_dynamodb())
-            decided = target_for(url)  # the one decision: a server on this machine
-            target = Target(url, decided.region, embedded=True, credentials=decided.credentials)
+            target = target_for(url)  # the one decision: a server on this machine
         else:
             target = remote_target(endpoint)
-        demo = Demo(target, racers=racers, rounds=rounds)
+        demo = Demo(target, embedded=endpoint is None, racers=racers, rounds=rounds)
         with demo.recorder:
             try:
                 demo.tables.create()
@@ -92,7 +91,7 @@ def open_demo(endpoint: str | None, *, racers: int = DEFAULT_RACERS,
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
                     PynamoDBException) as exc:
                 raise DemoUnavailableError(
-                    f"DynamoDB at {target.description} failed: {exc}"
+                    f"DynamoDB at {demo.description} failed: {exc}"
                 ) from exc
             finally:
                 demo.tables.delete()

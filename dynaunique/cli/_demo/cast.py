@@ -10,7 +10,7 @@ from dynaunique.constraints import UniqueConstraint
 from dynaunique.model import Model
 
 if TYPE_CHECKING:
-    from dynaunique.cli._demo.target import Target
+    from dynaunique._transport.endpoint import Target
 
 ADA_KEY = "ACCT#a1f9c3"
 ADA_EMAIL = "ada@lovelace.io"

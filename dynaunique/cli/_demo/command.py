@@ -40,7 +40,7 @@ def demo(endpoint: str | None, racers: int, rounds: int, verbose: bool) -> None:
     problems: list[str] = []
     try:
         with scenario.open_demo(endpoint, racers=racers, rounds=rounds) as run:
-            say(console, f"dynaunique demo against {run.target.description}", "bold")
+            say(console, f"dynaunique demo against {run.description}", "bold")
             say(console, f"tables: {run.table} (records and locks), {run.naive_table} "
                          "(the naive pattern); both are deleted at the end.")
             for report in run.story():

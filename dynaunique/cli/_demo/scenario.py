@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dynaunique._lock.locks import CONSTRAINT_ATTR, MODEL_ATTR, OWNER_ATTR, VALUE_ATTR, untyped
+from dynaunique._transport.endpoint import Target
 from dynaunique.cli._demo.cast import (
     ADA_EMAIL,
     ADA_KEY,
@@ -35,7 +36,7 @@ from dynaunique.cli._demo.reports import (
     ViolationReport,
 )
 from dynaunique.cli._demo.tables import DemoTables
-from dynaunique.cli._demo.target import Target
+from dynaunique.cli._demo.target import describe
 from dynaunique.cli._demo.wire import WireRecorder
 from dynaunique.errors import UniqueViolation
 
@@ -54,13 +55,15 @@ class Demo:
     them again.
     """
 
-    def __init__(self, target: Target, *, racers: int = DEFAULT_RACERS,
-                 rounds: int = DEFAULT_ROUNDS) -> None:
+    def __init__(self, target: Target, *, embedded: bool = False,
+                 racers: int = DEFAULT_RACERS, rounds: int = DEFAULT_ROUNDS) -> None:
         if racers < 2:
             raise ValueError("a race needs at least two racers")
         if rounds < 1:
             raise ValueError("the race needs at least one round")
         self.target = target
+        #: Whether ``target`` is the embedded local server the demo started itself.
+        self.embedded = embedded
         self.racers = racers
         self.rounds = rounds
         self.tables = DemoTables(target, racers=racers)
@@ -69,6 +72,11 @@ class Demo:
         self.naive_table = self.tables.naive_table
         self.recorder = WireRecorder(self.tables.client)
         self._ada: DemoAccount | None = None
+
+    @property
+    def description(self) -> str:
+        """One line naming where the demo runs."""
+        return describe(self.target, embedded=self.embedded)
 
     @property
     def cleanup_errors(self) -> list[str]:

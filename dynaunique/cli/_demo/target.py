@@ -1,14 +1,14 @@
-"""Where the demo runs: the DynamoDB endpoint, its region and the credentials to sign with."""
+"""Where the demo runs: a :class:`dynaunique._transport.endpoint.Target` (the DynamoDB endpoint,
+its region and the credentials to sign with), described for the reader."""
 
 from __future__ import annotations
 
 import importlib.util
 
-import attrs
-
 from dynaunique._transport.endpoint import (
     LOCAL_CREDENTIALS,
     LOCAL_REGION,
+    Target,
     configured_region,
     is_loopback,
     region_in_url,
@@ -16,7 +16,7 @@ from dynaunique._transport.endpoint import (
 )
 from dynaunique.errors import ConfigurationError
 
-__all__ = ["LOCAL_CREDENTIALS", "DemoUnavailableError", "Target", "is_loopback",
+__all__ = ["LOCAL_CREDENTIALS", "DemoUnavailableError", "describe", "is_loopback",
            "moto_available", "region_for", "remote_target"]
 
 
@@ -25,24 +25,12 @@ class DemoUnavailableError(ConfigurationError):
     DynamoDB there failed (unreachable, access denied)."""
 
 
-@attrs.frozen
-class Target:
-    """The DynamoDB the demo talks to."""
-
-    #: The endpoint URL.
-    endpoint: str
-    region: str
-    #: Whether this is the embedded local server the demo started itself.
-    embedded: bool
-    #: Explicit (key id, secret) or None for the usual AWS credential chain.
-    credentials: tuple[str, str] | None = None
-
-    @property
-    def description(self) -> str:
-        """One line naming the target."""
-        if self.embedded:
-            return f"the embedded local server at {self.endpoint} (moto, requests serialized)"
-        return f"{self.endpoint} (region {self.region})"
+def describe(target: Target, *, embedded: bool) -> str:
+    """One line naming where the demo runs; ``embedded``: the local server the demo started
+    itself."""
+    if embedded:
+        return f"the embedded local server at {target.endpoint} (moto, requests serialized)"
+    return f"{target.endpoint} (region {target.region})"
 
 
 def region_for(endpoint: str | None) -> str:
@@ -65,8 +53,7 @@ def remote_target(endpoint: str) -> Target:
         that is not on this machine.
     """
     try:
-        decided = target_for(endpoint)
+        return target_for(endpoint)
     except ConfigurationError as exc:
         raise DemoUnavailableError(f"{exc}; or run the demo without --endpoint to use the "
                                    "embedded server") from exc
-    return Target(endpoint, decided.region, embedded=False, credentials=decided.credentials)

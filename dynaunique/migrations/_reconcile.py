@@ -1,5 +1,5 @@
 """Keeping one record's lock right while the application keeps writing: write, then read the
-record again, until a read agrees with the last write (:meth:`Keeper.settle` says why that is
+record again, until a read agrees with the last write (:meth:`Keeper.reconcile` says why that is
 enough; docs/migrations.md tells the whole story).
 """
 
@@ -26,7 +26,7 @@ from dynaunique.migrations._phase import Segment
 
 #: How often one record is re-read and re-written before giving up on it (a record rewritten
 #: faster than a round trip, for seconds on end).
-MAX_SETTLE_ROUNDS = 8
+MAX_RECONCILE_ROUNDS = 8
 
 #: ``put(seg, [(owner, lock, record as read), ...])`` and ``delete(seg, lock key, owner)``: the
 #: executor's lock writes (:mod:`._lockwrites`, through the executor so a test can act at that
@@ -37,7 +37,7 @@ Delete = Callable[..., DeleteOutcome]
 
 
 class Keeper:
-    """Settles records' locks of one phase with the lock writes it is given."""
+    """Reconciles records' locks of one phase with the lock writes it is given."""
 
     def __init__(self, put: Put, delete: Delete, tick: Callable[[], None]) -> None:
         self.put = put
@@ -45,8 +45,8 @@ class Keeper:
         #: Called after each record a page processed (a `record` progress event).
         self.tick = tick
 
-    def settle(self, seg: Segment, owner: TypedKey, written: set[str],
-               depth: int = 0, stamps: Mapping[str, str] | None = None) -> Conflict | None:
+    def reconcile(self, seg: Segment, owner: TypedKey, written: set[str],
+                  depth: int = 0, stamps: Mapping[str, str] | None = None) -> Conflict | None:
         """Make ``owner``'s lock right: present iff the record requires it, gone otherwise.
 
         ``written`` are lock keys this run has put for the record; ``stamps`` the ``created``
@@ -63,7 +63,7 @@ class Keeper:
         """
         run = seg.run
         made = dict(stamps or {})
-        for _ in range(MAX_SETTLE_ROUNDS):
+        for _ in range(MAX_RECONCILE_ROUNDS):
             current = read(run, owner)
             required = run.required(current)
             wrote = False
@@ -101,18 +101,18 @@ class Keeper:
         holder = lock.get(OWNER_ATTR, {}).get("M") if lock is not None else None
         holder_model = lock.get(MODEL_ATTR, {}).get("S") if lock is not None else None
         if holder is None:  # the lock vanished in between: try again
-            return self.settle(seg, owner, set(), depth + 1)
+            return self.reconcile(seg, owner, set(), depth + 1)
         if holder_model == run.phase.model:
             released = self.release_if_stale(seg, holder, ref.key)
             if isinstance(released, Conflict):
                 return released
             if released:
-                return self.settle(seg, owner, set(), depth + 1)
+                return self.reconcile(seg, owner, set(), depth + 1)
         # The holder requires the value: a duplicate, if this record still requires it too.
         current = read(run, owner)
         required = run.required(current)
         if required is None or required.key != ref.key:
-            return self.settle(seg, owner, set(), depth + 1)
+            return self.reconcile(seg, owner, set(), depth + 1)
         seg.count(duplicates=1)
         return Conflict(model=run.phase.model, constraint=run.name, lock=ref.key,
                         record=dict(owner), holder=dict(holder), holder_model=holder_model,
@@ -124,7 +124,7 @@ class Keeper:
         the holder requires it again but another record took it meanwhile."""
         run = seg.run
         deleted = False
-        for _ in range(MAX_SETTLE_ROUNDS):
+        for _ in range(MAX_RECONCILE_ROUNDS):
             current = read(run, holder)
             required = run.required(current)
             if required is not None and required.key == key:
@@ -161,23 +161,23 @@ class Keeper:
             if owner is None:
                 return None
         # The write in flight may have been a put or a delete: reconcile the lock with the
-        # owner as it is now — put it if required (settle puts keys it has not written), delete
-        # it otherwise (settle deletes written keys the record does not require) — and verify.
+        # owner as it is now — put it if required (reconcile puts keys it has not written), delete
+        # it otherwise (reconcile deletes written keys the record does not require) — and verify.
         required = run.required(read(run, owner))
         if required is not None and required.key == pending.lock:
-            return self.settle(seg, owner, set())
-        return self.settle(seg, owner, {pending.lock})
+            return self.reconcile(seg, owner, set())
+        return self.reconcile(seg, owner, {pending.lock})
 
     def recheck(self, seg: Segment, conflict: Conflict) -> list[Conflict]:
-        """Re-examine a stored duplicate after the user fixed data: settle the record that
+        """Re-examine a stored duplicate after the user fixed data: reconcile the record that
         lacked the lock and (same model) the holder, whatever their values are now."""
         out = []
-        result = self.settle(seg, conflict.record, set())
+        result = self.reconcile(seg, conflict.record, set())
         if result is not None:
             out.append(result)
         if conflict.holder is not None and conflict.holder_model == seg.run.phase.model:
             # The holder may have been changed with a write that bypassed the locks.
-            result = self.settle(seg, conflict.holder, set())
+            result = self.reconcile(seg, conflict.holder, set())
             if result is not None:
                 out.append(result)
         return out

@@ -1,6 +1,7 @@
-"""The stream guard: stream records in, findings out — each confirmed on a consistent read.
+"""The stream guard's checker: stream records in, findings out — each confirmed on a consistent
+read.
 
-For a batch of records the guard collects the suspects of every change (``_changes``), reads
+For a batch of records the checker collects the suspects of every change (``_changes``), reads
 each lock key once — the lock, its owner and the records that touched it, in one serializable
 TransactGetItems (the audit's ``_read_key``) — and judges what it read with the audit's
 ``_judge``. A finding is a statement about the table as it is now, never about a stream record:
@@ -39,7 +40,7 @@ streams_logger = logging.getLogger("dynaunique.streams")
 
 @attrs.frozen
 class BatchResult:
-    """What the guard made of one batch of stream records."""
+    """What the checker made of one batch of stream records."""
 
     #: Stream records in the batch.
     records: int
@@ -47,7 +48,7 @@ class BatchResult:
     findings: tuple[Finding, ...]
     #: Sequence numbers of the records that could not be handled (retry them), in batch order.
     failed: tuple[str, ...]
-    #: What the repair did (empty unless the guard repairs).
+    #: What the repair did (empty unless the checker repairs).
     repairs: tuple[RepairOutcome, ...]
     #: Why the repair was refused (the audit's refusal: locks another secret made), or None.
     refused: str | None
@@ -55,7 +56,7 @@ class BatchResult:
     #: ``(table, lock key)`` (``record:<key>`` for a record that could not be read) → the
     #: sequence numbers of the stream records that led to reading it.
     sources: Mapping[tuple[str, str], tuple[str, ...]] = attrs.field(factory=dict, repr=False)
-    #: Values granted to different records in different regions (a guard given ``regions``).
+    #: Values granted to different records in different regions (a checker given ``regions``).
     double_grants: tuple[DoubleGrant, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,14 +78,14 @@ def finding_dict(finding: Finding,
     return {**finding.to_dict(), "sequences": list(sources.get((finding.table, key), ()))}
 
 
-class Guard:
+class Checker:
     """Judge stream records of ``models``' tables: every lock value a change touches is read
     again consistently and judged as ``dynaunique check`` judges it.
 
     ``repair=True`` sends the audit's guarded repair (:func:`dynaunique.audit.apply_repair`) for
     what it found, with its refusal: while a finding rests on locks another secret made, or a
     hashed constraint's missing lock cannot be told the current secret's, nothing is repaired.
-    A hashed constraint counts as confirmed once the guard has read one of its locks carrying
+    A hashed constraint counts as confirmed once the checker has read one of its locks carrying
     the current secret's fingerprint. Its repairs of a global table go to the home region, as
     the library's writes do.
 
@@ -93,6 +94,9 @@ class Guard:
     regions — a write that bypassed the home region — is reported as a :class:`DoubleGrant`
     naming each region (``stream_double_grant``), once the replicas agree on it; it waits for
     them at most ``settle_seconds`` (``dynaunique.streams._across``).
+
+    The stream guard's class (it checks what was written, as ``check`` does); it was named
+    ``Guard``, which :mod:`dynaunique.streams` still gives, with a :class:`DeprecationWarning`.
     """
 
     def __init__(self, models: Sequence[type[Model]], *, repair: bool = False,
@@ -103,7 +107,7 @@ class Guard:
         self.regions = tuple(dict.fromkeys(regions))
         if len(self.regions) == 1:
             raise ConfigurationError(
-                f"the guard compares two regions or more, not {list(self.regions)}")
+                f"the checker compares two regions or more, not {list(self.regions)}")
         self.settle_seconds = settle_seconds
         #: (table, region) → the table as read in that region's replica.
         self._regional: dict[tuple[str, str | None], _Table] = {}
@@ -236,7 +240,7 @@ class Guard:
         if plan.other_secret:
             names = sorted({f"{f.constraint} on {f.table!r}" for f in plan.other_secret})
             reason = (f"repair refused: {len(plan.other_secret)} finding(s) of {', '.join(names)} "
-                      "rest on hashed locks this guard cannot tell the current secret's (a lock "
+                      "rest on hashed locks this checker cannot tell the current secret's (a lock "
                       "made with another secret, or a missing lock of a constraint none of whose "
                       "locks it has read carries the current secret's fingerprint); check the "
                       "lock secret, then run dynaunique repair")
@@ -263,4 +267,4 @@ def _sequence_of(record: Mapping[str, Any], number: int) -> str:
     return sequence if isinstance(sequence, str) else f"#{number}"
 
 
-__all__ = ["BatchResult", "Change", "DoubleGrant", "Guard", "finding_dict", "streams_logger"]
+__all__ = ["BatchResult", "Change", "Checker", "DoubleGrant", "finding_dict", "streams_logger"]

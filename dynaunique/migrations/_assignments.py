@@ -1,6 +1,6 @@
-"""One unit of a migration, as any engine runs it: a worker's time-bounded run described by
-plain, picklable data (:class:`Unit`), so that a Dask task, a Lambda invocation or a container
-can rebuild the project from the module's name and run it (:func:`run_unit`).
+"""One assignment of a migration, as any engine runs it: a worker's time-bounded run described
+by plain, picklable data (:class:`Assignment`), so that a Dask task, a Lambda invocation or a
+container can rebuild the project from the module's name and run it (:func:`run_assignment`).
 """
 
 from __future__ import annotations
@@ -16,25 +16,27 @@ from dynaunique.migrations._report import Duplicate, DuplicatesFound
 from dynaunique.migrations.options import MigrationOptions, ProgressCallback
 from dynaunique.migrations.project import Project, load_settings
 
-#: What :func:`run_unit` reports when duplicates stopped the migration (not a :class:`RunState`:
-#: the run failed).
+#: What :func:`run_assignment` reports when duplicates stopped the migration (not a
+#: :class:`RunState`: the run failed).
 DUPLICATES = "duplicates"
 
 
 @attrs.frozen
-class Unit:
-    """What a worker needs to rebuild the migration and run one time-bounded unit of it.
+class Assignment:
+    """What a worker needs to rebuild the migration and run one time-bounded stretch of it.
 
     ``module`` is the models module (dotted path), imported with ``directory`` (default: the
-    current directory) first on ``sys.path``; ``options`` how the unit runs (its ``worker`` is
-    set per segment by :func:`run_unit`), ``max_seconds`` its time bound (it stops at a page
+    current directory) first on ``sys.path``; ``to_migration`` the migration to migrate to (a
+    name or prefix, ``zero``, or None for the latest: ``migrate``'s ``TARGET``); ``options``
+    how the assignment runs (its ``worker`` is set per segment by :func:`run_assignment`),
+    ``max_seconds`` its time bound (it stops at a page
     boundary past it: a smaller ``options.page_size`` keeps the bound tighter).
     """
 
     module: str
     total_segments: int
     options: MigrationOptions = attrs.field(factory=MigrationOptions)
-    target: str | None = None
+    to_migration: str | None = None
     migrations_dir: str | None = None
     endpoint: str | None = None
     directory: str | None = None
@@ -55,9 +57,9 @@ class Unit:
         return Project(self.module, models, migrations_dir=migrations_dir, settings=settings)
 
 
-def run_unit(unit: Unit, segment: int, *,
+def run_assignment(assignment: Assignment, segment: int, *,
              progress_callback: ProgressCallback | None = None) -> dict[str, Any]:
-    """Run ``unit`` as a worker starting with ``segment`` (``progress_callback`` gets its
+    """Run ``assignment`` as a worker starting with ``segment`` (``progress_callback`` gets its
     events); what it did, as plain data:
 
     ``{"state": "done" | "more" | "idle" | "duplicates", "segment", "applied", "unapplied",
@@ -65,11 +67,11 @@ def run_unit(unit: Unit, segment: int, *,
     <dynaunique.migrations.Duplicate.to_json>`), ``"migration"``, ``"message"`` and
     ``"incomplete"`` when duplicates stopped it. Any other failure raises.
     """
-    worker = unit.options.replace(worker=(segment, unit.total_segments))
-    executor = unit.project().executor(worker, progress_callback=progress_callback)
+    worker = assignment.options.replace(worker=(segment, assignment.total_segments))
+    executor = assignment.project().executor(worker, progress_callback=progress_callback)
     out: dict[str, Any] = {"segment": segment, "applied": [], "unapplied": [], "waiting": []}
     try:
-        result = executor.migrate(unit.target, max_seconds=unit.max_seconds)
+        result = executor.migrate(assignment.to_migration, max_seconds=assignment.max_seconds)
     except DuplicatesFound as exc:
         return {**out, "state": DUPLICATES, "migration": exc.migration, "message": str(exc),
                 "incomplete": exc.incomplete,
@@ -79,9 +81,9 @@ def run_unit(unit: Unit, segment: int, *,
 
 
 def state_of(report: dict[str, Any]) -> RunState:
-    """The :class:`RunState` of a :func:`run_unit` report.
+    """The :class:`RunState` of a :func:`run_assignment` report.
 
-    :raises DuplicatesFound: the report says duplicates stopped the unit (the same error, with
+    :raises DuplicatesFound: the report says duplicates stopped the assignment (the same error, with
         the same report, as a run in this process would raise).
     """
     if report["state"] == DUPLICATES:
