@@ -500,7 +500,7 @@ def test_stream_guard_lambda_policies_on_a_global_table_grant_each_region_exactl
     monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST},{WEST}")
     monkeypatch.setenv("DYNAUNIQUE_HOME_REGION", EAST)
     monkeypatch.setenv("DYNAUNIQUE_REPAIR", "1" if repair else "")
-    monkeypatch.setattr(aws_lambda, "_guards", {})
+    monkeypatch.setattr(aws_lambda, "_checkers", {})
     configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
     _regions.forget()
     proxy.clear()
