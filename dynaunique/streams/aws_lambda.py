@@ -87,5 +87,15 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     records = event.get("Records")
     if not isinstance(records, list):
         raise ConfigurationError("not a DynamoDB Streams event: it has no Records list")
-    result = checker().judge(records)
+    found = checker()
+    # On a global table (DYNAUNIQUE_REGIONS), a batch comes from one replica's stream: it is
+    # judged on that replica, whatever region the models point at (often the home region).
+    result = found.judge(records, region=_region_of(records) if found.regions else None)
     return {"batchItemFailures": [{"itemIdentifier": s} for s in result.failed]}
+
+
+def _region_of(records: list[Any]) -> str | None:
+    """The region of the stream a batch of records came from (each record's ``awsRegion``),
+    None when they do not all name one."""
+    regions = {r.get("awsRegion") for r in records if isinstance(r, Mapping)}
+    return regions.pop() if len(regions) == 1 and None not in regions else None

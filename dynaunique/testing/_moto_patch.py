@@ -119,6 +119,7 @@ EXPECTED_SIGNATURES: dict[str, tuple[str, ...]] = {
         "expression_attribute_values", "overwrite", "return_values_on_condition_check_failure",
     ),
     "moto.dynamodb.models.table.Table.delete_item": ("self", "hash_key", "range_key"),
+    "moto.dynamodb.models.table.StreamShard.add": ("self", "old", "new"),
     "moto.dynamodb.models.table.Table.all_items": ("self",),
     "moto.dynamodb.models.table.Table.query": (
         "self", "hash_key", "range_comparison", "range_objs", "limit", "exclusive_start_key",
@@ -177,6 +178,7 @@ EXPECTED_SOURCES: dict[str, frozenset[str]] = {
     "moto.dynamodb.models.DynamoDBBackend.update_item": frozenset({"218984588dd6"}),
     "moto.dynamodb.models.table.Table.put_item": frozenset({"de23933013ef"}),
     "moto.dynamodb.models.table.Table.delete_item": frozenset({"1594f7b07616"}),
+    "moto.dynamodb.models.table.StreamShard.add": frozenset({"357dc6da267e"}),
     "moto.dynamodb.models.table.Table.all_items": frozenset({"c80d2ee3c896"}),
     "moto.dynamodb.models.table.Table.query": frozenset({"002b4d00be6d"}),
     "moto.dynamodb.models.table.Table.scan": frozenset({"5ef1ab21eef0"}),
@@ -334,7 +336,7 @@ def apply() -> None:
     from moto.dynamodb.comparisons import ConditionExpressionParser, FuncBeginsWith, FuncSize
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.dynamo_type import LimitedSizeDict
-    from moto.dynamodb.models.table import Table
+    from moto.dynamodb.models.table import StreamShard, Table
     from moto.dynamodb.responses import ProjectionExpressionParser
     from moto.moto_api._internal.moto_random import MotoRandom
 
@@ -351,6 +353,7 @@ def apply() -> None:
         (FuncBeginsWith, "expr", _moto_exprs.begins_with),
         (FuncSize, "expr", _moto_exprs.size),
         (ProjectionExpressionParser, "parse", _moto_exprs.projection_parse),
+        (StreamShard, "add", regional_stream_add),
     ]
     if "request_id" in fitting_front():
         replacements.append((MotoRandom, "get_random_string", _moto_front.random_string))
@@ -358,6 +361,18 @@ def apply() -> None:
         original = getattr(owner, name)
         setattr(owner, name, _marked(make(original), original))
     _compute_once()
+
+
+def regional_stream_add(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``StreamShard.add``, its record naming the region of the table's replica in
+    ``awsRegion``, as DynamoDB's do (moto writes ``us-east-1`` whatever the region: a global
+    table's replica in eu-west-1 would deliver records claiming us-east-1)."""
+
+    def add(self: Any, old: Any, new: Any) -> None:
+        original(self, old, new)
+        self.items[-1].record["awsRegion"] = self.table.region_name
+
+    return add
 
 
 def _compute_once() -> None:

@@ -156,6 +156,32 @@ def test_the_lambda_handler_of_the_other_region_names_both_regions(
         [EAST, WEST], [r["dynamodb"]["SequenceNumber"] for r in records])
 
 
+def test_the_lambda_handler_judges_a_record_in_the_region_of_its_stream(
+        dynaunique_db: str, pauses: list[float], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The models name us-east-1 (the home region); the function runs on eu-west-1's stream. A
+    record written there without its lock, not replicated yet, is judged on eu-west-1's replica,
+    where it is, not where the models point (where it is not yet: nothing would be found)."""
+    from dynaunique.streams import aws_lambda
+
+    home = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
+    make_global(home, dynaunique_db)
+    set_replication_delay(dynaunique_db, HELD)
+    regional_client(dynaunique_db, WEST).put_item(   # an application that knows nothing of locks
+        TableName="gt_watch", Item={"PK": {"S": "M9"}, "email": {"S": "ada@x.io"}})
+    records = replica_stream(dynaunique_db, WEST, "gt_watch")
+    assert {r["awsRegion"] for r in records} == {WEST}
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", gsm.__name__)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
+    monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST}, {WEST}")
+    monkeypatch.setattr(aws_lambda, "_checkers", {})
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
+        assert aws_lambda.handler({"Records": records}) == {"batchItemFailures": []}
+    assert [(f["kind"], f["table"]) for f in events(caplog, "stream_finding")] == [
+        ("missing", "gt_watch")]
+
+
 def test_a_guard_needs_two_regions_to_compare(dynaunique_db: str) -> None:
     home = member_model("gt_one", EAST, dynaunique_db, home=EAST, stream=True)
     with pytest.raises(ConfigurationError, match=r"two regions or more, not \['us-east-1'\]"):
