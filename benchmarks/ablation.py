@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
 from benchmarks.cases import DYNAUNIQUE, cases, quantiles
-from dynaunique._transport import connection as _connection
+from dynaunique._transport import clients as _clients
 from dynaunique._transport import wire as _wire
 from dynaunique._write import render as _render
 from dynaunique._write import writes as _writes
@@ -37,7 +37,7 @@ AS_IS = "as it is"
 
 @contextmanager
 def _botocore_serializer() -> Iterator[None]:
-    clients = [c.client for c in _connection._connections.values()]
+    clients = [c.client for c in _clients._connections.values()]
     saved = [c._serializer for c in clients]
     for client in clients:
         if isinstance(client._serializer, _wire.FastSerializer):
@@ -51,7 +51,7 @@ def _botocore_serializer() -> Iterator[None]:
 
 @contextmanager
 def _botocore_request_path() -> Iterator[None]:
-    clients = [c.client for c in _connection._connections.values()]
+    clients = [c.client for c in _clients._connections.values()]
     saved = [c.__dict__.pop("_make_api_call", None) for c in clients]
     try:
         yield

@@ -26,7 +26,7 @@ from benchmarks.handwritten import HandWritten, _now, make_client
 from benchmarks.models import TABLE, BenchAccount, point_at
 from benchmarks.overhead import quantiles
 from benchmarks.transport import stub
-from dynaunique._transport import connection as _connection
+from dynaunique._transport import clients as _clients
 from dynaunique.attributes import UnicodeAttribute
 
 #: Never contacted: the stub answers before a socket is opened.
@@ -116,9 +116,9 @@ def cases() -> tuple[Case, ...]:
     default_client = stub(make_client(STUB_ENDPOINT))
     hands = {TUNED: HandWritten(tuned_client, TABLE), DEFAULT: HandWritten(default_client, TABLE)}
     models = {k: k_model(k) for k in KS}
-    stubbed = {id(_connection.client_for(BenchAccount))}
+    stubbed = {id(_clients.client_for(BenchAccount))}
     for model in models.values():
-        client = _connection.client_for(model)
+        client = _clients.client_for(model)
         if id(client) not in stubbed:
             stubbed.add(id(stub(client)))
     hands_k = {(v, k): HandWrittenK(c, f"bench_k{k}", k) for k in KS

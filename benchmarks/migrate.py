@@ -38,7 +38,7 @@ from benchmarks.handwritten import make_client
 from benchmarks.models import fake_credentials
 from benchmarks.report import machine
 from dynaunique import Model, normalizers
-from dynaunique._transport import connection
+from dynaunique._transport import clients
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables, local_dynamodb, reset_local_dynamodb, use_endpoint
 
@@ -146,7 +146,7 @@ def backfill(endpoint: str, log: RequestLog, model: type[Model], k: int, records
     from dynaunique.migrations import Project, RunState
 
     _fresh(endpoint, model, records)
-    log.attach(connection.client_for(model))
+    log.attach(clients.client_for(model))
     errors: list[BaseException] = []
     with tempfile.TemporaryDirectory() as directory:
         project = Project("benchmarks.migrate", [model], migrations_dir=Path(directory))

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from dynaunique import Model, normalizers
-from dynaunique._transport import connection
+from dynaunique._transport import clients
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import FAKE_AWS_ENV, create_tables, reset_local_dynamodb, use_endpoint
 
@@ -46,7 +46,7 @@ def point_at(endpoint: str) -> Any:
     Already pointed there: the same client, so handlers registered on it keep counting."""
     if BenchAccount.Meta.host != endpoint:
         use_endpoint(endpoint, BenchAccount)
-    return connection.client_for(BenchAccount)
+    return clients.client_for(BenchAccount)
 
 
 def fresh_table(endpoint: str) -> None:

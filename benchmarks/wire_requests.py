@@ -29,7 +29,7 @@ import botocore.httpsession
 import dynaunique
 from benchmarks.cases import k_model
 from benchmarks.models import BenchAccount, fake_credentials, fresh_table
-from dynaunique._transport import connection as _connection
+from dynaunique._transport import clients as _clients
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables, local_dynamodb, use_endpoint
 
@@ -156,7 +156,7 @@ def steps() -> tuple[list[tuple[str, Callable[[], Any]]], list[Any]]:
 
     def orphan() -> None:
         BenchAccount(pk="O#1", email="o@x.io", username="o1").save()
-        client = _connection.client_for(BenchAccount)
+        client = _clients.client_for(BenchAccount)
         client.delete_item(TableName="bench_accounts",
                            Key={"PK": {"S": "O#1"}, "SK": {"S": "PROFILE"}})
         BenchAccount(pk="O#2", email="o@x.io", username="o2").save()
@@ -179,7 +179,7 @@ def capture(endpoint: str) -> dict[str, Any]:
         with recording() as sent:
             call()
         out["requests"][name] = sent
-    client = _connection.client_for(BenchAccount)
+    client = _clients.client_for(BenchAccount)
     for table in ["bench_accounts", *(m.Meta.table_name for m in models)]:
         items = client.scan(TableName=table, ConsistentRead=True)["Items"]
         rows = sorted(normalized(json.dumps(i, sort_keys=True).encode()) for i in items)

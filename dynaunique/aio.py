@@ -5,7 +5,7 @@
 synchronously — so the async path plans, sends, retries and settles exactly as the sync one does.
 
 Each request is built, signed and parsed by the very botocore client of the model's PynamoDB
-connection (:func:`dynaunique._transport.connection.connection_for`): the same region (unset:
+connection (:func:`dynaunique._transport.clients.connection_for`): the same region (unset:
 botocore's region chain), host, credentials, timeouts and ``extra_headers`` as the sync path, the
 same botocore event hooks (a ``before-send`` handler that answers — ``moto``'s ``mock_aws``,
 botocore's ``Stubber`` — answers here too), the same error classes; PynamoDB's

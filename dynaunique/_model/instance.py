@@ -17,14 +17,8 @@ from pynamodb.connection import Connection
 
 from dynaunique._lock.items import ModelInfo, lock_inputs
 from dynaunique._transport.answers import Refused, error_for
-from dynaunique._transport.connection import (
-    RetryPolicy,
-    Steps,
-    connection_for,
-    connection_in,
-    exchange_steps,
-    policy_for,
-)
+from dynaunique._transport.clients import connection_for, connection_in
+from dynaunique._transport.connection import RetryPolicy, Steps, exchange_steps, policy_for
 from dynaunique._transport.regions import route
 from dynaunique._write.state import state_of
 

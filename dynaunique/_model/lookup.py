@@ -23,7 +23,8 @@ from dynaunique._lock.items import (
 )
 from dynaunique._lock.locks import MODEL_ATTR, OWNER_ATTR, lock_primary_key
 from dynaunique._model.instance import InstanceMixin, read_steps
-from dynaunique._transport.connection import Steps, connection_for, connection_in, policy_for
+from dynaunique._transport.clients import connection_for, connection_in
+from dynaunique._transport.connection import Steps, policy_for
 from dynaunique._transport.regions import route
 from dynaunique._write.flush import MAX_ATTEMPTS as _LOOKUP_ATTEMPTS
 from dynaunique._write.record import as_stored

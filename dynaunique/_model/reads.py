@@ -17,7 +17,8 @@ from pynamodb.pagination import ResultIterator
 from dynaunique._lock.locks import LOCK_SORT_KEY, RESERVED_PREFIX, is_reserved_key
 from dynaunique._model.binding import table_holds_locks
 from dynaunique._model.instance import InstanceMixin, read_steps
-from dynaunique._transport.connection import Steps, connection_for, policy_for
+from dynaunique._transport.clients import connection_for
+from dynaunique._transport.connection import Steps, policy_for
 from dynaunique.errors import ConfigurationError, InvalidValueError
 
 _R = TypeVar("_R", bound="ReadMixin")

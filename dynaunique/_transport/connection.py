@@ -53,13 +53,7 @@ from dynaunique._transport.answers import (
 )
 
 # The connections' API, kept importable here (the callers' and the tests' one boundary).
-from dynaunique._transport.clients import _connections as _connections
-from dynaunique._transport.clients import client_for as client_for
-from dynaunique._transport.clients import client_hooks as client_hooks
-from dynaunique._transport.clients import connection_for as connection_for
-from dynaunique._transport.clients import connection_in as connection_in
-from dynaunique._transport.clients import forget as forget
-from dynaunique._transport.clients import target_of as target_of
+from dynaunique._transport.clients import connection_for
 from dynaunique.errors import DynauniqueError, UnsupportedOperationError
 from dynaunique.observe import connection_logger as _log
 from dynaunique.observe import emit, stats

@@ -184,7 +184,7 @@ def in_region(meta: Any, region: str) -> Any:
 def route(meta: Any, connect: Callable[[Any], Any], *, write: bool = True) -> Any:
     """The ``Meta`` whose connection a call of ``meta``'s model goes through (see the module).
 
-    ``connect`` builds a ``Meta``'s connection (``_connection.connection_for``); it is asked at
+    ``connect`` builds a ``Meta``'s connection (``_clients.connection_for``); it is asked at
     most for the first call of a route. ``write=False`` is a consistent lookup: it goes home
     when there is a home region, and is never refused.
 

@@ -25,7 +25,8 @@ import attrs
 
 from dynaunique._lock.locks import OWNER_ATTR, RESERVED_PREFIX, SYSTEM_PREFIX
 from dynaunique._transport import regions as _regions
-from dynaunique._transport.connection import connection_for, connection_in, policy_for, send
+from dynaunique._transport.clients import connection_for, connection_in
+from dynaunique._transport.connection import policy_for, send
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 

@@ -16,13 +16,8 @@ import attrs
 from dynaunique._lock.items import ModelInfo
 from dynaunique._lock.locks import TypedKey, lock_primary_key, secret_id
 from dynaunique._transport import regions as _regions
-from dynaunique._transport.connection import (
-    RetryPolicy,
-    connection_for,
-    connection_in,
-    send,
-    target_of,
-)
+from dynaunique._transport.clients import connection_for, connection_in, target_of
+from dynaunique._transport.connection import RetryPolicy, send
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 

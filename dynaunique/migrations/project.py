@@ -20,8 +20,7 @@ from typing import Any
 import attrs
 
 from dynaunique._pyproject import tool_settings
-from dynaunique._transport.clients import connection_in
-from dynaunique._transport.connection import connection_for
+from dynaunique._transport.clients import connection_for, connection_in
 from dynaunique._transport.regions import route
 from dynaunique.errors import ConfigurationError, MigrationError
 from dynaunique.migrations import writer

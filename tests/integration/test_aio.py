@@ -28,7 +28,7 @@ from dynaunique import (
     aio,
     atomic,
 )
-from dynaunique._transport import connection
+from dynaunique._transport import clients
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables, reset_local_dynamodb
 
@@ -65,7 +65,7 @@ def wire() -> Iterator[list[tuple[str, Any]]]:
         parsed.pop("ClientRequestToken", None)
         sent.append((operation_of(request), parsed))
 
-    with listening([connection.client_for(Person)], record, last=True):
+    with listening([clients.client_for(Person)], record, last=True):
         yield sent
 
 
@@ -175,7 +175,7 @@ async def test_the_async_path_sends_the_same_requests_as_the_sync_path(people: s
 
 def _table() -> list[dict[str, Any]]:
     """The table's items, lock timestamps aside, in key order."""
-    items = connection.client_for(Person).scan(TableName="aio_people",
+    items = clients.client_for(Person).scan(TableName="aio_people",
                                                     ConsistentRead=True)["Items"]
     for item in items:
         item.pop("created", None)
@@ -284,7 +284,7 @@ async def test_signals_fire_and_extra_headers_reach_the_wire(people: str) -> Non
     def record(request: Any, **_: Any) -> None:
         headers.append(request.headers.get("X-Dynaunique-Test"))
 
-    client = connection.client_for(Person)
+    client = clients.client_for(Person)
     client.meta.events.register_last("before-send.dynamodb", record)
     pre_dynamodb_send.connect(pre)
     post_dynamodb_send.connect(post)
@@ -316,7 +316,7 @@ async def test_a_model_without_region_is_signed_for_botocores_region(
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     Regional.Meta.host = dynaunique_aio_db
     Regional.Meta.region = None
-    connection.forget()
+    clients.forget()
     try:
         create_tables(Regional)  # PynamoDB's own connection: botocore's region too
         signed: list[str] = []
@@ -324,13 +324,13 @@ async def test_a_model_without_region_is_signed_for_botocores_region(
         def record(request: Any, **_: Any) -> None:
             signed.append(str(request.headers.get("Authorization")))
 
-        client = connection.client_for(Regional)
+        client = clients.client_for(Regional)
         client.meta.events.register_last("before-send.dynamodb", record)
         await Regional(pk="R", email="r@x.io").asave()
         assert (await Regional.aget("R", consistent_read=True)).email == "r@x.io"
         assert len(signed) == 2 and all("/eu-west-1/dynamodb/" in s for s in signed)
     finally:
-        connection.forget()
+        clients.forget()
 
 
 async def test_close_drops_the_loops_clients_and_they_come_back(people: str) -> None:

@@ -35,7 +35,7 @@ from dynaunique import (
     normalizers,
 )
 from dynaunique._lock.locks import RESERVED_PREFIX, untyped
-from dynaunique._transport import connection as du_connection
+from dynaunique._transport import clients
 from dynaunique._write.atomic import current_unit
 from dynaunique.attributes import UnicodeAttribute, VersionAttribute
 from dynaunique.testing import create_tables, use_endpoint
@@ -75,7 +75,7 @@ def wire(dynaunique_db: str) -> Iterator[Wire]:
     create_tables(User, Workspace)
     recorder = Wire()
     for model in MODELS:
-        recorder.hook(du_connection.client_for(model))
+        recorder.hook(clients.client_for(model))
         recorder.hook(model._get_connection().connection.client)
     yield recorder
     recorder.unhook()

@@ -15,7 +15,7 @@ from support import recorders
 from support.tables import raw_tables
 
 from dynaunique import ConcurrentModificationError, UniqueViolation, audit
-from dynaunique._transport import connection
+from dynaunique._transport import clients
 
 Account = fm.AuditAccount
 Team = fm.AuditTeam
@@ -30,7 +30,7 @@ def raw(dynaunique_db: str) -> Any:
 @contextmanager
 def requests_sent(event: str = "before-send.dynamodb") -> Iterator[list[tuple[str, Any]]]:
     """(operation, body) of every request the library's client sends inside the block."""
-    with recorders.requests_sent(connection.client_for(Account), event) as sent:
+    with recorders.requests_sent(clients.client_for(Account), event) as sent:
         yield sent
 
 
@@ -44,7 +44,7 @@ def before_repair_write(action: Callable[[], None]) -> Iterator[None]:
             fired.set()
             action()
 
-    events = connection.client_for(Account).meta.events
+    events = clients.client_for(Account).meta.events
     events.register("before-send.dynamodb.TransactWriteItems", hook, unique_id="audit-race")
     try:
         yield
@@ -227,7 +227,7 @@ def test_check_does_not_report_a_save_that_races_with_the_scan(raw: Any) -> None
             thread.start()
             thread.join()
 
-    events = connection.client_for(Account).meta.events
+    events = clients.client_for(Account).meta.events
     events.register("before-send.dynamodb.Scan", move_email_after_the_first_page,
                     unique_id="torn-scan")
     try:

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from support.recorders import listening, target_of
 from support.tables import raw_tables
 
-from dynaunique._transport import connection
+from dynaunique._transport import clients
 from dynaunique.cli import cli, main
 from dynaunique.testing import use_endpoint
 
@@ -62,7 +62,7 @@ def test_locks_exact_is_one_consistent_get_item(raw: Any, dynaunique_db: str) ->
     def record(request: Any, **_: Any) -> None:
         sent.append(target_of(request))
 
-    with listening([connection.client_for(Account)], record):
+    with listening([clients.client_for(Account)], record):
         result = run(dynaunique_db, "locks", "--constraint", "email", "--value", "ADA@x.io",
                      "--exact")
     assert result.exit_code == 0, result.output

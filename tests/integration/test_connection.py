@@ -23,9 +23,9 @@ from support.recorders import listening, requests_sent
 
 from dynaunique import DynauniqueError, aio
 from dynaunique._transport import botocore as _botocore
-from dynaunique._transport import connection
+from dynaunique._transport import clients, connection
 from dynaunique._transport import wire as _wire
-from dynaunique._transport.connection import connection_for
+from dynaunique._transport.clients import connection_for
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.testing import create_tables
 
@@ -59,10 +59,10 @@ def regional(dynaunique_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Itera
         model.Meta.region = None
         model._connection = None
     # Connections are cached by settings; this test changes the environment under one key.
-    connection.forget()
+    clients.forget()
     create_tables(PlainRegional)
     yield dynaunique_endpoint
-    connection.forget()
+    clients.forget()
 
 
 def test_a_model_without_region_writes_where_pynamodb_writes(regional: str) -> None:
@@ -129,7 +129,7 @@ def test_extra_headers_reach_the_wire(signalled: str) -> None:
     def record(request: Any, **_: Any) -> None:
         headers.append(request.headers.get("X-Dynaunique-Test"))
 
-    with listening([connection.client_for(Signalled)], record):
+    with listening([clients.client_for(Signalled)], record):
         Signalled(pk="S#3", email="x@x.io").save()
     assert headers == ["signalled"]
 

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from support.declare import declare
 
 from dynaunique._transport import botocore as _botocore
-from dynaunique._transport import connection as _connection
+from dynaunique._transport import clients
 from dynaunique._transport import wire as _wire
 from dynaunique.attributes import BinaryAttribute, UnicodeAttribute
 from dynaunique.testing import create_tables, use_endpoint
@@ -52,7 +52,7 @@ def _same(answer: Any) -> Any:
 def client(dynaunique_db: str) -> Any:
     use_endpoint(dynaunique_db, Blobs)
     create_tables(Blobs)
-    made = _connection.client_for(Blobs)
+    made = clients.client_for(Blobs)
     assert isinstance(made.__dict__["_make_api_call"], _wire.FastPath)
     return made
 

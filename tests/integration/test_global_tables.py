@@ -25,7 +25,7 @@ from support.recorders import requests_sent
 
 from dynaunique import GlobalTableError, UniqueViolation
 from dynaunique._transport import regions as _regions
-from dynaunique._transport.connection import connection_for
+from dynaunique._transport.clients import connection_for
 from dynaunique.testing import create_tables, replication_state, set_replication_delay
 
 REPLICATION = 0.05

@@ -20,7 +20,7 @@ from support.declare import declare, pk_attr
 from support.recorded_answers import CASES, COMPOSITE, HASH, Case
 from support.recorders import requests_sent
 
-from dynaunique._transport.connection import connection_for
+from dynaunique._transport.clients import connection_for
 from dynaunique.attributes import UnicodeAttribute
 from dynaunique.audit._reads import _MAX_RECORDS_PER_READ, _read_key
 from dynaunique.audit._tables import _Meter, _tables

@@ -31,7 +31,7 @@ from dynaunique import (
     UniqueViolation,
     atomic,
 )
-from dynaunique._transport import connection as du_connection
+from dynaunique._transport import clients
 from dynaunique.attributes import UnicodeAttribute
 
 pytestmark = pytest.mark.anyio
@@ -79,7 +79,7 @@ def wire(*models: type[Model]) -> Iterator[Wire]:
     """What the models' clients (dynaunique's and PynamoDB's) send inside the block."""
     recorder = Wire()
     for model in models:
-        recorder.hook(du_connection.client_for(model))
+        recorder.hook(clients.client_for(model))
         recorder.hook(model._get_connection().connection.client)
     try:
         yield recorder

@@ -28,7 +28,7 @@ from dynaunique import (
     UnsupportedOperationError,
 )
 from dynaunique._lock.locks import RESERVED_PREFIX
-from dynaunique._transport import connection
+from dynaunique._transport import clients as _clients
 from dynaunique.testing import create_tables, use_endpoint
 
 
@@ -61,7 +61,7 @@ def sent(raw: Any, request: pytest.FixtureRequest) -> Iterator[list[str]]:
 
     clients = {}
     for model in watched:
-        client = connection.client_for(model)
+        client = _clients.client_for(model)
         clients[id(client)] = client
     with listening(clients.values(), record):
         yield operations

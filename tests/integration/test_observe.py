@@ -41,7 +41,7 @@ from dynaunique import (
     normalizers,
 )
 from dynaunique._lock.locks import lock_key
-from dynaunique._transport import connection
+from dynaunique._transport import clients
 from dynaunique.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from dynaunique.observe import HASHED
 from dynaunique.testing import create_tables, set_conflict_rate, use_endpoint
@@ -211,7 +211,7 @@ class _Raw(io.BytesIO):
 
 def test_throttling_is_retried_with_a_warning_event(
         tables: str, caught: pytest.LogCaptureFixture) -> None:
-    client = connection.client_for(Member)
+    client = clients.client_for(Member)
     handler = _throttle_once(client)
     try:
         Member(pk="T", email="t@x.io").save()
@@ -353,7 +353,7 @@ def _span_ids_at_send(model: type[Model]) -> tuple[list[int], Any]:
     def record(**_: Any) -> None:
         seen.append(trace.get_current_span().get_span_context().span_id)
 
-    connection.client_for(model).meta.events.register_last("before-send.dynamodb", record)
+    clients.client_for(model).meta.events.register_last("before-send.dynamodb", record)
     return seen, record
 
 
@@ -363,7 +363,7 @@ def test_the_span_is_current_while_the_sync_request_is_sent(
     try:
         Member(pk="A", email="a@x.io").save()
     finally:
-        connection.client_for(Member).meta.events.unregister("before-send.dynamodb", record)
+        clients.client_for(Member).meta.events.unregister("before-send.dynamodb", record)
     [span] = ours(spans)
     assert span.context is not None
     assert seen == [span.context.span_id]
@@ -417,7 +417,7 @@ async def test_async_writes_have_the_same_spans_current_while_sent(
             await Member(pk="C", email="a@x.io").asave()
         await member.adelete()
     finally:
-        connection.client_for(Member).meta.events.unregister("before-send.dynamodb", record)
+        clients.client_for(Member).meta.events.unregister("before-send.dynamodb", record)
     got = ours(spans)
     assert [(s.name, _attrs(s)["dynaunique.outcome"], _attrs(s)["dynaunique.items"])
             for s in got] == [

@@ -16,7 +16,7 @@ from support.tables import raw_tables, scan_all
 
 from dynaunique import UniqueViolation, normalizers
 from dynaunique._lock.locks import RESERVED_PREFIX
-from dynaunique._transport import connection
+from dynaunique._transport import clients
 from dynaunique.attributes import UnicodeAttribute
 
 THREADS = 12
@@ -137,7 +137,7 @@ def test_concurrent_moves_of_different_accounts_to_one_email(raw: Any) -> None:
 
 def test_the_harness_really_races_a_naive_check_then_write_gets_duplicates(raw: Any) -> None:
     """Without this, the tests above could pass merely because the writers never overlapped."""
-    client = connection.client_for(Member)
+    client = clients.client_for(Member)
     winners_per_round = []
     lock = threading.Lock()
     for round_ in range(5):

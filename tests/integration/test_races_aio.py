@@ -11,7 +11,7 @@ import pytest
 from support.tables import raw_tables
 
 from dynaunique import aio
-from dynaunique._transport import connection
+from dynaunique._transport import clients
 
 from .test_races import ROUNDS, THREADS, Member, one_mover, one_winner, table_state
 
@@ -66,7 +66,7 @@ async def test_concurrent_async_moves_of_different_accounts_to_one_email(raw: An
 async def test_the_tasks_really_overlap_a_naive_check_then_write_gets_duplicates(
         raw: Any) -> None:
     """Without this, the tests above could pass merely because the tasks ran one by one."""
-    conn = connection.connection_for(Member)
+    conn = clients.connection_for(Member)
     winners_per_round = []
     for round_ in range(5):
         winners: list[int] = []

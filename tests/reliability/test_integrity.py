@@ -112,7 +112,7 @@ def test_botocores_own_path_checks_the_answer_too(
     # A handler on an event the fast path skips makes it stand aside: botocore's steps send.
     proxy, direct = endpoints
     _unloaded(FaultPlain, direct, proxy)
-    from dynaunique._transport.connection import client_for
+    from dynaunique._transport.clients import client_for
 
     client = client_for(FaultPlain)
 

@@ -202,7 +202,7 @@ def backfill(models: tuple[Any, ...], model: Any, table: str) -> Any:
     """A migration's fill of ``model``'s first constraint over ``table``, one segment of one
     page: the segment runner the executor runs (scan the page, put each record's lock, verify
     with a batch read, reconcile what moved, re-check the conflicts) and its lock writes."""
-    from dynaunique._transport.connection import connection_for
+    from dynaunique._transport.clients import connection_for
     from dynaunique.migrations._dynamo import TableKeys
     from dynaunique.migrations._kinds import PhaseKind
     from dynaunique.migrations._ledger import Progress

@@ -35,7 +35,7 @@ import attrs
 
 from dynaunique._lock.locks import OWNER_ATTR, RESERVED_PREFIX
 from dynaunique._transport import regions as _regions
-from dynaunique._transport.connection import connection_for
+from dynaunique._transport.clients import connection_for
 
 from .explore import Found, Held, Step, World, decode
 from .memory import MemoryDynamoDB

@@ -20,7 +20,7 @@ import pytest
 from botocore import xform_name
 from support.recorders import Wire
 
-from dynaunique._transport.connection import client_for
+from dynaunique._transport.clients import client_for
 from dynaunique.errors import ConcurrentModificationError, UniqueViolation
 from dynaunique.testing import create_tables, reset_local_dynamodb, use_endpoint
 

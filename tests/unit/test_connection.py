@@ -80,6 +80,7 @@ def test_a_models_connection_and_policy_are_kept_until_a_setting_changes(
     import pynamodb.settings
 
     from dynaunique import Model
+    from dynaunique._transport import clients as _clients
     from dynaunique._transport import connection as _connection
     from dynaunique.attributes import UnicodeAttribute
 
@@ -124,5 +125,5 @@ def test_a_models_connection_and_policy_are_kept_until_a_setting_changes(
     # before the next write: that write goes through that very client.
     Meta.host = "http://127.0.0.1:3"
     Kept._connection = None
-    client = _connection.client_for(Kept)
+    client = _clients.client_for(Kept)
     assert _connection.sending_for(Kept)[0].client is client

@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 
 from dynaunique import audit
 from dynaunique._transport import botocore as _botocore
+from dynaunique._transport import clients as _clients
 from dynaunique._transport import connection as _connection
 from dynaunique._transport import regions as _regions
 from dynaunique._transport import wire as _wire
@@ -120,17 +121,17 @@ def paired(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
     monkeypatch.setattr(_wire.FastPath, "__call__", both)
     state["answer"] = answer
-    _connection.forget()
-    client = _connection.client_for(Wired)
+    _clients.forget()
+    client = _clients.client_for(Wired)
     client.meta.events.register_last("before-send.dynamodb", answer)
     # Known to have no replica: the first write asks nothing (dynaunique._transport.regions).
     _regions.remember(Wired.Meta.table_name, client.meta.region_name, Wired.Meta.host, {})
     yield state
-    _connection.forget()
+    _clients.forget()
 
 
 def _every_operation() -> None:
-    connection = _connection.connection_for(Wired)
+    connection = _clients.connection_for(Wired)
     record = _full("W#1")
     record.save()
     record.name = "m"
@@ -170,8 +171,8 @@ def test_with_a_session_token_and_an_outer_user_agent_feature(
     from botocore.useragent import register_feature_id
 
     monkeypatch.setenv("AWS_SESSION_TOKEN", "token/with+chars=")
-    _connection.forget()
-    client = _connection.client_for(Wired)
+    _clients.forget()
+    client = _clients.client_for(Wired)
     client.meta.events.register_last("before-send.dynamodb", paired["answer"])
     with start_as_current_context():
         register_feature_id("WAITER")
@@ -187,7 +188,7 @@ def test_errors_are_botocores_own(paired: dict[str, Any]) -> None:
         "message": "Transaction cancelled", "CancellationReasons": [
             {"Code": "None"}, {"Code": "ConditionalCheckFailed", "Message": "failed",
                                "Item": _ITEM}]}).encode()
-    connection = _connection.connection_for(Wired)
+    connection = _clients.connection_for(Wired)
     with pytest.raises(ClientError) as caught:
         _wire.FastPath.__call__(connection.client.__dict__["_make_api_call"],
                                 "TransactWriteItems", {"TransactItems": [
@@ -202,9 +203,9 @@ def test_a_handler_of_its_own_on_a_skipped_event_takes_botocores_path(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection.forget()
+    _clients.forget()
     try:
-        client = _connection.client_for(Wired)
+        client = _clients.client_for(Wired)
         client.meta.events.register_last("before-send.dynamodb",
                                          lambda request, **_: AWSResponse(
                                              request.url, 200, _headers(b"{}"),
@@ -216,28 +217,28 @@ def test_a_handler_of_its_own_on_a_skipped_event_takes_botocores_path(
         client.meta.events.register("before-call.dynamodb.PutItem",
                                     lambda **_: seen.append("before-call"))
         assert fast.begin("PutItem", dict(params)) is None
-        _connection.connection_for(Wired).dispatch("PutItem", dict(params))
+        _clients.connection_for(Wired).dispatch("PutItem", dict(params))
         assert seen == ["before-call"]
         # Another operation, debug logging: botocore's path too.
         assert fast.begin("DescribeTable", {"TableName": "wire_records"}) is None
     finally:
-        _connection.forget()
+        _clients.forget()
 
 
 def test_a_patched_botocore_method_is_what_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection.forget()
+    _clients.forget()
     calls: list[str] = []
     from botocore.client import BaseClient
 
     monkeypatch.setattr(BaseClient, "_make_api_call",
                         lambda self, operation, params: calls.append(operation) or {})
     try:
-        _connection.connection_for(Wired).dispatch("GetItem", {
+        _clients.connection_for(Wired).dispatch("GetItem", {
             "TableName": "wire_records", "Key": {"PK": {"S": "a"}}})
     finally:
-        _connection.forget()
+        _clients.forget()
     assert calls == ["GetItem"]
 
 
@@ -249,9 +250,9 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: _NOW)
     monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=26))
-    _connection.forget()
+    _clients.forget()
     try:
-        client = _connection.client_for(Wired)
+        client = _clients.client_for(Wired)
         sent: list[Any] = []
 
         def answer(request: Any, **_: Any) -> AWSResponse:
@@ -276,7 +277,7 @@ def test_the_async_steps_make_the_same_request_fast_or_not(
             assert list(request.headers.items()) == list(botocores.headers.items())
             assert call.finish(answer(request)) == expected
     finally:
-        _connection.forget()
+        _clients.forget()
 
 
 def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
@@ -287,9 +288,9 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
 
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection.forget()
+    _clients.forget()
     try:
-        client = _connection.client_for(Wired)
+        client = _clients.client_for(Wired)
         content = json.dumps(_ANSWERS["GetItem"]).encode()
         headers: dict[str, str] = {}
         client.meta.events.register_last("before-send.dynamodb", lambda request, **_: AWSResponse(
@@ -298,7 +299,7 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
         client.meta.events.register("after-call-error.dynamodb",
                                     lambda exception, **_: errors.append(exception))
         params = {"TableName": "wire_records", "Key": {"PK": {"S": "a"}}}
-        connection = _connection.connection_for(Wired)
+        connection = _clients.connection_for(Wired)
         monkeypatch.setattr(_botocore, "once", contextvars.ContextVar("once", default=True))
         for fast in (True, False):
             if not fast:
@@ -315,7 +316,7 @@ def test_an_answer_not_matching_its_crc32_is_a_checksum_error_on_both_paths(
                 connection.dispatch("GetItem", dict(params))
             assert isinstance(errors.pop(), ChecksumError) and not errors
     finally:
-        _connection.forget()
+        _clients.forget()
 
 
 def _warnings_over_two_clients(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -325,12 +326,12 @@ def _warnings_over_two_clients(caplog: pytest.LogCaptureFixture) -> list[str]:
     content = json.dumps(_ANSWERS["GetItem"]).encode()
     with caplog.at_level("WARNING", logger="dynaunique.connection"):
         for _ in range(2):
-            _connection.forget()
-            client = _connection.client_for(Wired)
+            _clients.forget()
+            client = _clients.client_for(Wired)
             client.meta.events.register_last("before-send.dynamodb", lambda request, **_: (
                 AWSResponse(request.url, 200, _headers(content), _Raw(content))))
             assert _botocore.installed_call(client).begin("GetItem", dict(params)) is None
-            got = _connection.send(_connection.connection_for(Wired), "GetItem", params)
+            got = _connection.send(_clients.connection_for(Wired), "GetItem", params)
             assert got["Item"]["PK"] == {"S": "W#1"}
     return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
 
@@ -350,7 +351,7 @@ def test_a_changed_botocore_function_fences_the_fast_path_off_with_one_warning(
         assert len(warnings) == 1 and changed in warnings[0]
     finally:
         _botocore.fence.cache_clear()
-        _connection.forget()
+        _clients.forget()
 
 
 def test_a_missing_botocore_private_stands_the_fast_path_aside_with_one_warning(
@@ -366,4 +367,4 @@ def test_a_missing_botocore_private_stands_the_fast_path_aside_with_one_warning(
         assert len(warnings) == 1
         assert "MaxAttemptsSeeder.seed_max_attempts" in warnings[0]
     finally:
-        _connection.forget()
+        _clients.forget()

@@ -192,7 +192,7 @@ def test_the_core_layers_import_only_down() -> None:
 
 #: The layers that re-export nothing: each of their names is imported from the module that
 #: defines it (docs/decisions.md "Layout").
-NO_REEXPORTS = ("dynaunique._lock", "dynaunique._write")
+NO_REEXPORTS = ("dynaunique._lock", "dynaunique._write", "dynaunique._transport")
 #: Where the package's internal names are imported: the package and everything around it.
 SOURCES = ("dynaunique", "tests", "benchmarks", "conformance", "examples", "tools")
 

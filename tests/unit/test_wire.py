@@ -101,12 +101,12 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         return fast
 
     monkeypatch.setattr(_wire.FastSerializer, "serialize_to_request", both)
-    _connection.forget()
-    client = _connection.client_for(Wired)
+    _clients.forget()
+    client = _clients.client_for(Wired)
     assert isinstance(client._serializer, _wire.FastSerializer)
     client.meta.events.register_last("before-send.dynamodb", _answer)
     yield seen
-    _connection.forget()
+    _clients.forget()
 
 
 def _full(pk: str) -> Wired:
@@ -144,7 +144,7 @@ def test_every_operation_the_library_sends_serializes_as_botocore_does(
     rendered = _full("W#r").save(dry_run=True)["TransactItems"]
     items = [slot["Put"]["Item"] for slot in rendered]
     keys = [{"PK": item["PK"], "SK": item["SK"]} for item in items]
-    connection = _connection.connection_for(Wired)
+    connection = _clients.connection_for(Wired)
     send = _connection.send
     send(connection, "BatchWriteItem", {"RequestItems": {"wire_records": [
         {"PutRequest": {"Item": item}} for item in items] + [
@@ -180,7 +180,7 @@ def test_what_the_fast_path_does_not_know_goes_to_botocore(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    client = _connection.client_for(Wired)
+    client = _clients.client_for(Wired)
     fast: _wire.FastSerializer = client._serializer
     model = client.meta.service_model
     calls: list[str] = []
@@ -209,7 +209,7 @@ def test_what_the_fast_path_does_not_know_goes_to_botocore(
 def test_without_the_private_hooks_botocore_serializes(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
-    _connection.forget()
+    _clients.forget()
     # A botocore whose clients have no _serializer (or another kind of serializer) is left alone.
     original = _clients.install
 
@@ -219,9 +219,9 @@ def test_without_the_private_hooks_botocore_serializes(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(_clients, "install", hookless)
     try:
-        client = _connection.client_for(Wired)
+        client = _clients.client_for(Wired)
     finally:
-        _connection.forget()
+        _clients.forget()
     assert not hasattr(client, "_serializer")
     assert original(client) is False
 
@@ -237,9 +237,9 @@ def test_without_the_private_hooks_requests_still_go_out(monkeypatch: pytest.Mon
     for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(_clients, "install", lambda client: False)
-    _connection.forget()
+    _clients.forget()
     try:
-        client = _connection.client_for(Wired)
+        client = _clients.client_for(Wired)
         assert isinstance(client._serializer, JSONSerializer)
         bodies: list[bytes] = []
 
@@ -255,7 +255,7 @@ def test_without_the_private_hooks_requests_still_go_out(monkeypatch: pytest.Mon
         assert [list(slot) for slot in sent["TransactItems"]] == [["Put"], ["Put"]]
         assert sent["TransactItems"][1]["Put"]["Item"]["PK"] == {"S": "UNIQ#EMAIL#h@example.com"}
     finally:
-        _connection.forget()
+        _clients.forget()
 
 
 def test_a_unit_is_rendered_once_and_shows_the_request_it_sent(
@@ -275,7 +275,7 @@ def test_a_unit_is_rendered_once_and_shows_the_request_it_sent(
     for module in (_flush, _transaction):
         monkeypatch.setattr(module, "render", counting, raising=False)
     sent: list[dict[str, Any]] = []
-    client = _connection.client_for(Wired)
+    client = _clients.client_for(Wired)
     client.meta.events.register_first(
         "before-call.dynamodb.TransactWriteItems",
         lambda params, **_: sent.append(json.loads(params["body"])))

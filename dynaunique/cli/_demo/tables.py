@@ -17,7 +17,7 @@ import botocore.session
 
 from dynaunique._lock.items import locks_of
 from dynaunique._lock.locks import OWNER_ATTR, RESERVED_PREFIX, lock_primary_key, untyped
-from dynaunique._transport.connection import client_for
+from dynaunique._transport.clients import client_for
 from dynaunique._transport.endpoint import Target
 from dynaunique.cli._demo.cast import PROFILE, account_model
 from dynaunique.cli._demo.wire import ItemSummary, Sent, summarize

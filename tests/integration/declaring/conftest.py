@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dynaunique._transport import connection as du_connection
+from dynaunique._transport import clients
 from dynaunique.testing import use_endpoint
 
 from .declared import MODELS, Wire
@@ -22,6 +22,6 @@ def wire(dynaunique_db: str) -> Iterator[Wire]:
         use_endpoint(dynaunique_db, *stale)
     recorder = Wire()
     for model in MODELS:
-        recorder.hook(du_connection.client_for(model))
+        recorder.hook(clients.client_for(model))
     yield recorder
     recorder.unhook()
