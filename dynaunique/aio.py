@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -152,6 +153,13 @@ async def _send(connection: Connection, request: Any) -> AWSResponse:
         raise botocore.exceptions.ConnectionClosedError(endpoint_url=url) from exc
     except httpx.TransportError as exc:
         raise botocore.exceptions.HTTPClientError(error=exc) from exc
+    except ssl.SSLError as exc:
+        # TLS 1.3 sends an alert (a client certificate required, a bad one) at the first read,
+        # after the request went out; httpx lets it through unwrapped. botocore's SSLError, as
+        # the sync path raises it: the outcome is unknown, never a raw error.
+        raise botocore.exceptions.SSLError(endpoint_url=url, error=exc) from exc
+    except OSError as exc:   # a socket error httpx did not wrap: the connection failed mid-call
+        raise botocore.exceptions.ConnectionClosedError(endpoint_url=url) from exc
     return AWSResponse(url, answer.status_code, HeadersDict(answer.headers.items()),
                        _Body(answer.content))
 
