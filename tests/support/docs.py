@@ -434,7 +434,8 @@ def _run_command(run: PageRun, step: list[str], shown: str, status: int) -> None
         step = [*step, "--port", "0"] if port is None else [*step[:port + 1], "0",
                                                                 *step[port + 2:]]
     printed, code, errors = _in_terminal(_argv(step, endpoint), _environment(run), run.folder,
-                                         until_lines=len(shown.splitlines()) if server else None,
+                                         until_lines=max(1, len(shown.splitlines()))
+                                         if server else None,
                                          stderr_shown="|" in step)
     if documented:
         printed = printed.replace(endpoint, documented)
@@ -500,7 +501,14 @@ def _in_terminal(argv: list[str], env: dict[str, str], cwd: Path, until_lines: i
         os.close(leader)
         if process.poll() is None:
             process.send_signal(signal.SIGTERM if until_lines is not None else signal.SIGKILL)
-        code = process.wait(timeout=30)
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            # A server stopped with SIGTERM that is still there after 30 s (seen twice in
+            # loaded full runs, `dynaunique serve` forked: never reproduced alone) is killed,
+            # so that one slow stop cannot hang the run; its output is what the test checks.
+            process.send_signal(signal.SIGKILL)
+            code = process.wait(timeout=30)
         reader.join(timeout=30)
     text = _ANSI.sub("", out.decode("utf-8", "replace")).replace("\r\n", "\n")
     text = "\n".join(line.rstrip() for line in text.split("\n"))
