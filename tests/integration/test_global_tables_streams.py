@@ -130,11 +130,24 @@ def test_saves_routed_home_from_both_regions_are_never_reported(
             if b.findings or b.double_grants or b.failed] == []
 
 
+def _handle_in_lambda(records: list[dict[str, Any]], endpoint: str,
+                      monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """``records`` handed to the stream guard's Lambda handler, configured as a deployed
+    function of a global table is (both regions named); its log events go to ``caplog``."""
+    from dynaunique.streams import aws_lambda
+
+    monkeypatch.setenv("DYNAUNIQUE_MODULE", gsm.__name__)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST}, {WEST}")
+    monkeypatch.setattr(aws_lambda, "_checkers", {})
+    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
+        assert aws_lambda.handler({"Records": records}) == {"batchItemFailures": []}
+
+
 def test_the_lambda_handler_of_the_other_region_names_both_regions(
         dynaunique_db: str, pauses: list[float], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    from dynaunique.streams import aws_lambda
-
     home = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
     make_global(home, dynaunique_db)
     set_replication_delay(dynaunique_db, HELD)
@@ -143,13 +156,7 @@ def test_the_lambda_handler_of_the_other_region_names_both_regions(
     # The bypass only: nothing replicated yet.
     records = replica_stream(dynaunique_db, WEST, "gt_watch")
     assert [r["dynamodb"]["Keys"]["PK"]["S"] for r in records] == ["M2", LOCK]
-    monkeypatch.setenv("DYNAUNIQUE_MODULE", gsm.__name__)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
-    monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST}, {WEST}")
-    monkeypatch.setattr(aws_lambda, "_checkers", {})
-    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
-        assert aws_lambda.handler({"Records": records}) == {"batchItemFailures": []}
+    _handle_in_lambda(records, dynaunique_db, monkeypatch, caplog)
     assert pauses == [_across.POLL_SECONDS]
     (grant,) = events(caplog, "stream_double_grant")
     assert (grant["regions"], grant["sequences"]) == (
@@ -162,8 +169,6 @@ def test_the_lambda_handler_judges_a_record_in_the_region_of_its_stream(
     """The models name us-east-1 (the home region); the function runs on eu-west-1's stream. A
     record written there without its lock, not replicated yet, is judged on eu-west-1's replica,
     where it is, not where the models point (where it is not yet: nothing would be found)."""
-    from dynaunique.streams import aws_lambda
-
     home = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
     make_global(home, dynaunique_db)
     set_replication_delay(dynaunique_db, HELD)
@@ -171,13 +176,7 @@ def test_the_lambda_handler_judges_a_record_in_the_region_of_its_stream(
         TableName="gt_watch", Item={"PK": {"S": "M9"}, "email": {"S": "ada@x.io"}})
     records = replica_stream(dynaunique_db, WEST, "gt_watch")
     assert {r["awsRegion"] for r in records} == {WEST}
-    monkeypatch.setenv("DYNAUNIQUE_MODULE", gsm.__name__)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynaunique_db)
-    monkeypatch.setenv("DYNAUNIQUE_REGIONS", f"{EAST}, {WEST}")
-    monkeypatch.setattr(aws_lambda, "_checkers", {})
-    configured_by_the_application(aws_lambda.streams_logger, monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="dynaunique.streams"):
-        assert aws_lambda.handler({"Records": records}) == {"batchItemFailures": []}
+    _handle_in_lambda(records, dynaunique_db, monkeypatch, caplog)
     assert [(f["kind"], f["table"]) for f in events(caplog, "stream_finding")] == [
         ("missing", "gt_watch")]
 
