@@ -225,15 +225,37 @@ def test_a_subclass_in_the_home_region_writes_there_though_its_parent_connected_
     region inherits its parent's connection once the parent has made one (pynamodb's
     ``_get_connection`` compares only the table name). A subclass bound to the home region would
     then write in the parent's region, bypassing the home region (found by the simulation)."""
-    set_replication_delay(dynaunique_db, 30)   # nothing replicates while the test looks
-    west = member_model("gt_subclass", WEST, dynaunique_db, home=EAST)
-    make_global(west, dynaunique_db, regions=(EAST,))
+    west, east = _parent_connected_in_west(dynaunique_db, "gt_subclass")
+    east(pk="M1", email="ada@x.io").save()
+    _written_at_home_only(dynaunique_db, "gt_subclass", "M1", east, west)
+
+
+@pytest.mark.anyio
+async def test_an_async_subclass_in_the_home_region_writes_there_too(
+        dynaunique_aio_db: str) -> None:
+    west, east = _parent_connected_in_west(dynaunique_aio_db, "gt_subclass_aio")
+    await east(pk="M1", email="ada@x.io").asave()
+    _written_at_home_only(dynaunique_aio_db, "gt_subclass_aio", "M1", east, west)
+
+
+def _parent_connected_in_west(endpoint: str, table: str) -> tuple[Any, Any]:
+    """A model bound to WEST (home EAST) that has made its PynamoDB connection, and a subclass
+    of it bound to EAST; nothing replicates while the test looks."""
+    set_replication_delay(endpoint, 30)
+    west = member_model(table, WEST, endpoint, home=EAST)
+    make_global(west, endpoint, regions=(EAST,))
     west._get_connection()   # the parent connects first, in WEST
     east = type("EastMember", (west,), {"__module__": __name__,
                                         "Meta": type("Meta", (west.Meta,), {"region": EAST})})
-    east(pk="M1", email="ada@x.io").save()
-    at_home = regional_client(dynaunique_db, EAST).get_item(
-        TableName="gt_subclass", Key={"PK": {"S": "M1"}}, ConsistentRead=True)
+    return west, east
+
+
+def _written_at_home_only(endpoint: str, table: str, pk: str, east: Any, west: Any) -> None:
+    at_home = regional_client(endpoint, EAST).get_item(
+        TableName=table, Key={"PK": {"S": pk}}, ConsistentRead=True)
     assert "Item" in at_home
+    away = regional_client(endpoint, WEST).get_item(
+        TableName=table, Key={"PK": {"S": pk}}, ConsistentRead=True)
+    assert "Item" not in away   # not written in the parent's region (nothing replicated yet)
     assert connection_for(east).region == EAST
     assert connection_for(west).region == WEST   # the parent keeps its own
