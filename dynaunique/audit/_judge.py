@@ -6,6 +6,7 @@ owner and every record known to require the key, read together.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -13,7 +14,9 @@ import attrs
 
 from dynaunique._lock.items import key_id, owner_key
 from dynaunique._lock.locks import TypedKey, split_lock_key
+from dynaunique._write.mrsc import Verdict
 
+from . import _intents
 from ._kinds import FindingKind, OwnerState
 from ._reads import _read_key
 from ._stored import LockInfo, RecordRef, _json_value, _lock_info, _Record, _shown
@@ -67,7 +70,7 @@ class Finding:
     @property
     def repairable(self) -> bool:
         """Whether :func:`plan_repair` can fix it without a person deciding (or a migration)."""
-        if self.kind == FindingKind.MISSING:
+        if self.kind in (FindingKind.MISSING, FindingKind.CONFIRMABLE):
             return True
         if self.kind in (FindingKind.ORPHAN, FindingKind.FOREIGN_OWNER):
             return self.owner_state in (OwnerState.GONE, OwnerState.CHANGED)
@@ -104,11 +107,12 @@ def _owner_state(owner_key_: TypedKey | None, owner: _Record | None) -> OwnerSta
 
 
 def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
-           records: Sequence[_Record]) -> Finding | None:
+           records: Sequence[_Record], now: float | None = None) -> Finding | None:
     """Whether lock ``key`` and the ``records`` read with it agree; the finding if not.
 
     ``records`` holds the lock's owner and every record known to require ``key`` (absent ones
-    included, as ``exists=False``).
+    included, as ``exists=False``). A pending intent (an MRSC table's) is judged by the
+    protocol's rule at ``now`` (default: this machine's clock), ``_intents``.
     """
     lock = _lock_info(table, lock_item) if lock_item is not None else None
     evidence = Evidence(lock_item, tuple(records))
@@ -146,6 +150,12 @@ def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
         OwnerState.UNKNOWN: "its owner is no record of the loaded models",
         OwnerState.CHANGED: f"its owner no longer holds it{_now_holds(owner_record, name)}",
     }[owner_state]
+    if lock_item is not None and _intents.is_intent(lock_item):
+        intent = _intent(table, lock_item, owner_record, owner_label, shown,
+                         time.time() if now is None else now)
+        if intent is not None:
+            return finding(*intent)
+        state += f"; a pending intent past its {_intents.TIMING.grace:g} s grace period"
     if len(requirers) == 1:
         holder = requirers[0]
         if lock is None:
@@ -171,6 +181,26 @@ def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
                        owner_state)
     return finding(FindingKind.ORPHAN, state,
                    f"lock {shown} (owner {owner_label}) is an orphan: {state}", owner_state)
+
+
+def _intent(table: _Table, lock_item: dict[str, Any], owner: _Record | None, owner_label: str,
+            shown: str, now: float) -> tuple[FindingKind, str, str] | None:
+    """(kind, detail, message) of a pending intent the protocol's rule does not call free: a
+    write in flight, or one whose owner holds the value; None: free (judged as any lock)."""
+    verdict = _intents.verdict(table, lock_item, owner.item if owner is not None else None, now)
+    age = _intents.age(lock_item, now)
+    grace = _intents.TIMING.grace
+    if verdict is Verdict.CONFIRM:
+        return (FindingKind.CONFIRMABLE, "its owner holds it; still marked pending",
+                f"{owner_label} holds {shown} and its lock is still a "
+                f"pending intent ({age:.0f} s old): repair clears the mark")
+    if verdict is Verdict.WAIT:
+        return (FindingKind.PENDING, f"a write in flight ({age:.0f} s of a {grace:g} s grace "
+                                     "period)",
+                f"lock {shown} is {owner_label}'s pending intent, "
+                f"{age:.0f} s old: a write in flight, not an orphan before its {grace:g} s grace "
+                "period ends")
+    return None
 
 
 def _now_holds(owner: _Record | None, name: str) -> str:

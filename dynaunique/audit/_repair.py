@@ -1,7 +1,9 @@
 """Send a repair plan: one guarded TransactWriteItems per action, re-planned when a guard fails.
 
 A failed guard means the lock or a record changed since it was read: the key is read again
-consistently and the action planned afresh from that state. A record is never written.
+consistently and the action planned afresh from that state. A record is never written. A lock
+the MRSC protocol wrote is settled by the protocol's rule instead (``_intents.settle``: its
+owner read, then one single-item write conditioned on the lock's token), in the same loop.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import attrs
 
 from dynaunique._write.flush import MAX_ATTEMPTS as _REPAIR_ATTEMPTS
 from dynaunique._write.flush import execute
+from dynaunique._write.mrsc import Verdict
 from dynaunique.errors import AuditError, DynauniqueError, WriteConflict
 
+from . import _intents
 from ._judge import Finding, _involved, _recheck
 from ._kinds import ActionKind, RepairStatus
 from ._plan import RepairAction, RepairPlan, _action, _Secrets, remedy
@@ -29,7 +33,8 @@ class RepairOutcome:
     action: RepairAction
     status: RepairStatus
     message: str
-    #: TransactWriteItems sent for this action (0 when the state had already been fixed).
+    #: TransactWriteItems (an MRSC lock's: conditional single-item writes) sent for this
+    #: action (0 when the state had already been fixed).
     writes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,6 +88,21 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
                 return RepairOutcome(action, RepairStatus.NOT_FIXED,
                                      f"now {finding.kind}: {finding.message}", sent)
         assert current is not None
+        if current.settle is not None:
+            try:
+                settled = _intents.settle(table, current.settle, meter)
+            except DynauniqueError as exc:
+                return RepairOutcome(action, RepairStatus.FAILED, str(exc), sent)
+            if settled is None:   # refused: the lock is no longer the one read
+                sent += 1
+                continue
+            if settled.verdict not in (Verdict.CONFIRM, Verdict.FREE):
+                continue   # its owner, read again, is judged otherwise: nothing was sent
+            sent += 1
+            done = ("cleared its pending mark (UpdateItem conditioned on its token)"
+                    if settled.verdict is Verdict.CONFIRM else
+                    "deleted it (DeleteItem conditioned on its token and owner)")
+            return RepairOutcome(action, RepairStatus.FIXED, done, sent)
         try:
             sent += 1
             meter.add("TransactWriteItems")

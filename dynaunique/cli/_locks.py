@@ -243,7 +243,7 @@ def _print_report(report: audit.AuditReport, output: Output) -> None:
         output.note(f"Checked {summary.table}: {summary.items_scanned} items — "
                     f"{summary.records} records, {summary.locks} locks")
     _print_secret_warnings(report.secret_warnings, output)
-    if report.clean:
+    if report.clean and not report.findings:
         if not output.terminal:
             output.table(_FINDING_COLUMNS, [])
         output.note("No findings: locks and records agree.", "green")
@@ -255,6 +255,10 @@ def _print_report(report: audit.AuditReport, output: Output) -> None:
         for finding in report.findings
     ])
     counts = ", ".join(f"{n} {_KIND_LABELS[k]}" for k, n in report.counts().items() if n)
+    if report.clean:   # only writes in flight (an MRSC table's pending intents)
+        output.note(f"{len(report.findings)} write(s) in flight ({counts}); nothing else: locks "
+                    "and records agree.", "green")
+        return
     output.note(f"{len(report.findings)} finding(s): {counts}", "red")
 
 
@@ -320,6 +324,11 @@ def check_command(module: str, segments: int | None, export: str | None,
 
 
 def _print_plan(plan: audit.RepairPlan, output: Output) -> None:
+    if plan.waiting:
+        output.table(("kind", "constraint", "value", "lock owner", "why"), [
+            (_KIND_LABELS[f.kind], f.constraint, f.shown_value,
+             f.lock.owner_label if f.lock else "-", f.detail) for f in plan.waiting
+        ], title=f"Writes in flight, left alone ({len(plan.waiting)})")
     if plan.actions:
         output.table(("fix", "constraint", "value", "guarded write"), [
             (action.kind.replace("_", " "), action.finding.constraint,
@@ -392,7 +401,7 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
                             "result": result.to_dict() if result is not None else None}))
     else:
         output = Output()
-        if report.clean:
+        if not report.findings:
             output.note("No findings: nothing to repair.", "green")
         else:
             _print_secret_warnings(plan.secret_warnings, output)
