@@ -140,7 +140,10 @@ def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
     On a global table every write and re-read goes to the home region, as the library's writes
     do (docs/global-tables.md).
 
-    :raises GlobalTableError: a global table without a home region, or with strong consistency:
+    An MRSC table (strong consistency) has no home region: it is repaired where the models
+    point, and its protocol's locks by their single-item conditional writes (``_intents``).
+
+    :raises GlobalTableError: an eventually consistent global table without a home region:
         nothing is sent.
     :raises AuditError: the plan left findings that rest on locks another secret made
         (:attr:`RepairPlan.other_secret`): nothing is sent. A wrong secret would otherwise
