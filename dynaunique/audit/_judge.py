@@ -151,11 +151,14 @@ def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
         OwnerState.CHANGED: f"its owner no longer holds it{_now_holds(owner_record, name)}",
     }[owner_state]
     if lock_item is not None and _intents.is_intent(lock_item):
-        intent = _intent(table, lock_item, owner_record, owner_label, shown,
-                         time.time() if now is None else now)
+        now = time.time() if now is None else now
+        intent = _intent(table, lock_item, owner_record, owner_label, shown, now,
+                         bool(requirers))
         if intent is not None:
             return finding(*intent)
-        state += f"; a pending intent past its {_intents.TIMING.grace:g} s grace period"
+        grace = _intents.TIMING.grace
+        where = "past" if _intents.age(lock_item, now) >= grace else "within"
+        state += f"; a pending intent {where} its {grace:g} s grace period"
     if len(requirers) == 1:
         holder = requirers[0]
         if lock is None:
@@ -184,9 +187,11 @@ def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
 
 
 def _intent(table: _Table, lock_item: dict[str, Any], owner: _Record | None, owner_label: str,
-            shown: str, now: float) -> tuple[FindingKind, str, str] | None:
+            shown: str, now: float, held: bool) -> tuple[FindingKind, str, str] | None:
     """(kind, detail, message) of a pending intent the protocol's rule does not call free: a
-    write in flight, or one whose owner holds the value; None: free (judged as any lock)."""
+    write in flight, or one whose owner holds the value; None: free, or (``held``) another
+    record holds the value — both judged as any lock (a write in flight beside a record
+    holding its value without a lock is no write in flight to wait for)."""
     verdict = _intents.verdict(table, lock_item, owner.item if owner is not None else None, now)
     age = _intents.age(lock_item, now)
     grace = _intents.TIMING.grace
@@ -194,7 +199,7 @@ def _intent(table: _Table, lock_item: dict[str, Any], owner: _Record | None, own
         return (FindingKind.CONFIRMABLE, "its owner holds it; still marked pending",
                 f"{owner_label} holds {shown} and its lock is still a "
                 f"pending intent ({age:.0f} s old): repair clears the mark")
-    if verdict is Verdict.WAIT:
+    if verdict is Verdict.WAIT and not held:
         return (FindingKind.PENDING, f"a write in flight ({age:.0f} s of a {grace:g} s grace "
                                      "period)",
                 f"lock {shown} is {owner_label}'s pending intent, "

@@ -171,6 +171,11 @@ def remedy(finding: Finding, *, other_secret: bool = False) -> str:
     if finding.kind == FindingKind.PENDING:
         return (f"nothing: a write in flight; after its {_intents.TIMING.grace:g} s grace "
                 "period an intent its owner does not hold is an orphan, and repair deletes it")
+    if finding.kind == FindingKind.FOREIGN_OWNER and _intents.by_protocol(
+            finding.evidence.lock_item):
+        return ("the lock is the MRSC protocol's and another record holds the value without a "
+                "lock: decide which record keeps it (a write around the library), then change "
+                "the other through the library")
     if finding.owner_state == OwnerState.UNKNOWN:
         return "the owner is not a record of the loaded models: load the module that defines it"
     if finding.owner_state == OwnerState.NONE:
@@ -245,6 +250,8 @@ def _action(table: _Table, finding: Finding, drop_unknown: Collection[str],
                                                                        OwnerState.CHANGED))):
         return None
     lock_item = finding.evidence.lock_item
+    if finding.kind == FindingKind.FOREIGN_OWNER and _intents.by_protocol(lock_item):
+        return None   # a hand-over is a transaction: none on MRSC, and never of an intent
     if finding.kind == FindingKind.CONFIRMABLE or (orphan and _intents.by_protocol(lock_item)):
         # A lock the MRSC protocol wrote: settled by the protocol's rule, never a transaction.
         assert lock_item is not None

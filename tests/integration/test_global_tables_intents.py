@@ -158,7 +158,7 @@ def test_check_names_each_intent_and_repair_settles_them_by_the_protocol_s_rule(
 
 
 def test_the_cli_names_the_new_kinds_and_a_write_in_flight_exits_zero(dynaunique_db: str) -> None:
-    model, raw, locks = table_with_intents(dynaunique_db, "STRONG")
+    _, raw, locks = table_with_intents(dynaunique_db, "STRONG")
     run = CliRunner().invoke
     checked = run(cli, ["check", gm.__name__, "--json", "--endpoint", dynaunique_db])
     assert checked.exit_code == 1, checked.output
@@ -234,4 +234,27 @@ def test_the_stream_guard_reports_no_write_in_flight_but_a_duplicate(dynaunique_
             ("M3", record("M3", "cy@x.io")), ("M7", record("M7", "DUP@x.io"))])])
     assert batch.failed == ()
     assert [(f.kind, f.lock_key) for f in batch.findings] == [
+        ("duplicate", "UNIQ#EMAIL#dup@x.io")]
+
+
+def test_watch_reads_an_mrsc_table_s_stream_and_reports_only_the_duplicate(
+        dynaunique_db: str) -> None:
+    import support.global_stream_models as gsm
+
+    model = member_model("gt_watch", EAST, dynaunique_db, home=EAST, stream=True)
+    make_global(model, dynaunique_db, mode="STRONG")
+    client, now = regional_client(dynaunique_db, EAST), time.time()
+    # As the protocol's writers leave them mid-write: M1's intent (M1 not written yet), M3
+    # written with its mark not cleared yet; and M7 written around the library holding M6's
+    # value while M6's intent is marked.
+    for item in [intent(model, record("M1", "ada@x.io"), "T1", now),
+                 intent(model, record("M3", "cy@x.io"), "T3", now), record("M3", "cy@x.io"),
+                 intent(model, record("M6", "dup@x.io"), "T6", now), record("M6", "dup@x.io"),
+                 record("M7", "DUP@x.io")]:
+        client.put_item(TableName="gt_watch", Item=item)
+    result = CliRunner().invoke(cli, ["watch", gsm.__name__, "--once", "--json",
+                                      "--endpoint", dynaunique_db])
+    assert result.exit_code == 1, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(line["kind"], line["lock_key"]) for line in lines] == [
         ("duplicate", "UNIQ#EMAIL#dup@x.io")]

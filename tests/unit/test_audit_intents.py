@@ -137,3 +137,16 @@ def test_the_rule_settle_reads_the_owner_first() -> None:
     assert rule.answered(AT + 1, {}).verdict == "wait"
     assert rule.answered(AT + 30, {}).verdict == "free"
     assert rule.answered(AT + 1, {"Item": HOLDS}).verdict == "confirm"
+
+
+def test_an_intent_beside_a_record_holding_its_value_without_a_lock_is_left_for_a_person(
+) -> None:
+    other = read("M#2", member("M#2", email={"S": "ADA@x.io"}))   # written around the library
+    found = _judge(TABLE, LOCK_KEY, intent("M#1"), [read("M#1", None), other], now=AT + 1)
+    assert found is not None
+    assert (found.kind, found.owner_state, found.detail) == (
+        "foreign_owner", "gone",
+        "lock names M#1 / MEMBER: its owner does not exist; a pending intent within its 30 s "
+        "grace period")
+    assert _action(TABLE, found, ()) is None
+    assert remedy(found).startswith("the lock is the MRSC protocol's and another record holds")
