@@ -214,9 +214,14 @@ def test_a_writer_taking_the_lock_over_between_repair_s_read_and_write_refuses_t
     assert raw.get(lock_key("bob@x.io")) == takeover["Item"]
 
 
-def test_the_stream_guard_reports_no_write_in_flight_but_a_duplicate(dynaunique_db: str) -> None:
+@pytest.mark.parametrize("mode", ["STRONG", None], ids=["mrsc", "one-region"])
+def test_the_stream_guard_reports_no_write_in_flight_but_a_duplicate(
+        dynaunique_db: str, mode: str | None) -> None:
     model = member_model(TABLE, EAST, dynaunique_db, home=EAST)
-    make_global(model, dynaunique_db, mode="STRONG")
+    if mode is None:
+        create_tables(model)
+    else:
+        make_global(model, dynaunique_db, mode=mode)
     raw, now = Raw(dynaunique_db), time.time()
     # ada: an intent in flight (M1 not written yet); cy: written, its mark not cleared yet;
     # dup: M6's intent marked, held by M6 — and M7 holds the same value (a write around it).
