@@ -289,9 +289,13 @@ def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
     """The guarded writes that fix a report's findings. Pure: nothing is read or sent.
 
     Orphans are deleted, missing locks written, locks handed from a record that no longer holds
-    the value to the one that does. Duplicates, unreadable records and orphans whose owner no
-    loaded model reads are left for a person (``unfixable``). Locks of constraints no model
-    declares are deleted only for the lock names listed in ``drop_unknown``.
+    the value to the one that does. A lock the MRSC protocol wrote is settled by the protocol's
+    rule (:attr:`RepairAction.settle`): a ``confirmable`` intent's mark cleared, an orphan
+    deleted, each by one single-item write conditioned on its token; ``pending`` intents (writes
+    in flight) are left alone, in :attr:`RepairPlan.waiting`. Duplicates, unreadable records
+    and orphans whose owner no loaded model reads are left for a person (``unfixable``). Locks
+    of constraints no model declares are deleted only for the lock names listed in
+    ``drop_unknown``.
 
     Hashed locks another secret made (``foreign_secret``), and the missing locks of a constraint
     none of whose locks the current secret made (a :class:`SecretWarning`), are left too, in

@@ -285,9 +285,11 @@ def check_command(module: str, segments: int | None, export: str | None,
 
     Finds orphan locks (owner gone or no longer holding the value), missing locks, locks held
     by a record that no longer holds the value while another one does, duplicates (records
-    sharing a normalized value) and locks of constraints no model declares. Costs one scan of
-    each table plus one TransactGetItems per suspicious lock key; with --export, no scan: the
-    export's table is read from the export, and only its suspects from the table.
+    sharing a normalized value) and locks of constraints no model declares; on an MRSC table,
+    pending intents (writes in flight: exit 0 if nothing else) and confirmable ones. Costs one
+    scan of each table plus one TransactGetItems (MRSC: a few GetItems) per suspicious lock key;
+    with --export, no scan: the export's table is read from the export, and only its suspects
+    from the table.
     """
     if export is not None and segments is not None:
         raise click.UsageError("--segments splits a scan; --export reads no table")
@@ -384,7 +386,9 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
     missing locks written, locks handed from a record that no longer holds the value to the one
     that does — each in one TransactWriteItems guarded on the lock's owner and on the records
     being exactly as read, so it is safe while the application keeps writing. Duplicates are
-    reported, never resolved. Exit 0 when everything planned was fixed, 1 otherwise.
+    reported, never resolved. On an MRSC table a lock the protocol wrote is settled by its own
+    single-item writes conditioned on its token, and a pending intent (a write in flight) is
+    left alone. Exit 0 when everything planned was fixed, 1 otherwise.
 
     Hashed locks the current lock secret did not make (a wrong DYNAUNIQUE_LOCK_SECRET, or a
     retired one) are never deleted: with them --yes refuses (exit 2) unless
