@@ -263,3 +263,35 @@ def test_watch_reads_an_mrsc_table_s_stream_and_reports_only_the_duplicate(
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(line["kind"], line["lock_key"]) for line in lines] == [
         ("duplicate", "UNIQ#EMAIL#dup@x.io")]
+
+
+def test_check_on_mrsc_reads_a_suspect_again_when_its_lock_changed_during_the_read(
+        dynaunique_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = member_model(TABLE, EAST, dynaunique_db, home=EAST)
+    make_global(model, dynaunique_db, mode="STRONG")
+    raw, now = Raw(dynaunique_db), time.time()
+    marked = intent(model, record("M3", "cy@x.io"), "T3", now)
+    raw.put(marked, record("M3", "cy@x.io"))
+    from dynaunique.audit import _reads
+
+    get = _reads._get
+    gets: list[dict[str, Any]] = []
+
+    def traced(table: Any, key: dict[str, Any], meter: Any) -> dict[str, Any] | None:
+        item = get(table, key, meter)
+        gets.append(key)
+        if key == {"PK": {"S": "M3"}} and len(gets) == 2:
+            # M3's writer clears its own mark (step 4) between check's reads of the lock.
+            writer = threading.Thread(target=lambda: raw.client.update_item(
+                **mrsc.intent_clear(TABLE, lock_key("cy@x.io"), "T3")))
+            writer.start()
+            writer.join()
+        return item
+
+    monkeypatch.setattr(_reads, "_get", traced)
+    report = audit.check([model])
+    assert report.findings == () and report.clean   # judged on the lock as it ended
+    # lock, owner, lock (changed: read again) — owner, lock (the same: judged)
+    assert gets == [lock_key("cy@x.io"), {"PK": {"S": "M3"}}, lock_key("cy@x.io"),
+                    {"PK": {"S": "M3"}}, lock_key("cy@x.io")]
+    assert report.cost.count("GetItem") == 5 and report.cost.count("TransactGetItems") == 0
