@@ -20,7 +20,7 @@ from dynaunique.errors import AuditError, DynauniqueError, WriteConflict
 
 from . import _intents
 from ._judge import Finding, _involved, _recheck
-from ._kinds import ActionKind, RepairStatus
+from ._kinds import ActionKind, FindingKind, RepairStatus
 from ._plan import RepairAction, RepairPlan, _action, _Secrets, remedy
 from ._tables import Cost, _at_home, _Meter, _Table, _table_for, _tables
 
@@ -83,6 +83,10 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
             if finding is None:
                 return RepairOutcome(action, RepairStatus.ALREADY_FIXED,
                                      "already consistent when re-read (fixed meanwhile)", sent)
+            if finding.kind == FindingKind.PENDING:   # a writer took the lock over: its own
+                return RepairOutcome(action, RepairStatus.ALREADY_FIXED,
+                                     f"now a write in flight, left alone: {finding.message}",
+                                     sent)
             current = _action(table, finding, drop_unknown, secrets)
             if current is None:
                 return RepairOutcome(action, RepairStatus.NOT_FIXED,

@@ -208,9 +208,12 @@ def test_a_writer_taking_the_lock_over_between_repair_s_read_and_write_refuses_t
     result = audit.apply_repair(plan)
     assert raced == ["200"]
     outcome = next(o for o in result.outcomes if o.action.finding.lock_key.endswith("bob@x.io"))
-    # refused, read again: now M9's write in flight, which repair leaves alone
-    assert (outcome.status, outcome.writes) == ("not_fixed", 1)
-    assert outcome.message.startswith("now pending: lock EMAIL 'bob@x.io' is M9's pending intent")
+    # refused, read again: now M9's write in flight (the orphan settled by its taking it over),
+    # which repair leaves alone
+    assert (outcome.status, outcome.writes) == ("already_fixed", 1)
+    assert outcome.message.startswith(
+        "now a write in flight, left alone: lock EMAIL 'bob@x.io' is M9's pending intent")
+    assert result.ok
     assert raw.get(lock_key("bob@x.io")) == takeover["Item"]
 
 
