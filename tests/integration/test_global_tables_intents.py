@@ -78,14 +78,21 @@ class Raw:
         return item
 
 
-def table_with_intents(endpoint: str, mode: str | None) -> tuple[type[Model], Raw, dict[str, Any]]:
-    """The table, with the state each crash of a protocol writer leaves (and one clean record);
-    ``mode`` STRONG: an MRSC global table, None: an ordinary table. Returns the locks written."""
+def member_table(endpoint: str, mode: str | None) -> type[Model]:
+    """The model of the table, created: ``mode`` STRONG, an MRSC global table; None, an ordinary
+    table."""
     model = member_model(TABLE, EAST, endpoint, home=EAST)
     if mode is None:
         create_tables(model)
     else:
         make_global(model, endpoint, mode=mode)
+    return model
+
+
+def table_with_intents(endpoint: str, mode: str | None) -> tuple[type[Model], Raw, dict[str, Any]]:
+    """The table (:func:`member_table`), with the state each crash of a protocol writer leaves
+    (and one clean record). Returns the locks written."""
+    model = member_table(endpoint, mode)
     raw, now = Raw(endpoint), time.time()
     locks = {
         # after step 2, just now: a write in flight
@@ -220,11 +227,7 @@ def test_a_writer_taking_the_lock_over_between_repair_s_read_and_write_refuses_t
 @pytest.mark.parametrize("mode", ["STRONG", None], ids=["mrsc", "one-region"])
 def test_the_stream_guard_reports_no_write_in_flight_but_a_duplicate(
         dynaunique_db: str, mode: str | None) -> None:
-    model = member_model(TABLE, EAST, dynaunique_db, home=EAST)
-    if mode is None:
-        create_tables(model)
-    else:
-        make_global(model, dynaunique_db, mode=mode)
+    model = member_table(dynaunique_db, mode)
     raw, now = Raw(dynaunique_db), time.time()
     # ada: an intent in flight (M1 not written yet); cy: written, its mark not cleared yet;
     # dup: M6's intent marked, held by M6 — and M7 holds the same value (a write around it).
@@ -270,8 +273,7 @@ def test_watch_reads_an_mrsc_table_s_stream_and_reports_only_the_duplicate(
 
 def test_check_on_mrsc_reads_a_suspect_again_when_its_lock_changed_during_the_read(
         dynaunique_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = member_model(TABLE, EAST, dynaunique_db, home=EAST)
-    make_global(model, dynaunique_db, mode="STRONG")
+    model = member_table(dynaunique_db, "STRONG")
     raw, now = Raw(dynaunique_db), time.time()
     marked = intent(model, record("M3", "cy@x.io"), "T3", now)
     raw.put(marked, record("M3", "cy@x.io"))
