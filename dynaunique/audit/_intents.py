@@ -52,6 +52,18 @@ def by_protocol(lock_item: Mapping[str, Any] | None) -> bool:
     return lock_item is not None and _mrsc.TOKEN_ATTR in lock_item
 
 
+def marks(lock_item: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A protocol lock's marks as JSON: ``{"token", "pending", "at"}`` (None: no such lock)."""
+    if lock_item is None or not by_protocol(lock_item):
+        return None
+    return {"token": lock_item[_mrsc.TOKEN_ATTR].get("S"), "pending": is_intent(lock_item),
+            "at": _at(lock_item)}
+
+
+def _at(lock_item: Mapping[str, Any]) -> float:
+    return float(lock_item.get(_mrsc.AT_ATTR, {}).get("N", 0))
+
+
 def locks_for(table: _Table) -> _mrsc.LocksFor:
     """The lock items a record item of ``table`` requires (owned by it), by lock key: the
     model that claims the item (``_interpret``) and the one lock builder (``lock_put``)."""
@@ -82,7 +94,7 @@ def verdict(table: _Table, lock_item: Mapping[str, Any], owner: Mapping[str, Any
 
 def age(lock_item: Mapping[str, Any], now: float) -> float:
     """How long ago, by ``now``, the writer put the lock (its ``mrsc_at``)."""
-    return now - float(lock_item.get(_mrsc.AT_ATTR, {}).get("N", 0))
+    return now - _at(lock_item)
 
 
 def settle_rule(table: _Table, lock_item: Mapping[str, Any]) -> _mrsc.Settle:

@@ -77,8 +77,9 @@ class Finding:
         return False
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
+        """JSON-ready form; a lock the MRSC protocol wrote adds ``intent`` (its token, whether
+        it is still marked pending, and ``at``, the writer's clock)."""
+        data = {
             "kind": self.kind.value, "table": self.table, "lock_key": self.lock_key,
             "constraint": self.constraint, "value": _json_value(self.value),
             "hashed": self.hashed, "lock": self.lock.to_dict() if self.lock else None,
@@ -86,6 +87,10 @@ class Finding:
             "owner_state": None if self.owner_state is None else self.owner_state.value,
             "detail": self.detail, "message": self.message, "repairable": self.repairable,
         }
+        intent = _intents.marks(self.evidence.lock_item)
+        if intent is not None:
+            data["intent"] = intent
+        return data
 
 
 def _unreadable(table: _Table, record: _Record) -> Finding:

@@ -62,6 +62,7 @@ def test_an_intent_within_its_grace_period_is_a_write_in_flight(owner: Any) -> N
                              "period ends")
     assert judged(intent("M#1"), owner, AT + 29.999).kind == "pending"
     assert remedy(found).startswith("nothing: a write in flight; after its 30 s grace period")
+    assert found.to_dict()["intent"] == {"token": "T1", "pending": True, "at": AT}
 
 
 @pytest.mark.parametrize(("owner", "state", "detail"), [
@@ -87,6 +88,9 @@ def test_a_cleared_intent_is_judged_as_any_lock() -> None:
     assert judged(intent("M#1", pending=False), HOLDS, AT + 1) is None
     orphan = judged(intent("M#1", pending=False), None, AT + 1)   # at once: no mark, no grace
     assert (orphan.kind, orphan.detail) == ("orphan", "its owner does not exist")
+    assert orphan.to_dict()["intent"] == {"token": "T1", "pending": False, "at": AT}
+    plain = judged(lock(LOCK_KEY, "M#1", constraint={"S": "ACTIVE_EMAIL"}), None, AT)
+    assert "intent" not in plain.to_dict()   # a lock the protocol did not write: as before
 
 
 def test_two_holders_are_a_duplicate_whatever_the_intent() -> None:
