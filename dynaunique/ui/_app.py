@@ -290,7 +290,8 @@ class _Pages:
         rows = views.finding_rows(self.models, run.report, run.plan)
         counts = ", ".join(f"{n} {audit.KIND_LABELS[k]}"
                            for k, n in run.report.counts().items() if n)
-        return self.render("report", "/check", run=run, rows=rows, counts=counts)
+        return self.render("report", "/check", run=run, rows=rows, counts=counts,
+                           intents=views.intent_meanings(run.report))
 
     def _actions(self, request: Request) -> tuple[_Run, str, tuple[audit.RepairAction, ...]]:
         if not self.config.allow_repair:

@@ -225,7 +225,7 @@ _CHECK = """{% extends "base" %}{% block title %}Check{% endblock %}{% block bod
 </form>
 {% if runs %}<h2>Earlier runs</h2><ul>
 {% for run in runs %}<li><a href="/check/{{ run.id }}">{{ run.started }}</a> —
-{% if run.report.clean %}clean{% else %}{{ run.report.findings | length }} finding(s){% endif %}</li>{% endfor %}
+{% if not run.report.findings %}clean{% elif run.report.clean %}clean; {{ run.report.findings | length }} write(s) in flight{% else %}{{ run.report.findings | length }} finding(s){% endif %}</li>{% endfor %}
 </ul>{% endif %}
 {% endblock %}"""
 
@@ -238,11 +238,19 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 {% for warning in run.report.secret_warnings %}
 <div class="error secret-warning">Warning: {{ warning.message }}</div>
 {% endfor %}
-{% if run.report.clean %}
+{% if not run.report.findings %}
 <p class="ok" id="clean">No findings: locks and records agree.</p>
+{% else %}
+{% if run.report.clean %}
+<p><span class="ok" id="summary">{{ run.report.findings | length }} write(s) in flight</span>:
+{{ counts }}; nothing else: locks and records agree.</p>
 {% else %}
 <p><span class="bad" id="summary">{{ run.report.findings | length }} finding(s)</span>:
 {{ counts }}</p>
+{% endif %}
+{% for label, meaning in intents %}
+<p class="mute intent-meaning"><strong>{{ label }}</strong>: {{ meaning }}</p>
+{% endfor %}
 {% if allow_repair and run.plan.actions %}
 <p><a href="/repair/{{ run.id }}/all" id="repair-all"><button type="button" class="danger">Repair all {{ run.plan.actions | length }}…</button></a>
 <span class="mute">each fix asks for confirmation first</span></p>
@@ -251,7 +259,7 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 <tr><th>kind</th><th>constraint</th><th>value</th><th>lock owner</th><th>records holding it</th><th>why</th><th>repair</th></tr>
 {% for row in rows %}
 <tr class="finding {{ row.finding.kind }}">
-<td><span class="tag{% if row.action is none %} bad{% endif %}">{{ row.kind }}</span></td>
+<td><span class="tag{% if row.action is none and row.finding.kind != "pending" %} bad{% endif %}">{{ row.kind }}</span></td>
 <td><code>{{ row.finding.constraint or "-" }}</code></td>
 <td>{% if row.finding.lock_key %}<a href="{{ href('/lock', table=row.finding.table, key=row.finding.lock_key) }}">{% endif %}{% if row.finding.hashed %}<span class="tag hashed">hashed</span>{% else %}{{ row.finding.shown_value }}{% endif %}{% if row.finding.lock_key %}</a>{% endif %}</td>
 <td>{% if row.finding.lock and row.finding.lock.owner %}<a href="{{ href('/record', table=row.finding.table, key=keyp(row.finding.lock.owner)) }}">{{ row.finding.lock.owner_label }}</a>{% else %}-{% endif %}</td>
@@ -260,6 +268,7 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 <td class="repair">{% if row.action is not none %}<span class="plan">{{ row.repair }}</span>
 <details><summary>exact request</summary><pre>{{ row.request }}</pre></details>
 {% if allow_repair %}<a class="repair-one" href="/repair/{{ run.id }}/{{ row.action }}"><button type="button" class="danger">Repair…</button></a>{% endif %}
+{% elif row.finding.kind == "pending" %}<span class="mute">left alone:</span> {{ row.repair }}
 {% else %}<span class="mute">left for a person:</span> {{ row.repair }}{% endif %}</td></tr>
 {% endfor %}
 </table>
@@ -270,7 +279,9 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 _CONFIRM = """{% extends "base" %}{% block title %}Confirm repair{% endblock %}{% block body %}
 <h1>Confirm {{ rows | length }} repair(s)</h1>
 <p>Each fix is one TransactWriteItems, guarded on the lock and on every record involved being
-exactly as the check read them; records are never modified. If anything changed since, the key
+exactly as the check read them (on an MRSC table, which has no transactions, a lock its
+protocol wrote is settled by single-item writes conditioned on its token); records are never
+modified. If anything changed since, the key
 is read again and the fix decided afresh (or not made).</p>
 <table id="planned">
 <tr><th>fix</th><th>constraint</th><th>value</th><th>guarded write</th></tr>
