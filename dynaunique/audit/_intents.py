@@ -34,7 +34,7 @@ from dynaunique._write.render import render_write
 from dynaunique._write.writes import lock_put
 from dynaunique.errors import AuditError
 
-from ._stored import _interpret
+from ._stored import Intent, _interpret
 from ._tables import _call, _exchange, _info, _Meter, _Table
 
 #: The durations intents are judged with: the protocol's writers' own.
@@ -54,10 +54,8 @@ def by_protocol(lock_item: Mapping[str, Any] | None) -> bool:
 
 def marks(lock_item: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A protocol lock's marks as JSON: ``{"token", "pending", "at"}`` (None: no such lock)."""
-    if lock_item is None or not by_protocol(lock_item):
-        return None
-    return {"token": lock_item[_mrsc.TOKEN_ATTR].get("S"), "pending": is_intent(lock_item),
-            "at": _at(lock_item)}
+    intent = Intent.of(lock_item)
+    return intent.to_dict() if intent is not None else None
 
 
 def _at(lock_item: Mapping[str, Any]) -> float:

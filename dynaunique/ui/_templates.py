@@ -176,6 +176,7 @@ _LOCK = """{% extends "base" %}{% block title %}Lock{% endblock %}{% block body 
 {% else %}
 <p id="free" class="ok">No lock: {{ free_text }} is free.</p>
 {% endif %}
+{% if lock and lock.intent and lock.intent.pending %}<p class="warn" id="intent">A pending intent (MRSC), not a held lock: token <code>{{ lock.intent.token }}</code>, put at {{ when(lock.intent.at | int) }} by its writer's clock. A write in flight, or one whose writer stopped before clearing the mark: a <a href="/check">check</a> judges it.</p>{% endif %}
 <p class="cost">read with 1 GetItem (strongly consistent)</p>
 </div>
 <div class="panel" id="owner">
@@ -208,7 +209,7 @@ _RECORD = """{% extends "base" %}{% block title %}Record{% endblock %}{% block b
 {% for expected in owner.locks %}
 <tr><td><code>{{ expected.lock.constraint }}</code></td>
 <td><a href="{{ href('/lock', table=record.ref.table, key=expected.lock.key) }}">{% if expected.lock.hashed %}<span class="tag hashed">hashed</span>{% else %}{{ shown(expected.lock.value) }}{% endif %}</a></td>
-<td>{% if expected.status == "held" %}<span class="ok">held</span>{% elif expected.status == "missing" %}<span class="bad">missing</span>{% else %}<span class="bad">held by another record</span>{% endif %}</td>
+<td>{% if expected.status == "held" %}<span class="ok">held</span>{% elif expected.status == "pending" %}<span class="warn">pending intent</span>{% elif expected.status == "missing" %}<span class="bad">missing</span>{% else %}<span class="bad">held by another record</span>{% endif %}</td>
 <td>{% if expected.stored and expected.stored.owner %}<a href="{{ href('/record', table=record.ref.table, key=keyp(expected.stored.owner)) }}">{{ expected.stored.owner_label }}</a>{% else %}-{% endif %}</td></tr>
 {% else %}<tr><td colspan="4" class="mute">its values require no lock</td></tr>{% endfor %}
 </table>

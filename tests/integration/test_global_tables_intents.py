@@ -300,3 +300,49 @@ def test_check_on_mrsc_reads_a_suspect_again_when_its_lock_changed_during_the_re
     assert gets == [lock_key("cy@x.io"), {"PK": {"S": "M3"}}, lock_key("cy@x.io"),
                     {"PK": {"S": "M3"}}, lock_key("cy@x.io")]
     assert report.cost.count("GetItem") == 5 and report.cost.count("TransactGetItems") == 0
+
+
+def test_locks_shows_a_pending_intent_as_pending_not_held(dynaunique_db: str) -> None:
+    """``who_holds``/``owner_locks`` (``dynaunique locks --exact`` / ``--owner``): a lock still
+    marked pending is shown as a pending intent — its token, the writer's time, whether its
+    grace period has ended — and never as a held lock; a cleared one is held."""
+    model, _, locks = table_with_intents(dynaunique_db, "STRONG")
+    at = {name: float(lock[mrsc.AT_ATTR]["N"]) for name, lock in locks.items()}
+    fresh = audit.who_holds(model, "email", "ada@x.io")
+    assert fresh is not None and fresh.intent == audit.Intent("T1", True, at["fresh"])
+    held = audit.who_holds(model, "email", "fay@x.io")
+    assert held is not None and held.intent == audit.Intent("T5", False, at["held"])
+    owners = {pk: audit.owner_locks([model], pk).locks for pk in ("M3", "M5")}
+    assert [(e.status, e.stored.intent) for e in owners["M3"] if e.stored] == [
+        ("pending", audit.Intent("T3", True, at["written"]))]
+    assert [e.status for e in owners["M5"]] == ["held"]
+
+    run = CliRunner().invoke
+    base = ["locks", gm.__name__, "--endpoint", dynaunique_db]
+    exact = ["--constraint", "EMAIL", "--exact", "--value"]
+    for value, token, within in (("ada@x.io", "T1", True), ("bob@x.io", "T2", False)):
+        shown = run(cli, [*base, *exact, value, "--json"])
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.output)["lock"]["intent"] == {
+            "token": token, "pending": True, "at": at["fresh" if within else "stale"],
+            "within_grace": within}
+    plain = run(cli, [*base, *exact, "fay@x.io", "--json"])
+    assert json.loads(plain.output)["lock"]["intent"] == {
+        "token": "T5", "pending": False, "at": at["held"], "within_grace": False}
+    text = " ".join(run(cli, [*base, *exact, "ada@x.io"]).output.split())
+    assert ("EMAIL ada@x.io: a pending intent (MRSC), not a held lock: token T1, put at "
+            in text and "ago, within its 30 s grace period)" in text)
+    past = " ".join(run(cli, [*base, *exact, "bob@x.io"]).output.split())
+    assert "token T2" in past and "100 s ago, past its 30 s grace period" in past
+    assert "pending intent" not in " ".join(run(cli, [*base, *exact, "fay@x.io"]).output.split())
+
+    owned = run(cli, [*base, "--owner", "M3", "--json"])
+    assert owned.exit_code == 0, owned.output
+    (lock,) = json.loads(owned.output)["locks"]
+    assert (lock["status"], lock["stored"]["intent"]) == ("pending", {
+        "token": "T3", "pending": True, "at": at["written"], "within_grace": True})
+    table = " ".join(run(cli, [*base, "--owner", "M3"]).output.split())
+    assert "pending intent" in table and "held" not in table.replace("not a held lock", "")
+    assert "EMAIL cy@x.io: a pending intent (MRSC), not a held lock: token T3" in table
+    assert json.loads(run(cli, [*base, "--owner", "M5", "--json"]).output)["locks"][0][
+        "status"] == "held"

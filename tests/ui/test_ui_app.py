@@ -240,3 +240,11 @@ def test_a_check_page_lists_writes_in_flight_and_confirmable_intents_with_their_
     assert "&#34;UpdateItem&#34;" in rows[1][1] and "REMOVE #n1" in rows[1][1]
     assert second.count("<summary>exact request</summary>") == 1
     assert "<strong>confirmable intent</strong>: a pending intent whose record holds" in second
+    # The lock and record pages call it a pending intent, not a held lock.
+    lock = read_only.fetch("/lock?" + urlencode({"table": fm.TABLE,
+                                                 "key": "UNIQ#TEAM_NAME#red"})).body
+    assert ('<p class="warn" id="intent">A pending intent (MRSC), not a held lock: token '
+            "<code>T-RED</code>") in lock
+    team = read_only.fetch("/record?" + urlencode({"table": fm.TABLE, "key": views.key_param(
+        {"PK": {"S": "TEAM#RED"}, "SK": {"S": "TEAM"}})})).body
+    assert '<span class="warn">pending intent</span>' in team and ">held<" not in team
