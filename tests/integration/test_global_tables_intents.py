@@ -346,3 +346,141 @@ def test_locks_shows_a_pending_intent_as_pending_not_held(dynaunique_db: str) ->
     assert "EMAIL cy@x.io: a pending intent (MRSC), not a held lock: token T3" in table
     assert json.loads(run(cli, [*base, "--owner", "M5", "--json"]).output)["locks"][0][
         "status"] == "held"
+
+
+# --- repairs that need a transaction elsewhere: the protocol's Claim on MRSC ----------------------
+
+
+def drive(machine: Any, client: Any) -> Any:
+    """A protocol machine (``mrsc.Write``) run to its end through a plain boto3 client: each
+    request sent, a failed condition handed back as its refusal (the writer's driver, as the
+    simulation's)."""
+    methods = {"GetItem": "get_item", "PutItem": "put_item", "UpdateItem": "update_item",
+               "DeleteItem": "delete_item"}
+    while (request := machine.advance(time.time()).request(time.time())) is not None:
+        operation, params = request
+        try:
+            answer, refused = getattr(client, methods[operation])(**params), None
+        except client.exceptions.ConditionalCheckFailedException as exc:
+            answer, refused = None, exc.response
+        machine = machine.answered(time.time(), answer, refused)
+    return machine
+
+
+def unmarked(lock: dict[str, Any]) -> dict[str, Any]:
+    """A lock item without the protocol's marks and its ``created`` time."""
+    return {k: v for k, v in lock.items() if not k.startswith("mrsc_") and k != "created"}
+
+
+def test_repair_writes_a_missing_lock_on_mrsc_by_the_protocol_s_steps(dynaunique_db: str) -> None:
+    model = member_table(dynaunique_db, "STRONG")
+    raw = Raw(dynaunique_db)
+    raw.put(record("M1", "ada@x.io"))   # written around the library: no lock
+    plan = audit.plan_repair(audit.check([model]))
+    (action,) = plan.actions
+    assert (action.kind, action.finding.kind) == ("put_missing", "missing")
+    assert action.claim is not None and action.plan.writes == ()
+    (operation, params), = action.request().items()
+    assert operation == "PutItem"
+    assert params["ConditionExpression"] == "attribute_not_exists(#n0)"
+    assert unmarked(params["Item"]) == unmarked(lock_of(model, record("M1", "ada@x.io")))
+    assert params["Item"][mrsc.PENDING_ATTR] == params["Item"][mrsc.TOKEN_ATTR]
+    assert action.description.startswith("if no lock exists, put it for M1 as a pending intent")
+    result = audit.apply_repair(plan)
+    assert result.ok, result.to_dict()
+    (outcome,) = result.outcomes
+    assert (outcome.status, outcome.writes) == ("fixed", 2)
+    assert outcome.message.startswith("wrote it as a pending intent (PutItem), read its holder")
+    assert result.cost.count("TransactWriteItems") == 0
+    assert (result.cost.count("PutItem"), result.cost.count("UpdateItem"),
+            result.cost.count("GetItem")) == (1, 1, 1)
+    stored = raw.get(lock_key("ada@x.io"))
+    assert stored is not None and mrsc.PENDING_ATTR not in stored
+    assert stored[mrsc.TOKEN_ATTR] == params["Item"][mrsc.TOKEN_ATTR]
+    assert unmarked(stored) == unmarked(lock_of(model, record("M1", "ada@x.io")))
+    assert audit.check([model]).findings == ()
+
+
+def test_repair_hands_a_lock_over_on_mrsc_from_an_owner_gone(dynaunique_db: str) -> None:
+    model = member_table(dynaunique_db, "STRONG")
+    raw = Raw(dynaunique_db)
+    gone = intent(model, record("M9", "dee@x.io"), "T9", time.time() - STALE, pending=False)
+    raw.put(gone, record("M4", "dee@x.io"))   # M9 deleted and M4 written around the library
+    plan = audit.plan_repair(audit.check([model]))
+    (action,) = plan.actions
+    assert (action.kind, action.finding.kind) == ("transfer", "foreign_owner")
+    (operation, params), = action.request().items()
+    assert (operation, params["ConditionExpression"]) == ("PutItem", "#n0 = :v0 AND #n1 = :v1")
+    assert params["ExpressionAttributeValues"] == {":v0": {"S": "T9"},
+                                                  ":v1": {"M": {"PK": {"S": "M9"}}}}
+    result = audit.apply_repair(plan)
+    assert result.ok and [o.status for o in result.outcomes] == ["fixed"], result.to_dict()
+    # M9 read (gone), the lock taken over, M4 read, the mark cleared.
+    assert (result.cost.count("GetItem"), result.cost.count("PutItem"),
+            result.cost.count("UpdateItem"), result.cost.count("TransactWriteItems")) == (
+        2, 1, 1, 0)
+    stored = raw.get(lock_key("dee@x.io"))
+    assert stored is not None and stored["owner"] == {"M": {"PK": {"S": "M4"}}}
+    assert mrsc.PENDING_ATTR not in stored and stored[mrsc.TOKEN_ATTR] != {"S": "T9"}
+    assert audit.check([model]).findings == ()
+
+
+def test_a_writer_moving_the_record_during_repair_s_claim_keeps_its_lock_and_gets_no_orphan(
+        dynaunique_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between repair's intent put (ada, for M1) and its read of M1, a protocol writer moves M1
+    to eve (a real thread over HTTP): its own lock put, M1 written, its mark cleared, and its
+    old lock — repair's pending intent, within its grace period — left. Repair reads M1 (eve),
+    deletes its own intent (token and owner), reads the key again: consistent."""
+    model = member_table(dynaunique_db, "STRONG")
+    raw = Raw(dynaunique_db)
+    raw.put(record("M1", "ada@x.io"))
+    plan = audit.plan_repair(audit.check([model]))
+    from dynaunique.audit import _intents
+    from dynaunique.audit._tables import _tables
+
+    table = _tables([model])[0]
+    writer = mrsc.Write(TABLE, {"PK": {"S": "M1"}}, record("M1", "eve@x.io"), "W1",
+                        _intents.locks_for(table), table.lock_pk, ("email",))
+    call = _intents._call
+    ended: list[Any] = []
+
+    def racing(meter: Any, connection: Any, operation: str, **params: Any) -> dict[str, Any]:
+        if operation == "GetItem" and params["Key"] == {"PK": {"S": "M1"}} and not ended:
+            assert raw.get(lock_key("ada@x.io")) is not None   # repair's intent is there
+            thread = threading.Thread(target=lambda: ended.append(drive(writer, raw.client)))
+            thread.start()
+            thread.join()
+        return call(meter, connection, operation, **params)
+
+    monkeypatch.setattr(_intents, "_call", racing)
+    result = audit.apply_repair(plan)
+    assert [m.outcome for m in ended] == ["written"]
+    (outcome,) = result.outcomes
+    # the intent put and its delete; then read again: consistent (M1's eve locked by the writer)
+    assert (outcome.status, outcome.writes) == ("already_fixed", 2), outcome.message
+    assert (result.cost.count("PutItem"), result.cost.count("DeleteItem"),
+            result.cost.count("UpdateItem")) == (1, 1, 0)
+    assert raw.get(lock_key("ada@x.io")) is None
+    eve = raw.get(lock_key("eve@x.io"))
+    assert eve is not None and eve[mrsc.TOKEN_ATTR] == {"S": "W1"}
+    assert eve["owner"] == {"M": {"PK": {"S": "M1"}}} and mrsc.PENDING_ATTR not in eve
+    assert raw.get({"PK": {"S": "M1"}}) == record("M1", "eve@x.io")
+    assert audit.check([model]).findings == ()
+
+
+def test_repairs_that_are_transactions_are_refused_on_mrsc_with_a_clear_message(
+        dynaunique_db: str) -> None:
+    model = member_table(dynaunique_db, "STRONG")
+    raw = Raw(dynaunique_db)
+    # A lock the protocol did not write (no token) whose owner is gone: its delete is a
+    # transaction elsewhere (with the owner's ConditionCheck).
+    raw.put(lock_of(model, record("M8", "old@x.io")))
+    result = audit.apply_repair(audit.plan_repair(audit.check([model])))
+    (outcome,) = result.outcomes
+    assert (outcome.action.kind, outcome.status, outcome.writes) == (
+        "delete_orphan", "failed", 0)
+    assert outcome.message.startswith(
+        "not repaired: delete_orphan is a transaction, and this table is a global table with "
+        "multi-Region strong consistency (MRSC), which refuses transactions; nothing was sent")
+    assert result.cost.count("TransactWriteItems") == 0
+    assert raw.get(lock_key("old@x.io")) is not None
