@@ -4,7 +4,8 @@ Repair never modifies a record: it deletes orphan locks, writes missing ones and
 over from a record that no longer needs it to the one that does — each as one
 TransactWriteItems that also carries ConditionChecks on the records involved, so a record that
 changed since it was read cancels the write instead of leaving a missing lock or an orphan
-behind.
+behind. On an MRSC table (no transactions) a lock the protocol wrote is settled by its
+``Settle``, and a missing lock or a hand-over written by its ``Claim`` (``_intents``).
 """
 
 from __future__ import annotations
@@ -337,7 +338,10 @@ def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
     the value to the one that does. A lock the MRSC protocol wrote is settled by the protocol's
     rule (:attr:`RepairAction.settle`): a ``confirmable`` intent's mark cleared, an orphan
     deleted, each by one single-item write conditioned on its token; ``pending`` intents (writes
-    in flight) are left alone, in :attr:`RepairPlan.waiting`. Duplicates, unreadable records
+    in flight) are left alone, in :attr:`RepairPlan.waiting`. On an MRSC table a missing lock
+    or a hand-over is the protocol's :attr:`RepairAction.claim` (intent put, the holder read
+    again, the mark cleared or the intent deleted; the table's mode is asked once per process,
+    already known after :func:`check`). Duplicates, unreadable records
     and orphans whose owner no loaded model reads are left for a person (``unfixable``). Locks
     of constraints no model declares are deleted only for the lock names listed in
     ``drop_unknown``.

@@ -176,7 +176,9 @@ def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
     do (docs/global-tables.md).
 
     An MRSC table (strong consistency) has no home region: it is repaired where the models
-    point, and its protocol's locks by their single-item conditional writes (``_intents``).
+    point, and its protocol's locks by their single-item conditional writes (``_intents``): a
+    missing lock or a hand-over by the protocol's ``Claim``; a repair that is a transaction
+    elsewhere (an orphan without a token, ``drop_unknown``) ends ``failed``, nothing sent.
 
     :raises GlobalTableError: an eventually consistent global table without a home region:
         nothing is sent.

@@ -280,8 +280,8 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 _CONFIRM = """{% extends "base" %}{% block title %}Confirm repair{% endblock %}{% block body %}
 <h1>Confirm {{ rows | length }} repair(s)</h1>
 <p>Each fix is one TransactWriteItems, guarded on the lock and on every record involved being
-exactly as the check read them (on an MRSC table, which has no transactions, a lock its
-protocol wrote is settled by single-item writes conditioned on its token); records are never
+exactly as the check read them (on an MRSC table, which has no transactions, each fix is the
+protocol's single-item writes, each conditioned on a lock's token); records are never
 modified. If anything changed since, the key
 is read again and the fix decided afresh (or not made).</p>
 <table id="planned">
