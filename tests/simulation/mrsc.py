@@ -90,8 +90,23 @@ def record(pk: str, email: str | None) -> dict[str, Any] | None:
                                        "email": {"S": email}}
 
 
+class _Reader:
+    """A client that writes no record (``repair``): no lease, and a lost answer changes nothing
+    (each of its writes, resent, is conditioned on what it read)."""
+
+    def advance(self, now: float) -> Any:
+        return self
+
+    def lost(self) -> Any:
+        return self
+
+
+def _scan() -> tuple[str, dict[str, Any]]:
+    return "Scan", {"TableName": TABLE, "ConsistentRead": True}
+
+
 @attrs.frozen
-class Repair:
+class Repair(_Reader):
     """``repair`` (or the stream guard) run beside the writers: one consistent Scan, then each
     lock met settled by ``_mrsc.Settle`` at the clock of the moment — the same interface as
     ``_mrsc.Write`` for the scheduler."""
@@ -106,15 +121,9 @@ class Repair:
         rule = None if self.rule is None else (self.rule.met, self.rule.verdict, self.rule.done)
         return (self.phase, self.locks, self.index, rule)
 
-    def advance(self, now: float) -> Repair:
-        return self
-
-    def lost(self) -> Repair:
-        return self
-
     def request(self, now: float) -> tuple[str, dict[str, Any]] | None:
         if self.phase == "scan":
-            return "Scan", {"TableName": TABLE, "ConsistentRead": True}
+            return _scan()
         return None if self.rule is None else self.rule.request()
 
     def answered(self, now: float, answer: Any, refused: Any) -> Repair:
@@ -138,7 +147,7 @@ class Repair:
 
 
 @attrs.frozen
-class Mend:
+class Mend(_Reader):
     """``repair`` writing the locks records hold their values without, beside the writers: one
     consistent Scan; for each lock key exactly one record requires, a missing lock is written
     and a lock whose owner is judged free (read, ``_mrsc.judge``) handed over — each by
@@ -159,15 +168,9 @@ class Mend:
                 None if self.claim is None else self.claim.key_text(),
                 None if self.settle is None else self.settle.key_text(), self.outcome)
 
-    def advance(self, now: float) -> Mend:
-        return self
-
-    def lost(self) -> Mend:
-        return self
-
     def request(self, now: float) -> tuple[str, dict[str, Any]] | None:
         if self.phase == "scan":
-            return "Scan", {"TableName": TABLE, "ConsistentRead": True}
+            return _scan()
         if self.phase == "owner":
             met = self.wanted[self.index][3]
             assert met is not None
