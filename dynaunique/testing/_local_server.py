@@ -260,22 +260,27 @@ class _StopRequest:
 
     def __init__(self) -> None:
         self.reason: str | None = None
+        self._signalled = False
         self._reader, self._writer = socket.socketpair()
         for end in (self._reader, self._writer):
             end.setblocking(False)
         self._wakeup_fd: int | None = None
 
     def install(self) -> None:
-        """Handle SIGTERM and SIGINT from now until the process exits (main thread only): a
-        signal repeated while the server stops is recorded, not acted on, so it cannot cut
-        the stop short (a ``KeyboardInterrupt`` in the middle of ``shutdown()``)."""
+        """Handle SIGTERM and SIGINT from now until the process exits (main thread only)."""
         self._wakeup_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.reason is None:
-            self.reason = signal.Signals(signum).name
+        if not self._signalled:
+            self._signalled = True
+            self.reason = self.reason or signal.Signals(signum).name
+            return
+        # A second signal (Ctrl-C twice): the signal's own default at once, killed by it, as
+        # one arriving while Python exits would be (Python puts the defaults back then).
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
     def request(self, reason: str) -> None:
         """Ask for a stop from any thread."""
@@ -320,7 +325,8 @@ def _serve_main(argv: Sequence[str] | None = None) -> int:
     of file (unless ``--ignore-stdin``), or SIGTERM/SIGINT arrives. Then it stops accepting,
     closes its socket, prints ``local server stopped (SIGTERM)`` (the reason) on stderr and
     returns 0; requests still in flight are cut off when the process exits. A stop requested
-    while it starts ends it before the ready line, also with 0.
+    while it starts ends it before the ready line, also with 0. A second signal kills it at
+    once (the signal's default action).
     """
     parser = argparse.ArgumentParser(
         prog="python -m dynaunique.testing",

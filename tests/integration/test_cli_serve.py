@@ -141,14 +141,16 @@ def test_serve_stops_on_a_signal_that_arrives_while_its_main_thread_holds_a_lock
     assert err.read_text(encoding="utf-8").endswith(f"local server stopped ({signum.name})\n")
 
 
-# `dynaunique serve` that receives SIGTERM while it builds its server (moto's import, the patch).
+# `dynaunique serve` that receives SIGTERM {times} while it builds its server (moto's import, the
+# patch): a signal to oneself is handled at the next bytecode, before the next `os.kill`.
 _SIGNALLED_WHILE_STARTING = """
 import os, signal
 from dynaunique.cli import main
 from dynaunique.testing import _local_server
 make_server = _local_server._make_server
 def signalled(*args, **kwargs):
-    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range({times}):
+        os.kill(os.getpid(), signal.SIGTERM)
     return make_server(*args, **kwargs)
 _local_server._make_server = signalled
 main()
@@ -156,7 +158,7 @@ main()
 
 
 def test_serve_stopped_while_it_starts_exits_0_without_a_ready_line(tmp_path: Path) -> None:
-    process, out, err = _forked_serve(_SIGNALLED_WHILE_STARTING, tmp_path)
+    process, out, err = _forked_serve(_SIGNALLED_WHILE_STARTING.format(times=1), tmp_path)
     try:
         code = process.wait(timeout=60)
     finally:
@@ -164,6 +166,17 @@ def test_serve_stopped_while_it_starts_exits_0_without_a_ready_line(tmp_path: Pa
     assert code == 0, err.read_text(encoding="utf-8")
     assert out.read_text(encoding="utf-8") == ""
     assert err.read_text(encoding="utf-8") == "local server stopped (SIGTERM) before it was ready\n"
+
+
+def test_a_second_signal_kills_serve_at_once(tmp_path: Path) -> None:
+    process, out, err = _forked_serve(_SIGNALLED_WHILE_STARTING.format(times=2), tmp_path)
+    try:
+        code = process.wait(timeout=60)
+    finally:
+        process.send_signal(signal.SIGKILL)
+    assert code == -signal.SIGTERM, err.read_text(encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == ""
+    assert err.read_text(encoding="utf-8") == ""  # killed before it built its server
 
 
 def test_serve_without_moto_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
