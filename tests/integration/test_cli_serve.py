@@ -157,26 +157,19 @@ main()
 """
 
 
-def test_serve_stopped_while_it_starts_exits_0_without_a_ready_line(tmp_path: Path) -> None:
-    process, out, err = _forked_serve(_SIGNALLED_WHILE_STARTING.format(times=1), tmp_path)
+@pytest.mark.parametrize(("times", "code", "stderr"), [
+    (1, 0, "local server stopped (SIGTERM) before it was ready\n"),
+    (2, -signal.SIGTERM, ""),  # a second signal: killed at once, before it built its server
+], ids=["once: exits 0", "twice: killed"])
+def test_serve_signalled_while_it_starts_prints_no_ready_line(
+        tmp_path: Path, times: int, code: int, stderr: str) -> None:
+    process, out, err = _forked_serve(_SIGNALLED_WHILE_STARTING.format(times=times), tmp_path)
     try:
-        code = process.wait(timeout=60)
+        exited = process.wait(timeout=60)
     finally:
         process.send_signal(signal.SIGKILL)
-    assert code == 0, err.read_text(encoding="utf-8")
-    assert out.read_text(encoding="utf-8") == ""
-    assert err.read_text(encoding="utf-8") == "local server stopped (SIGTERM) before it was ready\n"
-
-
-def test_a_second_signal_kills_serve_at_once(tmp_path: Path) -> None:
-    process, out, err = _forked_serve(_SIGNALLED_WHILE_STARTING.format(times=2), tmp_path)
-    try:
-        code = process.wait(timeout=60)
-    finally:
-        process.send_signal(signal.SIGKILL)
-    assert code == -signal.SIGTERM, err.read_text(encoding="utf-8")
-    assert out.read_text(encoding="utf-8") == ""
-    assert err.read_text(encoding="utf-8") == ""  # killed before it built its server
+    assert (exited, out.read_text(encoding="utf-8"), err.read_text(encoding="utf-8")) == (
+        code, "", stderr)
 
 
 def test_serve_without_moto_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -509,9 +509,9 @@ def _in_terminal(argv: list[str], env: dict[str, str], cwd: Path, until_lines: i
         try:
             code = process.wait(timeout=stop_within)
         except subprocess.TimeoutExpired:
-            # A server that SIGTERM has not stopped in `stop_within` is a defect of the server (docker
-            # and systemd give 10 s): it is killed, so that nothing outlives the test, and the
-            # test fails. (`dynaunique serve` did it twice in loaded full runs: its handler
+            # A server that SIGTERM has not stopped in `stop_within` is a defect of the server
+            # (docker and systemd give 10 s): it is killed, so that nothing outlives the test,
+            # and the test fails. (`dynaunique serve` did it twice in loaded full runs: its handler
             # deadlocked on the lock of the Event its main thread was waiting on.)
             process.send_signal(signal.SIGKILL)
             process.wait(timeout=30)
