@@ -36,16 +36,17 @@ from typing import Any
 import attrs
 
 from dynaunique._lock.kinds import Kind
+from dynaunique._lock.locks import MRSC_AT_ATTR, MRSC_PENDING_ATTR, MRSC_TOKEN_ATTR
 
 __all__ = ["AT_ATTR", "PENDING_ATTR", "TOKEN_ATTR", "Met", "Settle", "Timing", "Verdict",
            "Write", "judge"]
 
 #: The token of the operation that last put the lock (every lock the protocol writes has one).
-TOKEN_ATTR = "mrsc_token"
+TOKEN_ATTR = MRSC_TOKEN_ATTR
 #: Present (the token again) while the operation's record write may still be pending.
-PENDING_ATTR = "mrsc_pending"
+PENDING_ATTR = MRSC_PENDING_ATTR
 #: When the lock was put, by the writer's clock (epoch seconds).
-AT_ATTR = "mrsc_at"
+AT_ATTR = MRSC_AT_ATTR
 
 Item = dict[str, Any]
 #: The lock items a record item requires, by lock key (the library's ``locks_of`` + ``lock_put``).
