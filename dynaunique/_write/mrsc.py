@@ -1,4 +1,4 @@
-"""The write protocol for multi-Region strong consistency (MRSC) tables, sans IO (not wired yet).
+"""The write protocol for multi-Region strong consistency (MRSC) tables, sans IO.
 
 DynamoDB refuses ``TransactWriteItems`` on an MRSC global table, but every single-item write is
 synchronous across its regions: for this protocol the table is one strongly consistent
@@ -24,7 +24,8 @@ whose lease ended before the resend by reading the record again. :class:`Write` 
 sequence as a state machine: :meth:`Write.request` is the next request (or None: done, with
 :attr:`Write.outcome`), :meth:`Write.answered` the machine after its answer. :class:`Settle` is
 the rule a contender, ``repair`` or the stream guard applies to one lock met. Nothing here sends
-a request; a driver (a simulation, later the flush) sends them.
+a request; a driver (the simulation; the flush, through ``dynaunique._write.strong``) sends
+them.
 """
 
 from __future__ import annotations
@@ -199,6 +200,9 @@ class Write:
     lock_key: Callable[[str], Item] = attrs.field(eq=False)
     compared: tuple[str, ...]
     timing: Timing = Timing()
+    #: The record write as the caller renders it (the flush: its guard and the caller's
+    #: condition), sent instead of :func:`record_write` of ``compared``.
+    sent: tuple[str, Item] | None = attrs.field(default=None, eq=False)
     #: Where it is: read, put, owner, take, write, verify, clear, seek, judge, drop, undo,
     #: done.
     phase: str = "read"
@@ -244,7 +248,8 @@ class Write:
             lock = self.locks_for(self.target)[self.new[self.index]]
             return "PutItem", intent_put(table, lock, self.token, now, self.met)
         if phase == "write":
-            return record_write(table, self.key, self.record, self.target, self.compared)
+            return self.sent or record_write(table, self.key, self.record, self.target,
+                                             self.compared)
         if phase == "verify":
             return _get(table, self.key)
         if phase == "clear":

@@ -1,0 +1,212 @@
+"""save()/delete()/update() on a multi-Region strong consistency (MRSC) global table, against the
+local server's STRONG tables (which replicate at once and refuse transactions): each write goes
+by the protocol without transactions (dynaunique/_write/strong.py driving _write/mrsc.py), the
+requests in their order, the errors as on any table, a stale copy refused, an orphan intent
+taken over after its grace, a pending one waited for then refused, and a race of writers in
+both regions leaving exactly one holder and a clean table. Sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from support.global_tables import EAST, WEST, check_region, make_global, regional_client
+from support.recorders import requests_sent
+
+from dynaunique import (
+    ConcurrentModificationError,
+    Model,
+    UniqueViolation,
+    UnsupportedOperationError,
+    atomic,
+    normalizers,
+)
+from dynaunique._transport.clients import connection_for
+from dynaunique.attributes import UnicodeAttribute
+from dynaunique.testing import use_endpoint
+
+
+def strong_model(table: str, region: str, endpoint: str, *, lease: float | None = None,
+                 grace: float | None = None) -> type[Model]:
+    """A model on ``table`` in ``region`` (the same class name in both regions)."""
+    meta: dict[str, Any] = {"table_name": table, "region": region}
+    if lease is not None:
+        meta.update(mrsc_lease_seconds=lease, mrsc_grace_seconds=grace)
+    model = type("Member", (Model,), {
+        "__module__": __name__,
+        "Meta": type("Meta", (), meta),
+        "pk": UnicodeAttribute(hash_key=True, attr_name="PK"),
+        "email": UnicodeAttribute(unique=True, normalize=normalizers.casefold),
+        "name": UnicodeAttribute(null=True),
+    })
+    use_endpoint(endpoint, model)
+    return model
+
+
+def strong_pair(table: str, endpoint: str, **timing: float) -> tuple[type[Model], type[Model]]:
+    """The model in the east and in the west region of one STRONG table."""
+    east = strong_model(table, EAST, endpoint, **timing)
+    make_global(east, endpoint, mode="STRONG")
+    return east, strong_model(table, WEST, endpoint, **timing)
+
+
+def items(endpoint: str, table: str, region: str = EAST) -> dict[str, dict[str, Any]]:
+    found = regional_client(endpoint, region).scan(TableName=table, ConsistentRead=True)["Items"]
+    return {item["PK"]["S"]: item for item in found}
+
+
+def assert_clean(model: type[Model], endpoint: str) -> None:
+    """Both regions clean, and no lock left marked pending."""
+    for region in (EAST, WEST):
+        assert check_region(model, endpoint, region).clean
+        for key, item in items(endpoint, model.Meta.table_name, region).items():
+            assert "mrsc_pending" not in item, key
+
+
+def test_create_change_and_delete_go_by_the_protocol(dynaunique_db: str) -> None:
+    east, west = strong_pair("mrsc_basic", dynaunique_db)
+    with requests_sent(connection_for(east).client) as sent:
+        ada = east(pk="A", email="ada@x.io")
+        ada.save()
+    # The mode asked once; then the lock's intent, the record, the intent cleared.
+    assert [op for op, _ in sent] == ["DescribeTable", "PutItem", "PutItem", "UpdateItem"]
+    lock = items(dynaunique_db, "mrsc_basic")["UNIQ#EMAIL#ada@x.io"]
+    assert set(lock) == {"PK", "owner", "model", "constraint", "value", "created",
+                         "mrsc_token", "mrsc_at"}
+    assert lock["owner"] == {"M": {"PK": {"S": "A"}}}
+    assert_clean(east, dynaunique_db)
+
+    with requests_sent(connection_for(east).client) as sent:
+        ada.email = "ada@lovelace.io"
+        ada.save()
+    assert [op for op, _ in sent] == ["PutItem", "PutItem", "UpdateItem", "GetItem", "GetItem",
+                                      "DeleteItem"]
+    assert sorted(items(dynaunique_db, "mrsc_basic")) == ["A", "UNIQ#EMAIL#ada@lovelace.io"]
+    ada.name = "Ada"   # no unique value changes: one conditional PutItem, as on any table
+    with requests_sent(connection_for(east).client) as sent:
+        ada.save()
+    assert [op for op, _ in sent] == ["PutItem"]
+    # The freed value is free in the other region at once.
+    west(pk="B", email="ADA@x.io").save()
+    with pytest.raises(UniqueViolation) as taken:
+        east(pk="C", email="ada@lovelace.io").save()
+    assert taken.value.owner == {"PK": "A"}
+    assert sorted(items(dynaunique_db, "mrsc_basic")) == [
+        "A", "B", "UNIQ#EMAIL#ada@lovelace.io", "UNIQ#EMAIL#ada@x.io"]
+    with requests_sent(connection_for(east).client) as sent:
+        ada.delete()
+    assert [op for op, _ in sent] == ["DeleteItem", "GetItem", "GetItem", "DeleteItem"]
+    west(pk="B").delete()   # never loaded: read first
+    assert items(dynaunique_db, "mrsc_basic") == {}
+    assert_clean(east, dynaunique_db)
+
+
+def test_update_actions_on_a_unique_value(dynaunique_db: str) -> None:
+    east, _ = strong_pair("mrsc_update", dynaunique_db)
+    ada = east(pk="A", email="ada@x.io")
+    ada.save()
+    ada.update(actions=[east.email.set("ada@lovelace.io")])
+    assert ada.email == "ada@lovelace.io"
+    assert sorted(items(dynaunique_db, "mrsc_update")) == ["A", "UNIQ#EMAIL#ada@lovelace.io"]
+    assert_clean(east, dynaunique_db)
+
+
+def test_a_stale_copy_fails_and_writes_nothing(dynaunique_db: str) -> None:
+    east, west = strong_pair("mrsc_stale", dynaunique_db)
+    east(pk="A", email="a@x.io").save()
+    stale = east.get("A", consistent_read=True)
+    fresh = west.get("A", consistent_read=True)
+    fresh.email = "b@x.io"
+    fresh.save()
+    stale.email = "c@x.io"
+    with pytest.raises(ConcurrentModificationError, match="modified since"):
+        stale.save()
+    assert sorted(items(dynaunique_db, "mrsc_stale")) == ["A", "UNIQ#EMAIL#b@x.io"]
+    assert_clean(east, dynaunique_db)
+
+
+def test_atomic_of_two_records_is_refused_before_anything_is_sent(dynaunique_db: str) -> None:
+    east, _ = strong_pair("mrsc_atomic", dynaunique_db)
+    east(pk="A", email="a@x.io").save()
+    with (requests_sent(connection_for(east).client) as sent,
+          pytest.raises(UnsupportedOperationError, match="several records"), atomic()):
+        east(pk="B", email="b@x.io").save()
+        east(pk="C", email="c@x.io").save()
+    assert sent == []
+    with atomic():   # one record: the protocol, as save()
+        east(pk="B", email="b@x.io").save()
+    assert sorted(items(dynaunique_db, "mrsc_atomic")) == [
+        "A", "B", "UNIQ#EMAIL#a@x.io", "UNIQ#EMAIL#b@x.io"]
+
+
+def _pending_intent(endpoint: str, table: str, value: str, owner: str, at: float) -> None:
+    """A lock of ``value`` left pending by a writer of record ``owner`` that never wrote it."""
+    regional_client(endpoint, EAST).put_item(TableName=table, Item={
+        "PK": {"S": f"UNIQ#EMAIL#{value}"}, "owner": {"M": {"PK": {"S": owner}}},
+        "model": {"S": "Member"}, "constraint": {"S": "EMAIL"}, "value": {"S": value},
+        "created": {"S": "2026-01-01T00:00:00.000000+00:00"}, "mrsc_token": {"S": "t0"},
+        "mrsc_pending": {"S": "t0"}, "mrsc_at": {"N": repr(at)}})
+
+
+def test_an_orphan_intent_past_its_grace_is_taken_over(dynaunique_db: str) -> None:
+    east, _ = strong_pair("mrsc_orphan", dynaunique_db, lease=0.2, grace=0.5)
+    _pending_intent(dynaunique_db, "mrsc_orphan", "a@x.io", "GONE", time.time() - 1)
+    east(pk="A", email="a@x.io").save()
+    lock = items(dynaunique_db, "mrsc_orphan")["UNIQ#EMAIL#a@x.io"]
+    assert lock["owner"] == {"M": {"PK": {"S": "A"}}} and "mrsc_pending" not in lock
+    assert_clean(east, dynaunique_db)
+
+
+def test_a_pending_intent_within_its_grace_makes_the_write_wait_then_fail(
+        dynaunique_db: str) -> None:
+    east, _ = strong_pair("mrsc_busy", dynaunique_db, lease=5, grace=60)
+    _pending_intent(dynaunique_db, "mrsc_busy", "a@x.io", "OTHER", time.time())
+    with requests_sent(connection_for(east).client) as sent, pytest.raises(
+            ConcurrentModificationError, match=r"'a@x\.io' is being written by another record"):
+        east(pk="A", email="a@x.io").save()
+    # Each of the flush's 4 attempts: its intent refused, the owner read, nothing left.
+    assert [op for op, _ in sent] == ["DescribeTable", *["PutItem", "GetItem"] * 4]
+    assert sorted(items(dynaunique_db, "mrsc_busy")) == ["UNIQ#EMAIL#a@x.io"]  # left as met
+
+
+def test_async_writes_go_by_the_same_protocol(dynaunique_db: str) -> None:
+    east, west = strong_pair("mrsc_async", dynaunique_db)
+
+    async def main() -> None:
+        ada = east(pk="A", email="ada@x.io")
+        await ada.asave()
+        ada.email = "ada@lovelace.io"
+        await ada.asave()
+        with pytest.raises(UniqueViolation):
+            await west(pk="B", email="ada@lovelace.io").asave()
+        await ada.adelete()
+
+    asyncio.run(main())
+    assert items(dynaunique_db, "mrsc_async") == {}
+
+
+def test_writers_in_both_regions_race_for_one_value(dynaunique_db: str) -> None:
+    east, west = strong_pair("mrsc_race", dynaunique_db)
+    writers = 6
+    barrier = threading.Barrier(writers)
+    outcomes: list[str] = []
+
+    def claim(n: int) -> None:
+        model = east if n % 2 else west
+        barrier.wait()
+        try:
+            model(pk=f"R{n}", email="same@x.io").save()
+            outcomes.append("won")
+        except UniqueViolation:
+            outcomes.append("taken")
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["taken"] * (writers - 1) + ["won"]
+    assert_clean(east, dynaunique_db)
