@@ -29,7 +29,6 @@ from dynaunique._transport.connection import run
 from dynaunique._write.atomic import collect
 from dynaunique._write.flush import aflush_one, flush_one
 from dynaunique._write.mixed import GuardedBatchWrite, transact_condition
-from dynaunique._write.render import render_checked
 from dynaunique._write.state import Op, OpKind
 from dynaunique.errors import UnsupportedOperationError
 
@@ -79,7 +78,7 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
             return response
         flushed = flush_one(Op(self, OpKind.SAVE, condition, add_version_condition),
                             dry_run=dry_run)
-        return render_checked(flushed.plan) if dry_run else flushed.response
+        return flushed.shown() if dry_run else flushed.response
 
     async def asave(self, condition: Condition | None = None, *,
                     add_version_condition: bool = True) -> dict[str, Any]:
@@ -113,7 +112,7 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
         flushed = flush_one(Op(self, OpKind.DELETE, condition, add_version_condition),
                             dry_run=dry_run)
         if dry_run:
-            return render_checked(flushed.plan) if flushed.plan.has_work else {}
+            return flushed.shown() if flushed.plan.has_work else {}
         return flushed.response
 
     async def adelete(self, condition: Condition | None = None, *,
@@ -142,7 +141,7 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
                                       add_version_condition=add_version_condition)
         flushed = flush_one(update_op(self, actions, condition, add_version_condition),
                             dry_run=dry_run)
-        return render_checked(flushed.plan) if dry_run else flushed.response
+        return flushed.shown() if dry_run else flushed.response
 
     async def aupdate(self, actions: list[Action], condition: Condition | None = None, *,
                       add_version_condition: bool = True) -> Any:

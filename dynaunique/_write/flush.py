@@ -52,9 +52,9 @@ from dynaunique._write.mixed import judge
 from dynaunique._write.plan import Plan, merge
 from dynaunique._write.record import needs_stored
 from dynaunique._write.record import plan as plan_op
-from dynaunique._write.render import outgoing, render
+from dynaunique._write.render import outgoing, render, render_checked
 from dynaunique._write.state import Basis, Op, OpKind, Stored, finish_steps, loaded_for_key
-from dynaunique._write.strong import Again, protocol_steps, refuse_unit
+from dynaunique._write.strong import Again, listing, protocol_op, protocol_steps, refuse_unit
 from dynaunique._write.transaction import (
     earlier_attempt_applied,
     failures_error,
@@ -92,6 +92,11 @@ class Flushed:
     #: The record write of each op (by ``id(obj)``), None for an op that had nothing to do.
     records: dict[int, Write | None]
     request: dict[str, Any] | None = None
+
+    def shown(self) -> dict[str, Any]:
+        """What a dry run returns: the request it would send (on an MRSC table, the protocol's
+        requests when nothing contends: ``_strong.listing``)."""
+        return self.request if self.request is not None else render_checked(self.plan)
 
 
 @attrs.define(eq=False)
@@ -183,17 +188,19 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
         if again is not None:   # a pending intent met, or a lease ended: back off
             yield Sleep(policy.delay(tried + 3))
         attempt = plan_unit(unit, basis)
+        # On an MRSC table, a plan that would be a transaction goes by the protocol.
+        protocol = protocol_op(unit.ops, attempt.records, basis.stored,
+                               attempt.plan) if strong else None
+        # The protocol's requests when nothing contends (a dry run's, explain()'s).
+        request = listing(*protocol) if protocol is not None else None
         if dry_run:
-            return Flushed(attempt.plan, {}, attempt.records)
-        request, response = None, {}
+            return Flushed(attempt.plan, {}, attempt.records, request)
+        response = {}
         if attempt.plan.writes:
             try:
-                if strong and attempt.plan.is_transaction:
-                    ((ident, record),) = attempt.records.items()
-                    assert record is not None   # a transaction: the op writes its record
-                    sent = yield from protocol_steps(type(unit.ops[ident].obj), record,
-                                                     basis.stored[ident], attempt.plan.writes,
-                                                     connection, policy)
+                if protocol is not None:
+                    sent = yield from protocol_steps(*protocol, attempt.plan.writes, connection,
+                                                     policy)
                     if isinstance(sent, Again):
                         again = sent
                         continue

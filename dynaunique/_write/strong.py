@@ -34,6 +34,7 @@ from dynaunique._model.binding import table_models
 from dynaunique._transport.answers import Refused, error_for, retryable
 from dynaunique._transport.connection import RetryPolicy, Steps, exchange_steps
 from dynaunique._write import mrsc
+from dynaunique._write.plan import Plan
 from dynaunique._write.render import render_write
 from dynaunique._write.state import Stored
 from dynaunique._write.transaction import failures_error
@@ -125,6 +126,17 @@ def locks_for(cls: Any, key: Mapping[str, Any], target: Mapping[str, Any] | None
     return required
 
 
+def protocol_op(ops: Mapping[int, Any], records: Mapping[int, Write | None],
+                stored: Mapping[int, Stored], plan: Plan) -> tuple[Any, Write, Stored] | None:
+    """(model, record write, its stored state) of a unit's one op whose ``plan`` would be a
+    transaction (None: the plan is one plain conditional write, sent as on any table)."""
+    if not plan.is_transaction:
+        return None
+    ((ident, record),) = records.items()
+    assert record is not None   # a transaction: the op writes its record
+    return type(ops[ident].obj), record, stored[ident]
+
+
 def machine_for(op_model: Any, record: Write, stored: Stored, timing: mrsc.Timing) -> mrsc.Write:
     """The protocol's machine for the planned ``record`` write, planned from ``stored``: past
     its record read (the plan's basis is the record as read, or the loaded snapshot)."""
@@ -213,3 +225,28 @@ def protocol_steps(model: Any, record: Write, stored: Stored, plan_writes: Seque
     return Again(ConcurrentModificationError(
         f"{record.model}: the write's lease ended before its record write was sent (requests "
         "too slow, or a clock step); nothing of it is left; try again", model=record.model))
+
+
+#: What a listing shows for a value known only once the protocol reads it.
+AS_READ = "<as read>"
+
+
+def listing(model: Any, record: Write, stored: Stored) -> dict[str, Any]:
+    """What the protocol sends for ``record`` when nothing contends, in order: what a dry run
+    and ``atomic().explain()`` show on an MRSC table (``Protocol``, ``Requests``). The token
+    and times are this listing's own; an old lock's token is shown as :data:`AS_READ`."""
+    machine = machine_for(model, record, stored, timing_of(model))
+    hash_attr = next(iter(machine.key))
+    requests: list[dict[str, Any]] = []
+    now = time.time()
+    while (request := machine.request(now)) is not None:
+        operation, params = request
+        requests.append({"Operation": operation, **params})
+        answer: dict[str, Any] = {}
+        if machine.phase == "seek":   # the old lock, as this record's write left it
+            lock = machine.locks_for(machine.record)[params["Key"][hash_attr]["S"]]
+            answer = {"Item": {**lock, mrsc.TOKEN_ATTR: {"S": AS_READ}}}
+        elif machine.phase == "judge" and machine.target is not None:
+            answer = {"Item": machine.target}
+        machine = machine.answered(now, answer, None)
+    return {"Protocol": "MRSC", "Requests": requests}

@@ -210,3 +210,30 @@ def test_writers_in_both_regions_race_for_one_value(dynaunique_db: str) -> None:
         thread.join()
     assert sorted(outcomes) == ["taken"] * (writers - 1) + ["won"]
     assert_clean(east, dynaunique_db)
+
+
+def test_a_dry_run_and_explain_list_the_protocols_requests(dynaunique_db: str) -> None:
+    east, _ = strong_pair("mrsc_dry", dynaunique_db)
+    ada = east(pk="A", email="ada@x.io")
+    ada.save()
+    ada.email = "ada@lovelace.io"
+    with requests_sent(connection_for(east).client) as sent:
+        shown = ada.save(dry_run=True)
+        with atomic(dry_run=True) as tx:
+            ada.save()
+    assert sent == []
+    assert shown["Protocol"] == "MRSC"
+    requests = shown["Requests"]
+    assert [r["Operation"] for r in requests] == ["PutItem", "PutItem", "UpdateItem", "GetItem",
+                                                  "GetItem", "DeleteItem"]
+    intent, record, clear, seek, owner, drop = requests
+    assert intent["Item"]["PK"] == {"S": "UNIQ#EMAIL#ada@lovelace.io"}
+    assert intent["Item"]["mrsc_pending"] == intent["Item"]["mrsc_token"]
+    assert intent["ConditionExpression"] == "attribute_not_exists(#n0)"
+    assert record["Item"]["email"] == {"S": "ada@lovelace.io"}
+    assert clear["UpdateExpression"] == "REMOVE #n1"
+    assert seek["Key"] == {"PK": {"S": "UNIQ#EMAIL#ada@x.io"}}
+    assert owner["Key"] == {"PK": {"S": "A"}} and owner["ConsistentRead"] is True
+    assert drop["ExpressionAttributeValues"][":v0"] == {"S": "<as read>"}
+    assert '"Protocol": "MRSC"' in tx.explain()
+    assert sorted(items(dynaunique_db, "mrsc_dry")) == ["A", "UNIQ#EMAIL#ada@x.io"]
