@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from support import invariants
 from support.global_tables import EAST, WEST, check_region, make_global, regional_client
 from support.recorders import requests_sent
 
@@ -39,7 +40,8 @@ def strong_model(table: str, region: str, endpoint: str, *, lease: float | None 
         "__module__": __name__,
         "Meta": type("Meta", (), meta),
         "pk": UnicodeAttribute(hash_key=True, attr_name="PK"),
-        "email": UnicodeAttribute(unique=True, normalize=normalizers.casefold),
+        "email": UnicodeAttribute(unique=True, lock_name="EMAIL",   # (shared: a mixed table)
+                                  normalize=normalizers.casefold),
         "name": UnicodeAttribute(null=True),
     })
     use_endpoint(endpoint, model)
@@ -182,6 +184,8 @@ def test_async_writes_go_by_the_same_protocol(dynaunique_db: str) -> None:
         await ada.asave()
         with pytest.raises(UniqueViolation):
             await west(pk="B", email="ada@lovelace.io").asave()
+        await ada.aupdate(actions=[east.email.set("ada@x.io")])
+        assert sorted(items(dynaunique_db, "mrsc_async")) == ["A", "UNIQ#EMAIL#ada@x.io"]
         await ada.adelete()
 
     asyncio.run(main())
@@ -237,3 +241,32 @@ def test_a_dry_run_and_explain_list_the_protocols_requests(dynaunique_db: str) -
     assert drop["ExpressionAttributeValues"][":v0"] == {"S": "<as read>"}
     assert '"Protocol": "MRSC"' in tx.explain()
     assert sorted(items(dynaunique_db, "mrsc_dry")) == ["A", "UNIQ#EMAIL#ada@x.io"]
+
+
+def test_a_never_loaded_save_over_a_record_becomes_an_update(dynaunique_db: str) -> None:
+    east, west = strong_pair("mrsc_adopt", dynaunique_db)
+    east(pk="A", email="a@x.io").save()
+    west(pk="A", email="b@x.io").save()   # met the record: adopted, its old lock released
+    assert sorted(items(dynaunique_db, "mrsc_adopt")) == ["A", "UNIQ#EMAIL#b@x.io"]
+    assert_clean(east, dynaunique_db)
+
+
+def test_a_lock_held_by_another_models_record_is_judged_as_that_models(
+        dynaunique_db: str) -> None:
+    """On a table two models share, a lock's owner is judged by the locks ITS model requires:
+    judged as the writer's model, the owner would hold nothing and its lock be taken over."""
+    east, _ = strong_pair("mrsc_mixed", dynaunique_db)
+    team = type("Team", (Model,), {
+        "__module__": __name__,
+        "Meta": type("Meta", (), {"table_name": "mrsc_mixed", "region": EAST}),
+        "pk": UnicodeAttribute(hash_key=True, attr_name="PK"),
+        "address": UnicodeAttribute(unique=True, lock_name="EMAIL",
+                                    normalize=normalizers.casefold),
+    })
+    use_endpoint(dynaunique_db, team)
+    team(pk="T", address="x@x.io").save()
+    with pytest.raises(UniqueViolation) as taken:
+        east(pk="A", email="X@x.io").save()
+    assert taken.value.owner == {"PK": "T"}
+    assert sorted(items(dynaunique_db, "mrsc_mixed")) == ["T", "UNIQ#EMAIL#x@x.io"]
+    assert invariants.check([east, team], dynaunique_db, region=EAST).clean
