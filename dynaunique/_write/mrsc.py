@@ -38,6 +38,7 @@ import attrs
 
 from dynaunique._lock.kinds import Kind
 from dynaunique._lock.locks import MRSC_AT_ATTR, MRSC_PENDING_ATTR, MRSC_TOKEN_ATTR
+from dynaunique._write.state import same_item
 
 __all__ = ["AT_ATTR", "PENDING_ATTR", "TOKEN_ATTR", "Met", "Settle", "Timing", "Verdict",
            "Write", "judge"]
@@ -298,7 +299,7 @@ class Write:
     def _after_read(self, record: Item | None) -> Write:
         had, wants = self.locks_for(record), self.locks_for(self.target)
         new = tuple(sorted(set(wants) - set(had)))
-        if record == self.target:
+        if same_item(record, self.target):
             return attrs.evolve(self, read=_text(record), phase="done", outcome="unchanged")
         return attrs.evolve(self, read=_text(record), new=new, index=0)._put_or_write()
 
@@ -328,7 +329,7 @@ class Write:
         phase = self.phase
         current = (answer or {}).get("Item") if phase == "verify" else (
             None if refused is None else refused.get("Item"))
-        if (phase == "write" and refused is None) or current == self.target:
+        if (phase == "write" and refused is None) or same_item(current, self.target):
             # applied, now or by an attempt whose answer was lost
             return attrs.evolve(self, outcome="written", phase="clear", index=0)._cleared()
         keep = tuple(sorted(set(self.locks_for(current)) & set(self.new)))

@@ -148,6 +148,20 @@ def test_a_lost_record_write_is_recognised_after_the_lease() -> None:
     assert mrsc.PENDING_ATTR not in stored[1]
 
 
+def test_a_resent_record_write_refused_by_itself_is_recognised_numbers_by_value() -> None:
+    """DynamoDB returns a number in its own spelling (``1.0`` stored is ``1`` read): the record
+    a refused resend returns is compared with the target numbers by value (``same_item``),
+    else the writer's own applied write would read as another's (a ``conflict``)."""
+    target = {**_R0, "email": {"S": "v0"}, "n": {"N": "1.0"}}
+    machine = mrsc.Write(TABLE, _R0, target, "t1", locks_for, lock_key, ("email",), TIMING)
+    machine = machine.answered(0.0, {}, None)                        # read: absent
+    machine = machine.answered(0.0, {}, None)                        # the intent put
+    assert machine.phase == "write"
+    returned = {**_R0, "email": {"S": "v0"}, "n": {"N": "1"}}
+    machine = machine.lost().answered(0.0, None, {"Item": returned})  # resent: refused
+    assert (machine.phase, machine.outcome) == ("clear", "written")
+
+
 @pytest.mark.parametrize(("holder", "now", "sent", "left"), [
     ("v0", 0.0, ["GetItem", "UpdateItem"], {mrsc.TOKEN_ATTR, mrsc.AT_ATTR}),  # live: cleared
     ("v1", 0.5, ["GetItem"], {mrsc.TOKEN_ATTR, mrsc.PENDING_ATTR, mrsc.AT_ATTR}),  # grace: left
