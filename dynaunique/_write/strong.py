@@ -51,6 +51,7 @@ from dynaunique.errors import (
     ConcurrentModificationError,
     DynauniqueError,
     OutcomeUnknownError,
+    UnreachableError,
     UnsupportedOperationError,
     format_value,
 )
@@ -183,6 +184,10 @@ def drive_steps(machine: mrsc.Write, connection: Connection, policy: RetryPolicy
                 raise
             machine = machine.lost()   # resent while its lease lasts, else the record read
             continue
+        except UnreachableError:
+            if not writing:
+                raise
+            continue   # never sent: sent again while its lease lasts, else its intents undone
         now = time.time()
         if isinstance(got, Refused):
             if got.code != "ConditionalCheckFailedException":
