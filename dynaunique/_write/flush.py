@@ -199,8 +199,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
         if attempt.plan.writes:
             try:
                 if protocol is not None:
-                    sent = yield from protocol_steps(*protocol, attempt.plan.writes, connection,
-                                                     policy)
+                    sent = yield from protocol_steps(*protocol, connection, policy)
                     if isinstance(sent, Again):
                         again = sent
                         continue

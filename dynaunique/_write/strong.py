@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -206,9 +206,17 @@ def drive_steps(machine: mrsc.Write, connection: Connection, policy: RetryPolicy
             met = before.met
 
 
-def protocol_steps(model: Any, record: Write, stored: Stored, plan_writes: Sequence[Write],
-                   connection: Connection, policy: RetryPolicy
-                   ) -> Steps[dict[str, Any] | Again]:
+def _lock_put(model: Any, machine: mrsc.Write, key: str) -> LockPut:
+    """The lock put of ``key`` that ``machine``'s target requires (one of its new locks: the
+    target's, as ``locks_for`` built them)."""
+    assert machine.target is not None   # a new lock: the record is written, not deleted
+    info = model._du_info
+    (ref,) = [r for r in stored_locks(model, machine.target).values() if r.key == key]
+    return lock_puts(info, [ref], dict(machine.key), machine.target)[0]
+
+
+def protocol_steps(model: Any, record: Write, stored: Stored, connection: Connection,
+                   policy: RetryPolicy) -> Steps[dict[str, Any] | Again]:
     """Write ``record`` (the op's planned record write, planned from ``stored``) by the
     protocol: DynamoDB's (empty) response, or :class:`Again`; raises the flush's errors."""
     machine = machine_for(model, record, stored, timing_of(model))
@@ -219,7 +227,7 @@ def protocol_steps(model: Any, record: Write, stored: Stored, plan_writes: Seque
     if outcome == "conflict":
         raise failures_error([(record, current)])
     if outcome in ("taken", "busy") and met is not None:
-        put = next(w for w in plan_writes if isinstance(w, LockPut) and w.lock.key == met.key)
+        put = _lock_put(model, machine, met.key)
         if outcome == "taken":
             raise failures_error([(put, {OWNER_ATTR: {"M": met.owner_key()}})])
         return Again(ConcurrentModificationError(

@@ -95,7 +95,8 @@ def test_create_change_and_delete_go_by_the_protocol(dynaunique_db: str) -> None
     west(pk="B", email="ADA@x.io").save()
     with pytest.raises(UniqueViolation) as taken:
         east(pk="C", email="ada@lovelace.io").save()
-    assert taken.value.owner == {"PK": "A"}
+    assert (taken.value.owner, taken.value.fields, taken.value.value) == (
+        {"PK": "A"}, ("email",), "ada@lovelace.io")
     assert sorted(items(dynaunique_db, "mrsc_basic")) == [
         "A", "B", "UNIQ#EMAIL#ada@lovelace.io", "UNIQ#EMAIL#ada@x.io"]
     with requests_sent(connection_for(east).client) as sent:
