@@ -271,3 +271,20 @@ def test_a_lock_held_by_another_models_record_is_judged_as_that_models(
     assert taken.value.owner == {"PK": "T"}
     assert sorted(items(dynaunique_db, "mrsc_mixed")) == ["T", "UNIQ#EMAIL#x@x.io"]
     assert invariants.check([east, team], dynaunique_db, region=EAST).clean
+
+
+def test_tasks_in_both_regions_race_for_one_value(dynaunique_db: str) -> None:
+    east, west = strong_pair("mrsc_arace", dynaunique_db)
+
+    async def claim(n: int) -> str:
+        try:
+            await (east if n % 2 else west)(pk=f"R{n}", email="same@x.io").asave()
+        except UniqueViolation:
+            return "taken"
+        return "won"
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(*(claim(n) for n in range(6))))
+
+    assert sorted(asyncio.run(main())) == ["taken"] * 5 + ["won"]
+    assert_clean(east, dynaunique_db)
