@@ -49,6 +49,7 @@ from dynaunique._write.writes import (
 )
 from dynaunique.errors import (
     ConcurrentModificationError,
+    ConfigurationError,
     DynauniqueError,
     OutcomeUnknownError,
     UnreachableError,
@@ -75,7 +76,10 @@ class Again:
 
 def timing_of(model: Any) -> mrsc.Timing:
     """The protocol's durations for ``model``: ``Meta.mrsc_lease_seconds`` and
-    ``Meta.mrsc_grace_seconds``, else :class:`~dynaunique._write.mrsc.Timing`'s defaults."""
+    ``Meta.mrsc_grace_seconds``, else :class:`~dynaunique._write.mrsc.Timing`'s defaults.
+
+    :raises ConfigurationError: the lease is not positive, or not shorter than the grace.
+    """
     meta = model.Meta
     default = mrsc.Timing()
     lease = getattr(meta, LEASE_SETTING, None)
@@ -83,7 +87,7 @@ def timing_of(model: Any) -> mrsc.Timing:
     timing = mrsc.Timing(lease=default.lease if lease is None else float(lease),
                          grace=default.grace if grace is None else float(grace))
     if not 0 < timing.lease < timing.grace:
-        raise UnsupportedOperationError(
+        raise ConfigurationError(
             f"{model.__name__}.Meta: {LEASE_SETTING} ({timing.lease}) must be positive and "
             f"shorter than {GRACE_SETTING} ({timing.grace})")
     return timing
