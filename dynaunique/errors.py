@@ -73,9 +73,9 @@ class GlobalTableError(ConfigurationError):
     """A write to a DynamoDB global table that dynaunique cannot keep unique as configured: an
     eventually consistent one with no home region (``Meta.home_region``,
     ``DYNAUNIQUE_HOME_REGION`` or ``[tool.dynaunique] home_region``), or a tool's transaction
-    (``repair``, ``migrate``) on a multi-Region strong consistency one, which refuses
-    transactions (a model's writes go there by a protocol without them). Raised before anything
-    is sent."""
+    (``migrate``) on a multi-Region strong consistency one, which refuses transactions (a
+    model's writes go there by a protocol without them, and ``repair`` settles it in place).
+    Raised before anything is sent."""
 
     def __init__(self, message: str, *, table: str = "", mode: str | None = None,
                  regions: Sequence[str] = ()) -> None:

@@ -67,7 +67,7 @@ _warned: set[str] = set()
 #: The botocore releases whose byte-identity and decode tests passed with the fast path on: the
 #: source hashes of :data:`ACCEPTED` are theirs (docs/decisions.md, "The fence": the releases
 #: tried, and why the others are not here).
-TESTED: tuple[str, ...] = ("1.44.0", "1.44.8")
+TESTED: tuple[str, ...] = ("1.44.0", "1.44.8", "1.44.18")
 
 #: The botocore functions whose behaviour the request path relies on → the hashes of their
 #: source (sha256, 16 hex digits) accepted: one per distinct source among the :data:`TESTED`
@@ -106,7 +106,7 @@ ACCEPTED: dict[str, tuple[str, ...]] = {
     "botocore.endpoint.Endpoint._update_retries_context": ("f50793020b61fed6",),
     "botocore.endpoint.Endpoint._add_modeled_error_fields": ("b1920c6acf170ec0",),
     "botocore.parsers.ResponseParserFactory.create_parser": ("d680c348280e42bb",),
-    "botocore.signers.RequestSigner._choose_signer": ("cbc77f5a8e9afeca",),
+    "botocore.signers.RequestSigner._choose_signer": ("cbc77f5a8e9afeca", "ebca8ea162e454fd"),
 }
 #: The functions :func:`fence` checks.
 CHECKED: tuple[str, ...] = tuple(ACCEPTED)

@@ -10,8 +10,9 @@ consistent lookups — decides where the call goes:
 - a table without replicas: where the model points, as always;
 - MRSC: where the model points; the flush's writes (``_connection.sending_for``) go there by
   the protocol without transactions (``dynaunique._write.strong``: :func:`strong` tells it so),
-  and any other write (the audit's repair, the migrations) is refused
-  (:class:`~dynaunique.errors.GlobalTableError`), nothing is sent;
+  and any other write routed here (the migrations' transactions) is refused
+  (:class:`~dynaunique.errors.GlobalTableError`), nothing is sent (the audit's repair settles
+  an MRSC table in place, without routing);
 - MREC: to the table's *home region* — ``Meta.home_region``, else the environment variable
   ``DYNAUNIQUE_HOME_REGION``, else ``home_region`` under ``[tool.dynaunique]`` in the current
   directory's ``pyproject.toml`` — signed for it, at its resolved endpoint (or the model's own
@@ -233,9 +234,9 @@ def _choose(meta: Any, mode: TableMode, write: bool, strong: bool) -> Any:
             return meta
         raise GlobalTableError(
             f"{where}: DynamoDB refuses TransactWriteItems on multi-Region strong consistency "
-            "tables, and this write is a transaction (only a model's save(), delete() and "
-            "update() write such a table, by the protocol without transactions); nothing was "
-            "written (docs/global-tables.md).", table=mode.table, mode=mode.consistency,
+            "tables, and this write is a transaction (a model's save(), delete() and update() "
+            "write such a table by the protocol without transactions, and repair settles it in "
+            "place); nothing was written (docs/global-tables.md).", table=mode.table, mode=mode.consistency,
             regions=mode.regions)
     home = home_region(meta)
     if home is None:

@@ -78,7 +78,8 @@ def timing_of(model: Any) -> mrsc.Timing:
     """The protocol's durations for ``model``: ``Meta.mrsc_lease_seconds`` and
     ``Meta.mrsc_grace_seconds``, else :class:`~dynaunique._write.mrsc.Timing`'s defaults.
 
-    :raises ConfigurationError: the lease is not positive, or not shorter than the grace.
+    :raises ConfigurationError: the lease is not positive, not shorter than the grace, or
+        longer than the default (the audit judges with the default grace period).
     """
     meta = model.Meta
     default = mrsc.Timing()
@@ -90,6 +91,13 @@ def timing_of(model: Any) -> mrsc.Timing:
         raise ConfigurationError(
             f"{model.__name__}.Meta: {LEASE_SETTING} ({timing.lease}) must be positive and "
             f"shorter than {GRACE_SETTING} ({timing.grace})")
+    if timing.lease > default.lease:
+        # check, repair and the stream guard judge intents with the default grace period: a
+        # longer lease would let them delete the intent of a writer still within it.
+        raise ConfigurationError(
+            f"{model.__name__}.Meta: {LEASE_SETTING} ({timing.lease}) may not be longer than "
+            f"{default.lease:g} s: check, repair and the stream guard judge intents with a "
+            f"{default.grace:g} s grace period")
     return timing
 
 

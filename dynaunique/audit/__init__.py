@@ -36,6 +36,13 @@ attribute beats one for which it has not, then the model declaring more of the i
 wins. A tie between models that would require different locks makes the record *unreadable*
 (reported, never repaired). So load every model that writes to a table.
 
+On a multi-Region strong consistency (MRSC) table, where writes are single-item requests that
+put each lock as a pending intent first (docs/global-tables.md), a lock still marked pending is
+judged by the protocol's own rule: ``pending`` (a write in flight, within its grace period: not
+an orphan, never repaired), ``confirmable`` (its owner holds the value: repair clears the mark,
+conditioned on its token) or, past its grace period with its owner not holding the value, an
+orphan — which repair deletes conditioned on the exact lock read, with no transaction.
+
 The kinds (of findings, lock statuses, repair actions and outcomes) are ``str`` enums: each
 compares equal to, prints as and serializes to its value (``ORPHAN == "orphan"``).
 """
@@ -101,6 +108,10 @@ FOREIGN_SECRET = FindingKind.FOREIGN_SECRET
 UNKNOWN_CONSTRAINT = FindingKind.UNKNOWN_CONSTRAINT
 #: A record whose locks cannot be computed (ambiguous model, invalid value).
 UNREADABLE = FindingKind.UNREADABLE
+#: An MRSC table's pending intent within its grace period: a write in flight, never repaired.
+PENDING = FindingKind.PENDING
+#: An MRSC table's pending intent whose owner holds the value: repair clears its mark.
+CONFIRMABLE = FindingKind.CONFIRMABLE
 
 # What a repair did with one action (RepairOutcome.status):
 #: The action's write was applied.
@@ -116,6 +127,7 @@ FAILED = RepairStatus.FAILED
 
 __all__ = [
     "ALREADY_FIXED",
+    "CONFIRMABLE",
     "DUPLICATE",
     "FAILED",
     "FIXED",
@@ -127,6 +139,7 @@ __all__ = [
     "MISSING",
     "NOT_FIXED",
     "ORPHAN",
+    "PENDING",
     "SKIPPED",
     "UNKNOWN_CONSTRAINT",
     "UNREADABLE",

@@ -16,8 +16,9 @@ from dynaunique._lock.locks import TypedKey
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
+from . import _intents
 from ._judge import Finding, _recheck, _unreadable
-from ._kinds import KINDS
+from ._kinds import INTENT_KINDS, KINDS, FindingKind
 from ._reads import _scan_pages
 from ._stored import LockInfo, _interpret, _is_lock_item, _lock_info, _Record
 from ._tables import Cost, _call, _Meter, _Table, _tables
@@ -87,14 +88,16 @@ class AuditReport:
 
     @property
     def clean(self) -> bool:
-        """True when nothing was found."""
-        return not self.findings
+        """True when nothing was found but writes in flight (``pending`` intents of an MRSC
+        table, within their grace period: nothing to repair)."""
+        return all(f.kind == FindingKind.PENDING for f in self.findings)
 
     def counts(self) -> dict[str, int]:
-        """Findings per kind (every kind present, zeros included), keyed by the kinds' words."""
-        counts = {kind.value: 0 for kind in KINDS}
+        """Findings per kind, keyed by the kinds' words: every kind, zeros included, but the
+        MRSC intents' kinds (``pending``, ``confirmable``), named only when found."""
+        counts = {kind.value: 0 for kind in KINDS if kind not in INTENT_KINDS}
         for finding in self.findings:
-            counts[finding.kind] += 1
+            counts[finding.kind] = counts.get(finding.kind, 0) + 1
         return counts
 
     def of_kind(self, kind: str) -> tuple[Finding, ...]:
@@ -163,12 +166,14 @@ def _scan_segment(table: _Table, segment: int, total: int, meter: _Meter,
     return snapshot
 
 
-def _suspect(table: _Table, lock: LockInfo | None,
-             holders: Sequence[TypedKey]) -> list[TypedKey] | None:
+def _suspect(table: _Table, lock: LockInfo | None, holders: Sequence[TypedKey], *,
+             intent: bool = False) -> list[TypedKey] | None:
     """The record keys to read with a lock key whose lock (None: none) and requiring records
-    ``holders`` a scan saw, when they disagree; None when they agree."""
+    ``holders`` a scan saw, when they disagree; None when they agree. A pending intent
+    (``intent``: an MRSC lock still marked) is always read: pending or confirmable."""
     owner = owner_key(table.key_attributes, lock.owner if lock is not None else None)
-    if (lock is not None and lock.constraint in table.declared and owner is not None
+    if (not intent and lock is not None and lock.constraint in table.declared
+            and owner is not None
             and len(holders) == 1 and key_id(holders[0]) == key_id(owner)):
         return None
     return [*holders, *([owner] if owner is not None else [])]
@@ -184,7 +189,7 @@ def _suspects(table: _Table, snapshot: _Snapshot) -> dict[str, list[TypedKey]]:
     for key in sorted(set(snapshot.locks) | set(requirers)):
         item = snapshot.locks.get(key)
         keys = _suspect(table, _lock_info(table, item) if item is not None else None,
-                        requirers.get(key, []))
+                        requirers.get(key, []), intent=_intents.is_intent(item))
         if keys is not None:
             suspects[key] = keys
     return suspects

@@ -23,6 +23,7 @@ from dynaunique._lock.locks import TypedKey
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
+from . import _intents
 from ._check import (
     AuditReport,
     TableSummary,
@@ -149,7 +150,7 @@ def _audit_table(table: _Table, export: Export, meter: _Meter, on_item: Callable
                 tally.add(lock, bool(holders))
             if key == "":
                 continue
-            record_keys = _suspect(table, lock, holders)
+            record_keys = _suspect(table, lock, holders, intent=_intents.is_intent(lock_item))
             if record_keys is not None:
                 suspects += 1
                 finding = _recheck(table, key, record_keys, meter)

@@ -6,6 +6,7 @@ owner and every record known to require the key, read together.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -13,7 +14,9 @@ import attrs
 
 from dynaunique._lock.items import key_id, owner_key
 from dynaunique._lock.locks import TypedKey, split_lock_key
+from dynaunique._write.mrsc import Verdict
 
+from . import _intents
 from ._kinds import FindingKind, OwnerState
 from ._reads import _read_key
 from ._stored import LockInfo, RecordRef, _json_value, _lock_info, _Record, _shown
@@ -67,15 +70,16 @@ class Finding:
     @property
     def repairable(self) -> bool:
         """Whether :func:`plan_repair` can fix it without a person deciding (or a migration)."""
-        if self.kind == FindingKind.MISSING:
+        if self.kind in (FindingKind.MISSING, FindingKind.CONFIRMABLE):
             return True
         if self.kind in (FindingKind.ORPHAN, FindingKind.FOREIGN_OWNER):
             return self.owner_state in (OwnerState.GONE, OwnerState.CHANGED)
         return False
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
+        """JSON-ready form; a lock the MRSC protocol wrote adds ``intent`` (its token, whether
+        it is still marked pending, and ``at``, the writer's clock)."""
+        data = {
             "kind": self.kind.value, "table": self.table, "lock_key": self.lock_key,
             "constraint": self.constraint, "value": _json_value(self.value),
             "hashed": self.hashed, "lock": self.lock.to_dict() if self.lock else None,
@@ -83,6 +87,10 @@ class Finding:
             "owner_state": None if self.owner_state is None else self.owner_state.value,
             "detail": self.detail, "message": self.message, "repairable": self.repairable,
         }
+        intent = _intents.marks(self.evidence.lock_item)
+        if intent is not None:
+            data["intent"] = intent
+        return data
 
 
 def _unreadable(table: _Table, record: _Record) -> Finding:
@@ -104,11 +112,12 @@ def _owner_state(owner_key_: TypedKey | None, owner: _Record | None) -> OwnerSta
 
 
 def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
-           records: Sequence[_Record]) -> Finding | None:
+           records: Sequence[_Record], now: float | None = None) -> Finding | None:
     """Whether lock ``key`` and the ``records`` read with it agree; the finding if not.
 
     ``records`` holds the lock's owner and every record known to require ``key`` (absent ones
-    included, as ``exists=False``).
+    included, as ``exists=False``). A pending intent (an MRSC table's) is judged by the
+    protocol's rule at ``now`` (default: this machine's clock), ``_intents``.
     """
     lock = _lock_info(table, lock_item) if lock_item is not None else None
     evidence = Evidence(lock_item, tuple(records))
@@ -146,6 +155,15 @@ def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
         OwnerState.UNKNOWN: "its owner is no record of the loaded models",
         OwnerState.CHANGED: f"its owner no longer holds it{_now_holds(owner_record, name)}",
     }[owner_state]
+    if lock_item is not None and _intents.is_intent(lock_item):
+        now = time.time() if now is None else now
+        intent = _intent(table, lock_item, owner_record, owner_label, shown, now,
+                         bool(requirers))
+        if intent is not None:
+            return finding(*intent)
+        grace = _intents.TIMING.grace
+        where = "past" if _intents.age(lock_item, now) >= grace else "within"
+        state += f"; a pending intent {where} its {grace:g} s grace period"
     if len(requirers) == 1:
         holder = requirers[0]
         if lock is None:
@@ -171,6 +189,28 @@ def _judge(table: _Table, key: str, lock_item: dict[str, Any] | None,
                        owner_state)
     return finding(FindingKind.ORPHAN, state,
                    f"lock {shown} (owner {owner_label}) is an orphan: {state}", owner_state)
+
+
+def _intent(table: _Table, lock_item: dict[str, Any], owner: _Record | None, owner_label: str,
+            shown: str, now: float, held: bool) -> tuple[FindingKind, str, str] | None:
+    """(kind, detail, message) of a pending intent the protocol's rule does not call free: a
+    write in flight, or one whose owner holds the value; None: free, or (``held``) another
+    record holds the value — both judged as any lock (a write in flight beside a record
+    holding its value without a lock is no write in flight to wait for)."""
+    verdict = _intents.verdict(table, lock_item, owner.item if owner is not None else None, now)
+    age = _intents.age(lock_item, now)
+    grace = _intents.TIMING.grace
+    if verdict is Verdict.CONFIRM:
+        return (FindingKind.CONFIRMABLE, "its owner holds it; still marked pending",
+                f"{owner_label} holds {shown} and its lock is still a "
+                f"pending intent ({age:.0f} s old): repair clears the mark")
+    if verdict is Verdict.WAIT and not held:
+        return (FindingKind.PENDING, f"a write in flight ({age:.0f} s of a {grace:g} s grace "
+                                     "period)",
+                f"lock {shown} is {owner_label}'s pending intent, "
+                f"{age:.0f} s old: a write in flight, not an orphan before its {grace:g} s grace "
+                "period ends")
+    return None
 
 
 def _now_holds(owner: _Record | None, name: str) -> str:

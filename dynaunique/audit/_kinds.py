@@ -28,6 +28,12 @@ class FindingKind(Kind):
     UNKNOWN_CONSTRAINT = "unknown_constraint"
     #: A record whose locks cannot be computed (ambiguous model, invalid value).
     UNREADABLE = "unreadable"
+    #: An MRSC table's pending intent within its grace period, its owner not (yet) holding the
+    #: value: a write in flight (docs/global-tables.md). Not an orphan; never repaired.
+    PENDING = "pending"
+    #: A pending intent whose owner holds the value (its writer stopped, or has not yet come
+    #: to, clearing the mark): repair clears the mark, conditioned on the intent's token.
+    CONFIRMABLE = "confirmable"
 
 
 class OwnerState(Kind):
@@ -66,6 +72,8 @@ class ActionKind(Kind):
     TRANSFER = "transfer"
     #: Delete a lock of a constraint no loaded model declares (only when asked by name).
     DROP_UNKNOWN = "drop_unknown"
+    #: Clear a confirmable intent's pending mark (one UpdateItem conditioned on its token).
+    CONFIRM_INTENT = "confirm_intent"
 
 
 class RepairStatus(Kind):
@@ -85,6 +93,9 @@ class RepairStatus(Kind):
 
 #: Every finding kind, in the order reports list them.
 KINDS = tuple(FindingKind)
+#: The kinds only the MRSC protocol's locks give (``counts()`` names them only when found, so
+#: the reports of other tables read as before).
+INTENT_KINDS = (FindingKind.PENDING, FindingKind.CONFIRMABLE)
 #: How each kind reads in a table (the ``check`` command's and the ``ui`` page's words).
 KIND_LABELS: dict[str, str] = {
     FindingKind.DUPLICATE: "duplicate",
@@ -94,4 +105,6 @@ KIND_LABELS: dict[str, str] = {
     FindingKind.FOREIGN_SECRET: "other secret",
     FindingKind.UNKNOWN_CONSTRAINT: "unknown constraint",
     FindingKind.UNREADABLE: "unreadable record",
+    FindingKind.PENDING: "pending intent",
+    FindingKind.CONFIRMABLE: "confirmable intent",
 }

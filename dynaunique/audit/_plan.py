@@ -17,6 +17,7 @@ import attrs
 from dynaunique._lock.items import key_id, owner_key
 from dynaunique._lock.locks import LockRef, TypedKey
 from dynaunique._write.mixed import identity
+from dynaunique._write.mrsc import Settle, Verdict
 from dynaunique._write.plan import Plan
 from dynaunique._write.render import render
 from dynaunique._write.writes import (
@@ -31,6 +32,7 @@ from dynaunique._write.writes import (
 )
 from dynaunique.model import Model
 
+from . import _intents
 from ._check import AuditReport, SecretWarning
 from ._judge import Finding
 from ._kinds import ActionKind, FindingKind, OwnerState
@@ -40,18 +42,31 @@ from ._tables import _info, _Table, _table_for, _tables
 
 @attrs.frozen
 class RepairAction:
-    """One guarded fix: the finding, and the writes that fix it (one TransactWriteItems)."""
+    """One guarded fix: the finding, and the writes that fix it (one TransactWriteItems) — or,
+    for a lock the MRSC protocol wrote, the protocol's rule (:attr:`settle`)."""
 
-    #: ``delete_orphan``, ``put_missing``, ``transfer`` or ``drop_unknown``.
+    #: ``delete_orphan``, ``put_missing``, ``transfer``, ``drop_unknown`` or
+    #: ``confirm_intent``.
     kind: ActionKind
     finding: Finding
     plan: Plan = attrs.field(eq=False, repr=False)
+    #: A lock the MRSC protocol wrote (it carries a token): settled by single-item requests,
+    #: read its owner, judge, then clear the mark or delete the lock conditioned on the token
+    #: (``dynaunique._write.mrsc.Settle``); :attr:`plan` is then empty.
+    settle: Settle | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def description(self) -> str:
         """One line: what will be written and on which condition."""
         f = self.finding
         owner = f.lock.owner_label if f.lock else "-"
+        if self.settle is not None:
+            token = self.settle.met.token
+            if self.kind == ActionKind.CONFIRM_INTENT:
+                return (f"clear the pending mark, if {owner} still holds the value and the "
+                        f"lock still carries token {token}")
+            return (f"delete, if {owner} still does not hold the value and the lock is still "
+                    f"{owner}'s with token {token}")
         if self.kind == ActionKind.DELETE_ORPHAN:
             state = ("does not exist" if f.owner_state == OwnerState.GONE
                      else "does not hold the value")
@@ -66,7 +81,13 @@ class RepairAction:
         return f"delete, if still owned by {owner}"
 
     def request(self) -> dict[str, Any]:
-        """The TransactWriteItems request this action sends (without its token)."""
+        """The TransactWriteItems request this action sends (without its token); a settled
+        lock's: ``{operation: parameters}`` of its conditional write (sent after its owner is
+        read again and still judged so)."""
+        if self.settle is not None:
+            verdict = (Verdict.CONFIRM if self.kind == ActionKind.CONFIRM_INTENT
+                       else Verdict.FREE)
+            return _intents.planned(self.settle, verdict)
         return render(self.plan)
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,15 +112,21 @@ class RepairPlan:
     secret_warnings: tuple[SecretWarning, ...] = ()
     #: Planned with ``accept_other_secret=True``: such locks are judged as the current secret's.
     accept_other_secret: bool = False
+    #: Writes in flight (``pending`` intents of an MRSC table, within their grace period):
+    #: left alone, neither fixed nor for a person.
+    waiting: tuple[Finding, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"actions": [a.to_dict() for a in self.actions],
+        """JSON-ready form (``waiting`` only when there are some: an MRSC table's)."""
+        data = {"actions": [a.to_dict() for a in self.actions],
                 "unfixable": [dict(f.to_dict(), remedy=remedy(f, other_secret=f in
                                                               self.other_secret))
                               for f in self.unfixable],
                 "secret_warnings": [w.to_dict() for w in self.secret_warnings],
                 "accept_other_secret": self.accept_other_secret}
+        if self.waiting:
+            data["waiting"] = [dict(f.to_dict(), remedy=remedy(f)) for f in self.waiting]
+        return data
 
 
 @attrs.frozen
@@ -141,6 +168,14 @@ def remedy(finding: Finding, *, other_secret: bool = False) -> str:
                 f"--drop-unknown {finding.constraint}")
     if finding.kind == FindingKind.UNREADABLE:
         return "fix the record by hand: its locks cannot be computed"
+    if finding.kind == FindingKind.PENDING:
+        return (f"nothing: a write in flight; after its {_intents.TIMING.grace:g} s grace "
+                "period an intent its owner does not hold is an orphan, and repair deletes it")
+    if finding.kind == FindingKind.FOREIGN_OWNER and _intents.by_protocol(
+            finding.evidence.lock_item):
+        return ("the lock is the MRSC protocol's and another record holds the value without a "
+                "lock: decide which record keeps it (a write around the library), then change "
+                "the other through the library")
     if finding.owner_state == OwnerState.UNKNOWN:
         return "the owner is not a record of the loaded models: load the module that defines it"
     if finding.owner_state == OwnerState.NONE:
@@ -214,6 +249,15 @@ def _action(table: _Table, finding: Finding, drop_unknown: Collection[str],
     if not (finding.repairable or (orphan and finding.owner_state in (OwnerState.GONE,
                                                                        OwnerState.CHANGED))):
         return None
+    lock_item = finding.evidence.lock_item
+    if finding.kind == FindingKind.FOREIGN_OWNER and _intents.by_protocol(lock_item):
+        return None   # a hand-over is a transaction: none on MRSC, and never of an intent
+    if finding.kind == FindingKind.CONFIRMABLE or (orphan and _intents.by_protocol(lock_item)):
+        # A lock the MRSC protocol wrote: settled by the protocol's rule, never a transaction.
+        assert lock_item is not None
+        kind = (ActionKind.CONFIRM_INTENT if finding.kind == FindingKind.CONFIRMABLE
+                else ActionKind.DELETE_ORPHAN)
+        return RepairAction(kind, finding, Plan(()), _intents.settle_rule(table, lock_item))
     owner = None
     if owner_key_ is not None:
         owner = _record(finding, owner_key_) or _absent(table, owner_key_)
@@ -245,9 +289,13 @@ def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
     """The guarded writes that fix a report's findings. Pure: nothing is read or sent.
 
     Orphans are deleted, missing locks written, locks handed from a record that no longer holds
-    the value to the one that does. Duplicates, unreadable records and orphans whose owner no
-    loaded model reads are left for a person (``unfixable``). Locks of constraints no model
-    declares are deleted only for the lock names listed in ``drop_unknown``.
+    the value to the one that does. A lock the MRSC protocol wrote is settled by the protocol's
+    rule (:attr:`RepairAction.settle`): a ``confirmable`` intent's mark cleared, an orphan
+    deleted, each by one single-item write conditioned on its token; ``pending`` intents (writes
+    in flight) are left alone, in :attr:`RepairPlan.waiting`. Duplicates, unreadable records
+    and orphans whose owner no loaded model reads are left for a person (``unfixable``). Locks
+    of constraints no model declares are deleted only for the lock names listed in
+    ``drop_unknown``.
 
     Hashed locks another secret made (``foreign_secret``), and the missing locks of a constraint
     none of whose locks the current secret made (a :class:`SecretWarning`), are left too, in
@@ -259,7 +307,10 @@ def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
     secrets = _Secrets.of(report.secret_warnings, accept_other_secret)
     actions = []
     unfixable = []
+    waiting = tuple(f for f in report.findings if f.kind == FindingKind.PENDING)
     for finding in report.findings:
+        if finding.kind == FindingKind.PENDING:
+            continue
         action = _action(_table_for(tables, finding.table), finding, drop_unknown, secrets)
         if action is None:
             unfixable.append(finding)
@@ -268,4 +319,4 @@ def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
     held = tuple(f for f in unfixable if secrets.holds(f)) if not accept_other_secret else ()
     return RepairPlan(tuple(actions), tuple(unfixable), report.models, other_secret=held,
                       secret_warnings=report.secret_warnings,
-                      accept_other_secret=accept_other_secret)
+                      accept_other_secret=accept_other_secret, waiting=waiting)

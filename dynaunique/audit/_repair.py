@@ -1,7 +1,9 @@
 """Send a repair plan: one guarded TransactWriteItems per action, re-planned when a guard fails.
 
 A failed guard means the lock or a record changed since it was read: the key is read again
-consistently and the action planned afresh from that state. A record is never written.
+consistently and the action planned afresh from that state. A record is never written. A lock
+the MRSC protocol wrote is settled by the protocol's rule instead (``_intents.settle``: its
+owner read, then one single-item write conditioned on the lock's token), in the same loop.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import attrs
 
 from dynaunique._write.flush import MAX_ATTEMPTS as _REPAIR_ATTEMPTS
 from dynaunique._write.flush import execute
+from dynaunique._write.mrsc import Verdict
 from dynaunique.errors import AuditError, DynauniqueError, WriteConflict
 
+from . import _intents
 from ._judge import Finding, _involved, _recheck
-from ._kinds import ActionKind, RepairStatus
+from ._kinds import ActionKind, FindingKind, RepairStatus
 from ._plan import RepairAction, RepairPlan, _action, _Secrets, remedy
 from ._tables import Cost, _at_home, _Meter, _Table, _table_for, _tables
 
@@ -29,7 +33,8 @@ class RepairOutcome:
     action: RepairAction
     status: RepairStatus
     message: str
-    #: TransactWriteItems sent for this action (0 when the state had already been fixed).
+    #: TransactWriteItems (an MRSC lock's: conditional single-item writes) sent for this
+    #: action (0 when the state had already been fixed).
     writes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,11 +83,30 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
             if finding is None:
                 return RepairOutcome(action, RepairStatus.ALREADY_FIXED,
                                      "already consistent when re-read (fixed meanwhile)", sent)
+            if finding.kind == FindingKind.PENDING:   # a writer took the lock over: its own
+                return RepairOutcome(action, RepairStatus.ALREADY_FIXED,
+                                     f"now a write in flight, left alone: {finding.message}",
+                                     sent)
             current = _action(table, finding, drop_unknown, secrets)
             if current is None:
                 return RepairOutcome(action, RepairStatus.NOT_FIXED,
                                      f"now {finding.kind}: {finding.message}", sent)
         assert current is not None
+        if current.settle is not None:
+            try:
+                settled = _intents.settle(table, current.settle, meter)
+            except DynauniqueError as exc:
+                return RepairOutcome(action, RepairStatus.FAILED, str(exc), sent)
+            if settled is None:   # refused: the lock is no longer the one read
+                sent += 1
+                continue
+            if settled.verdict not in (Verdict.CONFIRM, Verdict.FREE):
+                continue   # its owner, read again, is judged otherwise: nothing was sent
+            sent += 1
+            done = ("cleared its pending mark (UpdateItem conditioned on its token)"
+                    if settled.verdict is Verdict.CONFIRM else
+                    "deleted it (DeleteItem conditioned on its token and owner)")
+            return RepairOutcome(action, RepairStatus.FIXED, done, sent)
         try:
             sent += 1
             meter.add("TransactWriteItems")
@@ -120,7 +144,10 @@ def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
     On a global table every write and re-read goes to the home region, as the library's writes
     do (docs/global-tables.md).
 
-    :raises GlobalTableError: a global table without a home region, or with strong consistency:
+    An MRSC table (strong consistency) has no home region: it is repaired where the models
+    point, and its protocol's locks by their single-item conditional writes (``_intents``).
+
+    :raises GlobalTableError: an eventually consistent global table without a home region:
         nothing is sent.
     :raises AuditError: the plan left findings that rest on locks another secret made
         (:attr:`RepairPlan.other_secret`): nothing is sent. A wrong secret would otherwise

@@ -16,8 +16,9 @@ import attrs
 from dynaunique._lock.items import ModelInfo
 from dynaunique._lock.locks import TypedKey, lock_primary_key, secret_id
 from dynaunique._transport import regions as _regions
+from dynaunique._transport.answers import Ok, Refused
 from dynaunique._transport.clients import connection_for, connection_in, target_of
-from dynaunique._transport.connection import RetryPolicy, send
+from dynaunique._transport.connection import RetryPolicy, exchange, send
 from dynaunique.errors import AuditError
 from dynaunique.model import Model
 
@@ -92,6 +93,16 @@ def _call(meter: _Meter, connection: Any, operation: str, **params: Any) -> dict
     # A scan bills the items it reads before any filter: ScannedCount, not the matches.
     meter.add(operation, int(response.get("ScannedCount", 0)) if operation == "Scan" else 0)
     return response
+
+
+def _exchange(meter: _Meter, connection: Any, operation: str,
+              params: dict[str, Any]) -> Ok | Refused:
+    """One conditional write of the audit (an MRSC intent's settlement) through the same
+    boundary and retry loop as :func:`_call`: :class:`Ok`, or the refusal that is not retried
+    (a failed condition) for the caller to read."""
+    got = exchange(connection, operation, params, policy=_READ_POLICY, error=AuditError)
+    meter.add(operation)
+    return got
 
 
 @attrs.frozen
@@ -169,15 +180,26 @@ def _tables(models: Sequence[type[Model]]) -> list[_Table]:
     return tables
 
 
+def _strong(table: _Table) -> bool:
+    """Whether ``table`` is a global table with multi-Region strong consistency (MRSC): no
+    transaction there. Its mode is asked once per process (``_regions.table_mode``)."""
+    model = table.models[0]
+    mode = _regions.table_mode(table.name, table.connection, getattr(model.Meta, "host", None))
+    return mode.consistency == "STRONG"
+
+
 def _at_home(table: _Table) -> _Table:
     """``table`` with the connection a write of its models goes through: a global table's home
     region (as the library's writes, ``dynaunique._transport.regions.route``), else ``table``
-    itself.
+    itself. An MRSC table is ``table`` itself: every replica takes a write synchronously, so
+    there is no home region (its repairs are single-item writes, ``_intents``).
 
-    :raises GlobalTableError: a global table dynaunique does not write to (strong consistency,
-        or no home region named); nothing was sent.
+    :raises GlobalTableError: an eventually consistent global table without a home region
+        named; nothing was sent.
     """
     model = table.models[0]
+    if _strong(table):
+        return table
     meta = _regions.route(model.Meta, lambda _meta: table.connection)
     if meta is model.Meta:
         return table

@@ -243,7 +243,7 @@ def _print_report(report: audit.AuditReport, output: Output) -> None:
         output.note(f"Checked {summary.table}: {summary.items_scanned} items — "
                     f"{summary.records} records, {summary.locks} locks")
     _print_secret_warnings(report.secret_warnings, output)
-    if report.clean:
+    if report.clean and not report.findings:
         if not output.terminal:
             output.table(_FINDING_COLUMNS, [])
         output.note("No findings: locks and records agree.", "green")
@@ -255,6 +255,10 @@ def _print_report(report: audit.AuditReport, output: Output) -> None:
         for finding in report.findings
     ])
     counts = ", ".join(f"{n} {_KIND_LABELS[k]}" for k, n in report.counts().items() if n)
+    if report.clean:   # only writes in flight (an MRSC table's pending intents)
+        output.note(f"{len(report.findings)} write(s) in flight ({counts}); nothing else: locks "
+                    "and records agree.", "green")
+        return
     output.note(f"{len(report.findings)} finding(s): {counts}", "red")
 
 
@@ -281,9 +285,11 @@ def check_command(module: str, segments: int | None, export: str | None,
 
     Finds orphan locks (owner gone or no longer holding the value), missing locks, locks held
     by a record that no longer holds the value while another one does, duplicates (records
-    sharing a normalized value) and locks of constraints no model declares. Costs one scan of
-    each table plus one TransactGetItems per suspicious lock key; with --export, no scan: the
-    export's table is read from the export, and only its suspects from the table.
+    sharing a normalized value) and locks of constraints no model declares; on an MRSC table,
+    pending intents (writes in flight: exit 0 if nothing else) and confirmable ones. Costs one
+    scan of each table plus one TransactGetItems (MRSC: a few GetItems) per suspicious lock key;
+    with --export, no scan: the export's table is read from the export, and only its suspects
+    from the table.
     """
     if export is not None and segments is not None:
         raise click.UsageError("--segments splits a scan; --export reads no table")
@@ -320,6 +326,11 @@ def check_command(module: str, segments: int | None, export: str | None,
 
 
 def _print_plan(plan: audit.RepairPlan, output: Output) -> None:
+    if plan.waiting:
+        output.table(("kind", "constraint", "value", "lock owner", "why"), [
+            (_KIND_LABELS[f.kind], f.constraint, f.shown_value,
+             f.lock.owner_label if f.lock else "-", f.detail) for f in plan.waiting
+        ], title=f"Writes in flight, left alone ({len(plan.waiting)})")
     if plan.actions:
         output.table(("fix", "constraint", "value", "guarded write"), [
             (action.kind.replace("_", " "), action.finding.constraint,
@@ -375,7 +386,9 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
     missing locks written, locks handed from a record that no longer holds the value to the one
     that does — each in one TransactWriteItems guarded on the lock's owner and on the records
     being exactly as read, so it is safe while the application keeps writing. Duplicates are
-    reported, never resolved. Exit 0 when everything planned was fixed, 1 otherwise.
+    reported, never resolved. On an MRSC table a lock the protocol wrote is settled by its own
+    single-item writes conditioned on its token, and a pending intent (a write in flight) is
+    left alone. Exit 0 when everything planned was fixed, 1 otherwise.
 
     Hashed locks the current lock secret did not make (a wrong DYNAUNIQUE_LOCK_SECRET, or a
     retired one) are never deleted: with them --yes refuses (exit 2) unless
@@ -392,7 +405,7 @@ def repair_command(module: str, yes: bool, drop_unknown: tuple[str, ...], segmen
                             "result": result.to_dict() if result is not None else None}))
     else:
         output = Output()
-        if report.clean:
+        if not report.findings:
             output.note("No findings: nothing to repair.", "green")
         else:
             _print_secret_warnings(plan.secret_warnings, output)

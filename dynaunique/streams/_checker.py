@@ -7,6 +7,13 @@ TransactGetItems (the audit's ``_read_key``) — and judges what it read with th
 ``_judge``. A finding is a statement about the table as it is now, never about a stream record:
 the other half of a transaction that a record belongs to may be in a later batch, and by the
 time the record is read the table may have moved on.
+
+On an MRSC table (no transactions: each lock is first a pending intent) a lock still marked
+pending is a write in flight while its grace period lasts, and a marked lock whose owner holds
+the value is the normal state between a write's record write and its clearing the mark: neither
+is reported. A duplicate (two records holding one value) is, as always. The guard does not wait
+for a grace period to end: a writer that stopped leaves an intent that refuses no write after
+it (the next writer takes it over) and that ``dynaunique check``/``repair`` report and settle.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from dynaunique._lock.locks import TypedKey
 from dynaunique.audit import AuditReport, Finding, RepairOutcome, apply_repair, plan_repair
 from dynaunique.audit._check import SecretWarning
 from dynaunique.audit._judge import _judge, _unreadable
-from dynaunique.audit._kinds import KINDS
+from dynaunique.audit._kinds import INTENT_KINDS, KINDS
 from dynaunique.audit._reads import _read_key
 from dynaunique.audit._stored import _interpret, _lock_info
 from dynaunique.audit._tables import Cost, _call, _in_region, _Meter, _Table, _tables
@@ -184,7 +191,9 @@ class Checker:
                     continue
                 if isinstance(finding, DoubleGrant):
                     grants.append(finding)
-                elif finding is not None:
+                elif finding is not None and finding.kind not in INTENT_KINDS:
+                    # An MRSC intent still marked (within its grace period, or its owner
+                    # holding the value) is a write in flight, not a violation.
                     findings.append(finding)
         rank = {kind: i for i, kind in enumerate(KINDS)}
         findings.sort(key=lambda f: (rank[f.kind], f.table, f.lock_key,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from support.declare import declare
+from support.fence import require_fast_path
 
 from dynaunique._transport import botocore as _botocore
 from dynaunique._transport import clients
@@ -50,6 +51,7 @@ def _same(answer: Any) -> Any:
 
 @pytest.fixture
 def client(dynaunique_db: str) -> Any:
+    require_fast_path()
     use_endpoint(dynaunique_db, Blobs)
     create_tables(Blobs)
     made = clients.client_for(Blobs)

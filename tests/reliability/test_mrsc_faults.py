@@ -50,7 +50,7 @@ def _assert_written(model: type[Model], endpoint: str, table: str) -> None:
 
 def test_a_record_write_applied_with_its_answer_lost_is_recognised_by_its_resend(
         proxy: FaultProxy, dynaunique_db: str) -> None:
-    model = _strong(proxy, dynaunique_db, "rel_mrsc_resend", lease=30, grace=60)
+    model = _strong(proxy, dynaunique_db, "rel_mrsc_resend", lease=10, grace=30)
     proxy.inject(Fault.DROP_AFTER, operations={"PutItem"}, when=_record_put)
     model(pk="A", email="a@x.io").save()
     sent = [(r.operation, r.fault) for r in proxy.writes()]

@@ -107,18 +107,20 @@ def test_every_kind_is_its_value_wherever_text_is_made(kind: Any) -> None:
 
 def test_kind_values_and_order() -> None:
     assert [k.value for k in audit.KINDS] == ["duplicate", "missing", "foreign_owner", "orphan",
-                                        "foreign_secret", "unknown_constraint", "unreadable"]
+                                        "foreign_secret", "unknown_constraint", "unreadable",
+                                        "pending", "confirmable"]
     assert [s.value for s in audit.RepairStatus] == ["fixed", "already_fixed", "not_fixed",
                                                "skipped", "failed"]
     assert [a.value for a in audit.ActionKind] == ["delete_orphan", "put_missing", "transfer",
-                                             "drop_unknown"]
+                                             "drop_unknown", "confirm_intent"]
     assert [s.value for s in audit.OwnerState] == ["gone", "changed", "unknown", "none"]
     assert [s.value for s in audit.LockStatus] == ["held", "missing", "foreign"]
     assert audit.KIND_LABELS == {"duplicate": "duplicate", "missing": "missing lock",
                            "foreign_owner": "foreign owner", "orphan": "orphan lock",
                            "foreign_secret": "other secret",
                            "unknown_constraint": "unknown constraint",
-                           "unreadable": "unreadable record"}
+                           "unreadable": "unreadable record", "pending": "pending intent",
+                           "confirmable": "confirmable intent"}
 
 
 def test_module_constants_are_the_members() -> None:

@@ -32,6 +32,12 @@ def test_a_lease_not_shorter_than_the_grace_is_refused(settings: dict[str, Any])
         timing_of(model(**settings))
 
 
+def test_a_lease_longer_than_the_default_is_refused() -> None:
+    """check, repair and the stream guard judge intents with the default grace period."""
+    with pytest.raises(ConfigurationError, match="may not be longer than 10 s"):
+        timing_of(model(mrsc_lease_seconds=20, mrsc_grace_seconds=60))
+
+
 def test_only_a_unit_of_one_record_without_checks_goes_by_the_protocol() -> None:
     refuse_unit(1, 0)
     for count, checks in ((2, 0), (1, 1), (0, 1)):
