@@ -236,8 +236,8 @@ def _choose(meta: Any, mode: TableMode, write: bool, strong: bool) -> Any:
             f"{where}: DynamoDB refuses TransactWriteItems on multi-Region strong consistency "
             "tables, and this write is a transaction (a model's save(), delete() and update() "
             "write such a table by the protocol without transactions, and repair settles it in "
-            "place); nothing was written (docs/global-tables.md).", table=mode.table, mode=mode.consistency,
-            regions=mode.regions)
+            "place); nothing was written (docs/global-tables.md).", table=mode.table,
+            mode=mode.consistency, regions=mode.regions)
     home = home_region(meta)
     if home is None:
         if not write:
