@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from support import invariants
 from support.global_tables import EAST, WEST, check_region, make_global, regional_client
-from support.recorders import requests_sent
+from support.recorders import body_of, listening, operation_of, requests_sent
 
 from dynaunique import (
     ConcurrentModificationError,
@@ -23,6 +23,7 @@ from dynaunique import (
     UniqueViolation,
     UnsupportedOperationError,
     atomic,
+    audit,
     normalizers,
 )
 from dynaunique._transport.clients import connection_for
@@ -61,7 +62,9 @@ def items(endpoint: str, table: str, region: str = EAST) -> dict[str, dict[str, 
 
 
 def assert_clean(model: type[Model], endpoint: str) -> None:
-    """Both regions clean, and no lock left marked pending."""
+    """Both regions clean (by the tests' checker and by `dynaunique check`), and no lock left
+    marked pending."""
+    assert audit.check([model]).findings == ()
     for region in (EAST, WEST):
         assert check_region(model, endpoint, region).clean
         for key, item in items(endpoint, model.Meta.table_name, region).items():
@@ -287,4 +290,33 @@ def test_tasks_in_both_regions_race_for_one_value(dynaunique_db: str) -> None:
         return list(await asyncio.gather(*(claim(n) for n in range(6))))
 
     assert sorted(asyncio.run(main())) == ["taken"] * 5 + ["won"]
+    assert_clean(east, dynaunique_db)
+
+
+class Crash(BaseException):
+    """The writer's process stops (no handler of the library's runs)."""
+
+
+def test_a_writer_stopped_after_its_intent_leaves_a_write_in_flight_then_taken_over(
+        dynaunique_db: str) -> None:
+    """End to end with the audit: the intent a stopped writer left is `pending` for check (a
+    write in flight: clean), and after its grace period the next writer of the value takes it
+    over; the table is clean, by check too."""
+    east, west = strong_pair("mrsc_crash", dynaunique_db, lease=0.2, grace=0.5)
+
+    def crash(request: Any, **_: Any) -> None:
+        if operation_of(request) == "PutItem" and body_of(request)["Item"]["PK"] == {"S": "A"}:
+            raise Crash
+
+    with listening([connection_for(east).client], crash), pytest.raises(Crash):
+        east(pk="A", email="a@x.io").save()
+    assert sorted(items(dynaunique_db, "mrsc_crash")) == ["UNIQ#EMAIL#a@x.io"]
+    report = audit.check([east])
+    assert [(f.kind, f.lock_key) for f in report.findings] == [("pending", "UNIQ#EMAIL#a@x.io")]
+    assert report.clean
+    time.sleep(0.6)   # its grace period ends
+    west(pk="B", email="a@x.io").save()
+    lock = items(dynaunique_db, "mrsc_crash")["UNIQ#EMAIL#a@x.io"]
+    assert lock["owner"] == {"M": {"PK": {"S": "B"}}} and "mrsc_pending" not in lock
+    assert audit.check([east]).findings == ()
     assert_clean(east, dynaunique_db)
