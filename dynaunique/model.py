@@ -59,7 +59,9 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
         the loaded state and the save is redone as an update guarded on it. A copy loaded earlier
         whose record changed since is refused (``ConcurrentModificationError``), never written
         over. Inside ``atomic()`` the save is collected and sent when the block ends.
-        ``dry_run=True`` sends nothing and returns the request that would be sent. A model that
+        ``dry_run=True`` sends nothing and returns the request that would be sent (on a
+        multi-Region strong consistency table, the protocol's requests: ``{"Protocol": "MRSC",
+        "Requests": [...]}``, docs/global-tables.md). A model that
         declares no constraint saves exactly as PynamoDB does; on a table that holds lock items
         its save is still one put, guarded off the other models' locks.
 
