@@ -378,6 +378,17 @@ class Write:
         record write's loss matters — it may have been applied."""
         return attrs.evolve(self, doubt=True) if self.phase == "write" else self
 
+    def abandon(self) -> Write:
+        """The machine after its driver gave up on its request (an error, the retries run
+        out) before any record write could have been applied: it releases every intent it may
+        have put, the one in doubt too (each release is conditioned on its token: an intent
+        never put is not there to delete). Later, the record may be written: done as it is."""
+        undone = {"put": self.index + 1, "take": self.index + 1, "owner": self.index,
+                  "write": len(self.new)}.get(self.phase)
+        if undone is None or self.doubt:
+            return attrs.evolve(self, phase="done", met=None)
+        return attrs.evolve(self, outcome="abandoned")._undo(undone)
+
 
 @attrs.frozen
 class Settle:

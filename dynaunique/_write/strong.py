@@ -191,20 +191,25 @@ def drive_steps(machine: mrsc.Write, connection: Connection, policy: RetryPolicy
         try:
             got = yield from exchange_steps(connection, operation, params, policy=policy,
                                             until=until)
-        except OutcomeUnknownError:
-            if not writing:
-                raise
-            machine = machine.lost()   # resent while its lease lasts, else the record read
-            continue
-        except UnreachableError:
-            if not writing:
-                raise
-            continue   # never sent: sent again while its lease lasts, else its intents undone
+        except (OutcomeUnknownError, UnreachableError) as exc:
+            if until is not None:   # resent while its lease lasts, else read again (or undone)
+                machine = machine.lost() if isinstance(exc, OutcomeUnknownError) else machine
+                continue
+            if not writing:   # (no lease: a record write the flush's settle remembers)
+                yield from _abandon_steps(machine, connection, policy)
+            raise
+        except DynauniqueError:
+            if not writing:   # (a record write's earlier attempt may have applied)
+                yield from _abandon_steps(machine, connection, policy)
+            raise
         now = time.time()
         if isinstance(got, Refused):
             if got.code != "ConditionalCheckFailedException":
                 if writing and retryable(got):   # its lease ended: not resent
+                    machine = machine.lost() if got.ambiguous else machine
                     continue
+                if not (writing and got.ambiguous):   # nothing of it applied
+                    yield from _abandon_steps(machine, connection, policy)
                 raise error_for(got, operation, params)
             refused = {"Item": got.response["Item"]} if "Item" in got.response else {}
             if writing:
@@ -216,6 +221,23 @@ def drive_steps(machine: mrsc.Write, connection: Connection, policy: RetryPolicy
             machine = machine.answered(now, got.data, None)
         if before.phase == "owner" and machine.outcome in ("taken", "busy"):
             met = before.met
+
+
+def _abandon_steps(machine: mrsc.Write, connection: Connection,
+                   policy: RetryPolicy) -> Steps[None]:
+    """Before the caller's error is raised: release the intents ``machine`` may have put
+    (``mrsc.Write.abandon``), or their grace period would keep their values busy. Best effort:
+    a release that fails too is left (the intent is settled after its grace period)."""
+    machine = machine.abandon()
+    now = time.time()
+    while (request := machine.request(now)) is not None:
+        try:
+            got = yield from exchange_steps(connection, *request, policy=policy)
+        except DynauniqueError:
+            return
+        if isinstance(got, Refused) and got.code != "ConditionalCheckFailedException":
+            return
+        machine = machine.answered(now, None, None)
 
 
 def _lock_put(model: Any, machine: mrsc.Write, key: str) -> LockPut:

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any
 
+import botocore.exceptions
 import pytest
 from support import invariants
 from support.global_tables import EAST, WEST, check_region, make_global, regional_client
@@ -19,7 +20,9 @@ from support.recorders import body_of, listening, operation_of, requests_sent
 
 from dynaunique import (
     ConcurrentModificationError,
+    DynauniqueError,
     Model,
+    OutcomeUnknownError,
     UniqueViolation,
     UnsupportedOperationError,
     atomic,
@@ -320,3 +323,45 @@ def test_a_writer_stopped_after_its_intent_leaves_a_write_in_flight_then_taken_o
     assert lock["owner"] == {"M": {"PK": {"S": "B"}}} and "mrsc_pending" not in lock
     assert audit.check([east]).findings == ()
     assert_clean(east, dynaunique_db)
+
+
+def _refuse_record_put(error: BaseException) -> Any:
+    def handler(request: Any, **_: Any) -> None:
+        if operation_of(request) == "PutItem" and body_of(request)["Item"]["PK"] == {"S": "A"}:
+            raise error
+    return handler
+
+
+def test_a_record_write_refused_outright_releases_its_intents(dynaunique_db: str) -> None:
+    """A refusal that is no failed condition (a validation error): nothing of the write is
+    applied, its intents are released before the error is raised — the value is not left
+    busy for a grace period."""
+    east, _ = strong_pair("mrsc_refused", dynaunique_db)
+    refusal = botocore.exceptions.ClientError(
+        {"Error": {"Code": "ValidationException", "Message": "no"}}, "PutItem")
+    with (requests_sent(connection_for(east).client) as sent,   # (it hears the refused ones)
+          listening([connection_for(east).client], _refuse_record_put(refusal)),
+          pytest.raises(DynauniqueError, match="ValidationException")):
+        east(pk="A", email="a@x.io").save()
+    assert [op for op, _ in sent] == ["DescribeTable", "PutItem", "PutItem", "DeleteItem"]
+    assert items(dynaunique_db, "mrsc_refused") == {}
+    east(pk="B", email="a@x.io").save()   # at once: not busy
+
+
+def test_an_intent_put_never_answered_is_released_before_the_outcome_is_unknown(
+        dynaunique_db: str) -> None:
+    east, _ = strong_pair("mrsc_unanswered", dynaunique_db)
+
+    def lose_intent(request: Any, **_: Any) -> None:
+        if operation_of(request) == "PutItem" and "mrsc_pending" in body_of(request)["Item"]:
+            raise botocore.exceptions.ReadTimeoutError(endpoint_url=dynaunique_db)
+
+    with (requests_sent(connection_for(east).client) as sent,
+          listening([connection_for(east).client], lose_intent),
+          pytest.raises(OutcomeUnknownError)):
+        east(pk="A", email="a@x.io").save()
+    # The intent put and its 3 resends, then its release (conditioned on the token).
+    assert [op for op, _ in sent] == ["DescribeTable", *["PutItem"] * 4, "DeleteItem"]
+    assert items(dynaunique_db, "mrsc_unanswered") == {}
+    east(pk="A", email="a@x.io").save()   # repeating the call works at once
+    assert sorted(items(dynaunique_db, "mrsc_unanswered")) == ["A", "UNIQ#EMAIL#a@x.io"]
