@@ -35,11 +35,13 @@ from dynaunique.testing import use_endpoint
 
 
 def strong_model(table: str, region: str, endpoint: str, *, lease: float | None = None,
-                 grace: float | None = None) -> type[Model]:
+                 grace: float | None = None, backoff_ms: float | None = None) -> type[Model]:
     """A model on ``table`` in ``region`` (the same class name in both regions)."""
     meta: dict[str, Any] = {"table_name": table, "region": region}
     if lease is not None:
         meta.update(mrsc_lease_seconds=lease, mrsc_grace_seconds=grace)
+    if backoff_ms is not None:
+        meta.update(base_backoff_ms=backoff_ms)
     model = type("Member", (Model,), {
         "__module__": __name__,
         "Meta": type("Meta", (), meta),
@@ -200,7 +202,10 @@ def test_async_writes_go_by_the_same_protocol(dynaunique_db: str) -> None:
 
 
 def test_writers_in_both_regions_race_for_one_value(dynaunique_db: str) -> None:
-    east, west = strong_pair("mrsc_race", dynaunique_db)
+    # Losers that meet the winner's intent still pending back off; PynamoDB's base_backoff_ms
+    # sets how long (4x the default: on a loaded machine the winner's 3 requests can take a
+    # while, and a loser whose back-offs all end first would see ConcurrentModificationError).
+    east, west = strong_pair("mrsc_race", dynaunique_db, backoff_ms=100)
     writers = 6
     barrier = threading.Barrier(writers)
     outcomes: list[str] = []
@@ -280,7 +285,7 @@ def test_a_lock_held_by_another_models_record_is_judged_as_that_models(
 
 
 def test_tasks_in_both_regions_race_for_one_value(dynaunique_db: str) -> None:
-    east, west = strong_pair("mrsc_arace", dynaunique_db)
+    east, west = strong_pair("mrsc_arace", dynaunique_db, backoff_ms=100)   # (as above)
 
     async def claim(n: int) -> str:
         try:
