@@ -5,8 +5,8 @@ The tree::
     DynauniqueError
     ├── ConfigurationError          a model or constraint is declared wrongly (raised at class
     │   │                           definition), or a setting such as the lock secret is missing
-    │   └── GlobalTableError        a write to a global table: strong consistency, or no home
-    │                               region (docs/global-tables.md)
+    │   └── GlobalTableError        a write to a global table: no home region, or a tool's
+    │                               transaction on a strong consistency one (docs/global-tables.md)
     ├── InvalidValueError           a value cannot be protected: NaN, a reserved key, a bad type
     ├── UnsupportedOperationError   an API that would bypass the locks (batch_write, an update
     │                               action whose result cannot be known before sending)
@@ -70,9 +70,11 @@ class ConfigurationError(DynauniqueError):
 
 
 class GlobalTableError(ConfigurationError):
-    """A write to a DynamoDB global table that dynaunique cannot keep unique as configured: a
-    multi-Region strong consistency table, or an eventually consistent one with no home region
-    (``Meta.home_region``, ``DYNAUNIQUE_HOME_REGION`` or ``[tool.dynaunique] home_region``).
+    """A write to a DynamoDB global table that dynaunique cannot keep unique as configured: an
+    eventually consistent one with no home region (``Meta.home_region``,
+    ``DYNAUNIQUE_HOME_REGION`` or ``[tool.dynaunique] home_region``), or a tool's transaction
+    (``migrate``) on a multi-Region strong consistency one, which refuses transactions (a
+    model's writes go there by a protocol without them, and ``repair`` settles it in place).
     Raised before anything is sent."""
 
     def __init__(self, message: str, *, table: str = "", mode: str | None = None,

@@ -29,7 +29,6 @@ from dynaunique._transport.connection import run
 from dynaunique._write.atomic import collect
 from dynaunique._write.flush import aflush_one, flush_one
 from dynaunique._write.mixed import GuardedBatchWrite, transact_condition
-from dynaunique._write.render import render_checked
 from dynaunique._write.state import Op, OpKind
 from dynaunique.errors import UnsupportedOperationError
 
@@ -60,7 +59,9 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
         the loaded state and the save is redone as an update guarded on it. A copy loaded earlier
         whose record changed since is refused (``ConcurrentModificationError``), never written
         over. Inside ``atomic()`` the save is collected and sent when the block ends.
-        ``dry_run=True`` sends nothing and returns the request that would be sent. A model that
+        ``dry_run=True`` sends nothing and returns the request that would be sent (on a
+        multi-Region strong consistency table, the protocol's requests: ``{"Protocol": "MRSC",
+        "Requests": [...]}``, docs/global-tables.md). A model that
         declares no constraint saves exactly as PynamoDB does; on a table that holds lock items
         its save is still one put, guarded off the other models' locks.
 
@@ -79,7 +80,7 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
             return response
         flushed = flush_one(Op(self, OpKind.SAVE, condition, add_version_condition),
                             dry_run=dry_run)
-        return render_checked(flushed.plan) if dry_run else flushed.response
+        return flushed.shown() if dry_run else flushed.response
 
     async def asave(self, condition: Condition | None = None, *,
                     add_version_condition: bool = True) -> dict[str, Any]:
@@ -113,7 +114,7 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
         flushed = flush_one(Op(self, OpKind.DELETE, condition, add_version_condition),
                             dry_run=dry_run)
         if dry_run:
-            return render_checked(flushed.plan) if flushed.plan.has_work else {}
+            return flushed.shown() if flushed.plan.has_work else {}
         return flushed.response
 
     async def adelete(self, condition: Condition | None = None, *,
@@ -142,7 +143,7 @@ class Model(LookupMixin, ReadMixin, PynamoModel, metaclass=ModelMeta):
                                       add_version_condition=add_version_condition)
         flushed = flush_one(update_op(self, actions, condition, add_version_condition),
                             dry_run=dry_run)
-        return render_checked(flushed.plan) if dry_run else flushed.response
+        return flushed.shown() if dry_run else flushed.response
 
     async def aupdate(self, actions: list[Action], condition: Condition | None = None, *,
                       add_version_condition: bool = True) -> Any:

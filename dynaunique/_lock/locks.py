@@ -56,8 +56,13 @@ VALUE_ATTR = "value"
 #: A hashed lock's fingerprint of the secret that made its key (:func:`secret_id`).
 SECRET_ID_ATTR = "secret_id"
 CREATED_ATTR = "created"
+#: On a multi-Region strong consistency table, the protocol's marks (``_write.mrsc``): the token
+#: of the operation that put the lock, its pending intent, and when it was put.
+MRSC_TOKEN_ATTR = "mrsc_token"
+MRSC_PENDING_ATTR = "mrsc_pending"
+MRSC_AT_ATTR = "mrsc_at"
 LOCK_ATTRIBUTES = (OWNER_ATTR, MODEL_ATTR, CONSTRAINT_ATTR, VALUE_ATTR, SECRET_ID_ATTR,
-                   CREATED_ATTR)
+                   CREATED_ATTR, MRSC_TOKEN_ATTR, MRSC_PENDING_ATTR, MRSC_AT_ATTR)
 
 # DynamoDB keeps 38 significant digits and exponents from -130 to +125; the default decimal
 # context (28 digits) would round distinct numbers onto one lock.

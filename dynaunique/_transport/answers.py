@@ -37,6 +37,8 @@ RETRYABLE = frozenset({
     "TransactionConflict", "TransactionConflictException", "TransactionInProgressException",
     "ThrottlingError", "ThrottlingException", "ProvisionedThroughputExceeded",
     "ProvisionedThroughputExceededException", "RequestLimitExceeded", "LimitExceededException",
+    # A multi-Region strong consistency table: another region wrote the item at the same time.
+    "ReplicatedWriteConflictException",
 })
 #: Error codes after which the request may or may not have been applied.
 AMBIGUOUS = frozenset({"InternalServerError", "InternalFailure", "ServiceUnavailable",

@@ -145,7 +145,8 @@ def sending_for(model: Any) -> tuple[Connection, RetryPolicy]:
             model._connection = None    # (unless it was made again already: it is up to date)
         routed_after = _regions.known
         own = connection_for(model)
-        homed = _regions.route(meta, lambda _meta: own)   # its mode asked through its own client
+        # Its mode asked through its own client; an MRSC table is written by the protocol.
+        homed = _regions.route(meta, lambda _meta: own, strong=True)
         pair = (own if homed is meta else _clients.connection_in(model, homed), policy_for(homed))
         # Copies: a dict changed in place (extra_headers, the settings) is a change.
         known = _sendings[model] = (tuple(dict(v) if isinstance(v, dict) else v for v in made_of),
@@ -246,12 +247,15 @@ def _received(answer: Any) -> Answer:
 def exchange_steps(connection: Connection, operation: str, params: Mapping[str, Any], *,
                    policy: RetryPolicy = DEFAULT_POLICY, resend_safe: bool = True,
                    ambiguous: bool = False, on_throttle: Callable[[str], None] | None = None,
-                   error: type[DynauniqueError] = DynauniqueError) -> Steps[Ok | Refused]:
+                   error: type[DynauniqueError] = DynauniqueError,
+                   until: float | None = None) -> Steps[Ok | Refused]:
     """The one retry loop, without I/O: yields each attempt and each backoff and decides on
     each answer. Ends with :class:`Ok`, or the :class:`Refused` that is not retried (for the
     caller to read: a failed condition…); raises :func:`error_for`'s error when the retries run
     out or a resend is not possible (``on_throttle(code)`` is told of each throttling refusal:
-    an adaptive rate slows down)."""
+    an adaptive rate slows down). ``until``: no retry nor resend at or after this time
+    (``time.time()``; the MRSC record write's lease): a retryable refusal is then handed back,
+    an unanswered attempt is the retries running out."""
     conflicts = 0
     network = 0
     st = stats()
@@ -271,8 +275,9 @@ def exchange_steps(connection: Connection, operation: str, params: Mapping[str, 
             got = failure
         if isinstance(got, Ok):
             return got
+        late = until is not None and time.time() >= until
         if isinstance(got, Refused):
-            if not retryable(got):
+            if not retryable(got) or late:
                 return attrs.evolve(got, ambiguous=True) if ambiguous else got
             conflicts += 1
             if conflicts > policy.max_conflict_retries:
@@ -286,7 +291,8 @@ def exchange_steps(connection: Connection, operation: str, params: Mapping[str, 
         # Not answered: a resend is safe only if the request cannot apply twice.
         ambiguous = ambiguous or isinstance(got, Ambiguous)
         network += 1
-        if got.lasting or (ambiguous and not resend_safe) or network > policy.max_network_retries:
+        if (got.lasting or (ambiguous and not resend_safe) or network > policy.max_network_retries
+                or late):
             raise error_for(got, operation, params, error=error, attempts=network,
                             ambiguous=ambiguous, resend_safe=resend_safe)
         yield _backoff(operation, params, "network", network, policy.delay(network),
@@ -326,7 +332,7 @@ def _conflict(refused: Refused) -> bool:
 
 
 _CONFLICTS = frozenset({"TransactionConflict", "TransactionConflictException",
-                        "TransactionInProgressException"})
+                        "TransactionInProgressException", "ReplicatedWriteConflictException"})
 
 
 def _backoff(operation: str, params: Mapping[str, Any], reason: str, attempt: int, delay: float,

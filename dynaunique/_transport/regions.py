@@ -8,7 +8,11 @@ before dynaunique's first write to a table, :func:`table_mode` asks ``DescribeTa
 consistent lookups — decides where the call goes:
 
 - a table without replicas: where the model points, as always;
-- MRSC: a write is refused (:class:`~dynaunique.errors.GlobalTableError`), nothing is sent;
+- MRSC: where the model points; the flush's writes (``_connection.sending_for``) go there by
+  the protocol without transactions (``dynaunique._write.strong``: :func:`strong` tells it so),
+  and any other write routed here (the migrations' transactions) is refused
+  (:class:`~dynaunique.errors.GlobalTableError`), nothing is sent (the audit's repair settles
+  an MRSC table in place, without routing);
 - MREC: to the table's *home region* — ``Meta.home_region``, else the environment variable
   ``DYNAUNIQUE_HOME_REGION``, else ``home_region`` under ``[tool.dynaunique]`` in the current
   directory's ``pyproject.toml`` — signed for it, at its resolved endpoint (or the model's own
@@ -34,7 +38,7 @@ import attrs
 from dynaunique.errors import DynauniqueError, GlobalTableError
 
 __all__ = ["HOME_REGION_ENV", "TableMode", "forget", "home_region", "in_region", "remember",
-           "route", "table_mode"]
+           "route", "strong", "table_mode"]
 
 #: The environment variable naming the home region of every global table the process writes.
 HOME_REGION_ENV = "DYNAUNIQUE_HOME_REGION"
@@ -75,8 +79,8 @@ class TableMode:
 
 #: (table, region, host) → its mode, learned once per process.
 _modes: dict[tuple[Any, ...], TableMode] = {}
-#: (Meta, write) → (what the route was made of, the Meta to connect with).
-_routes: dict[tuple[Any, bool], tuple[tuple[Any, ...], Any]] = {}
+#: (Meta, write, strong) → (what the route was made of, the Meta to connect with, the mode).
+_routes: dict[tuple[Any, bool, bool], tuple[tuple[Any, ...], Any, TableMode | None]] = {}
 _lock = threading.Lock()
 #: Counts :func:`forget` calls: a route kept elsewhere (``_connection.sending_for``) is made
 #: again when it changed.
@@ -181,12 +185,15 @@ def in_region(meta: Any, region: str) -> Any:
     return meta if getattr(meta, "region", None) == region else _HomeMeta(meta, region)
 
 
-def route(meta: Any, connect: Callable[[Any], Any], *, write: bool = True) -> Any:
+def route(meta: Any, connect: Callable[[Any], Any], *, write: bool = True,
+          strong: bool = False) -> Any:
     """The ``Meta`` whose connection a call of ``meta``'s model goes through (see the module).
 
     ``connect`` builds a ``Meta``'s connection (``_clients.connection_for``); it is asked at
     most for the first call of a route. ``write=False`` is a consistent lookup: it goes home
-    when there is a home region, and is never refused.
+    when there is a home region, and is never refused. ``strong=True``: the caller writes a
+    multi-Region strong consistency table by the protocol without transactions (the flush):
+    not refused, and :func:`strong` says so afterwards.
 
     Raises:
         GlobalTableError: a write to a global table that dynaunique cannot keep unique: strong
@@ -196,32 +203,41 @@ def route(meta: Any, connect: Callable[[Any], Any], *, write: bool = True) -> An
     made_of = (getattr(meta, "table_name", None), getattr(meta, "region", None),
                getattr(meta, "host", None), getattr(meta, "home_region", None),
                os.environ.get(HOME_REGION_ENV))
-    known = _routes.get((meta, write))
+    known = _routes.get((meta, write, strong))
     if known is not None and known[0] == made_of:
         return known[1]
     table = made_of[0]
     if not table:
         return meta
     mode = table_mode(str(table), connect(meta), made_of[2])
-    chosen = _choose(meta, mode, write)
+    chosen = _choose(meta, mode, write, strong)
     with _lock:
-        _routes[(meta, write)] = (made_of, chosen)
+        _routes[(meta, write, strong)] = (made_of, chosen, mode)
     return chosen
 
 
-def _choose(meta: Any, mode: TableMode, write: bool) -> Any:
+def strong(meta: Any) -> bool:
+    """Whether the flush's route of ``meta`` (``route(..., strong=True)``, made before) goes to
+    a multi-Region strong consistency table: its writes go by the protocol without
+    transactions."""
+    known = _routes.get((meta, True, True))
+    mode = known[2] if known is not None else None
+    return mode is not None and mode.is_global and mode.consistency == "STRONG"
+
+
+def _choose(meta: Any, mode: TableMode, write: bool, strong: bool) -> Any:
     if not mode.is_global:
         return meta
     where = f"table {mode.table} is a {mode.describe()}"
     if mode.consistency == "STRONG":
-        if not write:
+        if not write or strong:   # a read, or the flush's protocol without transactions
             return meta
         raise GlobalTableError(
             f"{where}: DynamoDB refuses TransactWriteItems on multi-Region strong consistency "
-            "tables, and dynaunique's writes are transactions; nothing was written. Keep "
-            "constrained models on a one-region or eventually consistent table "
-            "(docs/global-tables.md).", table=mode.table, mode=mode.consistency,
-            regions=mode.regions)
+            "tables, and this write is a transaction (a model's save(), delete() and update() "
+            "write such a table by the protocol without transactions, and repair settles it in "
+            "place); nothing was written (docs/global-tables.md).", table=mode.table,
+            mode=mode.consistency, regions=mode.regions)
     home = home_region(meta)
     if home is None:
         if not write:

@@ -34,10 +34,12 @@ from typing import Any
 import attrs
 from pynamodb.connection import Connection
 
+from dynaunique._transport import regions as _regions
 from dynaunique._transport.answers import Ok, error_for
 from dynaunique._transport.connection import (
     DEFAULT_POLICY,
     RetryPolicy,
+    Sleep,
     Steps,
     exchange_steps,
     run,
@@ -50,8 +52,9 @@ from dynaunique._write.mixed import judge
 from dynaunique._write.plan import Plan, merge
 from dynaunique._write.record import needs_stored
 from dynaunique._write.record import plan as plan_op
-from dynaunique._write.render import outgoing, render
+from dynaunique._write.render import outgoing, render, render_checked
 from dynaunique._write.state import Basis, Op, OpKind, Stored, finish_steps, loaded_for_key
+from dynaunique._write.strong import Again, listing, protocol_op, protocol_steps, refuse_unit
 from dynaunique._write.transaction import (
     earlier_attempt_applied,
     failures_error,
@@ -89,6 +92,11 @@ class Flushed:
     #: The record write of each op (by ``id(obj)``), None for an op that had nothing to do.
     records: dict[int, Write | None]
     request: dict[str, Any] | None = None
+
+    def shown(self) -> dict[str, Any]:
+        """What a dry run returns: the request it would send (on an MRSC table, the protocol's
+        requests when nothing contends: ``_strong.listing``)."""
+        return self.request if self.request is not None else render_checked(self.plan)
 
 
 @attrs.define(eq=False)
@@ -170,16 +178,35 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
     """:func:`flush` without I/O: yields its reads and its write, receives their answers.
     ``sending``: the unit's connection and retry policy, when the caller knows them."""
     connection, policy = sending if sending is not None else _connection(unit)
+    # A multi-Region strong consistency table: each plan goes by the protocol (`_strong`).
+    strong = any(_regions.strong(type(op.obj).Meta) for op in unit.ops.values())
+    if strong:
+        refuse_unit(len(unit.ops), len(unit.checks))
     basis = yield from collect_steps(unit)
-    for _ in range(MAX_ATTEMPTS):
+    again: Again | None = None
+    for tried in range(MAX_ATTEMPTS):
+        if again is not None:   # a pending intent met, or a lease ended: back off
+            yield Sleep(policy.delay(tried + 3))
         attempt = plan_unit(unit, basis)
+        # On an MRSC table, a plan that would be a transaction goes by the protocol.
+        protocol = protocol_op(unit.ops, attempt.records, basis.stored,
+                               attempt.plan) if strong else None
+        # The protocol's requests when nothing contends (a dry run's, explain()'s).
+        request = listing(*protocol) if protocol is not None else None
         if dry_run:
-            return Flushed(attempt.plan, {}, attempt.records)
-        request, response = None, {}
+            return Flushed(attempt.plan, {}, attempt.records, request)
+        response = {}
         if attempt.plan.writes:
-            request = render(attempt.plan)
             try:
-                response = yield from send_steps(unit, attempt, request, connection, policy)
+                if protocol is not None:
+                    sent = yield from protocol_steps(*protocol, connection, policy)
+                    if isinstance(sent, Again):
+                        again = sent
+                        continue
+                    response = sent
+                else:
+                    request = render(attempt.plan)
+                    response = yield from send_steps(unit, attempt, request, connection, policy)
             except (LocksMet, ConcurrentModificationError, OutcomeUnknownError) as exc:
                 decision = yield from settle_steps(unit, attempt, basis, exc, connection, policy)
                 if isinstance(decision, Raise):   # the refusal itself: its cause stays its own
@@ -191,7 +218,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
         if basis.takeovers:
             healed(attempt.plan)
         return Flushed(attempt.plan, response, attempt.records, request)
-    gave_up = ConcurrentModificationError(
+    gave_up = again.error if again is not None else ConcurrentModificationError(
         "the records of this write kept changing while it was retried; try again",
         model=type(next(iter(unit.ops.values())).obj).__name__ if unit.ops else "",
     )

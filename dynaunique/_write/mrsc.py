@@ -1,4 +1,4 @@
-"""The write protocol for multi-Region strong consistency (MRSC) tables, sans IO (not wired yet).
+"""The write protocol for multi-Region strong consistency (MRSC) tables, sans IO.
 
 DynamoDB refuses ``TransactWriteItems`` on an MRSC global table, but every single-item write is
 synchronous across its regions: for this protocol the table is one strongly consistent
@@ -24,7 +24,8 @@ whose lease ended before the resend by reading the record again. :class:`Write` 
 sequence as a state machine: :meth:`Write.request` is the next request (or None: done, with
 :attr:`Write.outcome`), :meth:`Write.answered` the machine after its answer. :class:`Settle` is
 the rule a contender, ``repair`` or the stream guard applies to one lock met. Nothing here sends
-a request; a driver (a simulation, later the flush) sends them.
+a request; a driver (the simulation; the flush, through ``dynaunique._write.strong``) sends
+them.
 """
 
 from __future__ import annotations
@@ -36,16 +37,18 @@ from typing import Any
 import attrs
 
 from dynaunique._lock.kinds import Kind
+from dynaunique._lock.locks import MRSC_AT_ATTR, MRSC_PENDING_ATTR, MRSC_TOKEN_ATTR
+from dynaunique._write.state import same_item
 
 __all__ = ["AT_ATTR", "PENDING_ATTR", "TOKEN_ATTR", "Met", "Settle", "Timing", "Verdict",
            "Write", "judge"]
 
 #: The token of the operation that last put the lock (every lock the protocol writes has one).
-TOKEN_ATTR = "mrsc_token"
+TOKEN_ATTR = MRSC_TOKEN_ATTR
 #: Present (the token again) while the operation's record write may still be pending.
-PENDING_ATTR = "mrsc_pending"
+PENDING_ATTR = MRSC_PENDING_ATTR
 #: When the lock was put, by the writer's clock (epoch seconds).
-AT_ATTR = "mrsc_at"
+AT_ATTR = MRSC_AT_ATTR
 
 Item = dict[str, Any]
 #: The lock items a record item requires, by lock key (the library's ``locks_of`` + ``lock_put``).
@@ -198,6 +201,9 @@ class Write:
     lock_key: Callable[[str], Item] = attrs.field(eq=False)
     compared: tuple[str, ...]
     timing: Timing = Timing()
+    #: The record write as the caller renders it (the flush: its guard and the caller's
+    #: condition), sent instead of :func:`record_write` of ``compared``.
+    sent: tuple[str, Item] | None = attrs.field(default=None, eq=False)
     #: Where it is: read, put, owner, take, write, verify, clear, seek, judge, drop, undo,
     #: done.
     phase: str = "read"
@@ -243,7 +249,8 @@ class Write:
             lock = self.locks_for(self.target)[self.new[self.index]]
             return "PutItem", intent_put(table, lock, self.token, now, self.met)
         if phase == "write":
-            return record_write(table, self.key, self.record, self.target, self.compared)
+            return self.sent or record_write(table, self.key, self.record, self.target,
+                                             self.compared)
         if phase == "verify":
             return _get(table, self.key)
         if phase == "clear":
@@ -292,7 +299,7 @@ class Write:
     def _after_read(self, record: Item | None) -> Write:
         had, wants = self.locks_for(record), self.locks_for(self.target)
         new = tuple(sorted(set(wants) - set(had)))
-        if record == self.target:
+        if same_item(record, self.target):
             return attrs.evolve(self, read=_text(record), phase="done", outcome="unchanged")
         return attrs.evolve(self, read=_text(record), new=new, index=0)._put_or_write()
 
@@ -322,7 +329,7 @@ class Write:
         phase = self.phase
         current = (answer or {}).get("Item") if phase == "verify" else (
             None if refused is None else refused.get("Item"))
-        if (phase == "write" and refused is None) or current == self.target:
+        if (phase == "write" and refused is None) or same_item(current, self.target):
             # applied, now or by an attempt whose answer was lost
             return attrs.evolve(self, outcome="written", phase="clear", index=0)._cleared()
         keep = tuple(sorted(set(self.locks_for(current)) & set(self.new)))
@@ -370,6 +377,17 @@ class Write:
         """The machine after its request's answer was lost (the driver resends it): only a
         record write's loss matters — it may have been applied."""
         return attrs.evolve(self, doubt=True) if self.phase == "write" else self
+
+    def abandon(self) -> Write:
+        """The machine after its driver gave up on its request (an error, the retries run
+        out) before any record write could have been applied: it releases every intent it may
+        have put, the one in doubt too (each release is conditioned on its token: an intent
+        never put is not there to delete). Later, the record may be written: done as it is."""
+        undone = {"put": self.index + 1, "take": self.index + 1, "owner": self.index,
+                  "write": len(self.new)}.get(self.phase)
+        if undone is None or self.doubt:
+            return attrs.evolve(self, phase="done", met=None)
+        return attrs.evolve(self, outcome="abandoned")._undo(undone)
 
 
 @attrs.frozen

@@ -11,8 +11,10 @@ import argparse
 import contextlib
 import os
 import queue
+import select
 import signal
 import site
+import socket
 import subprocess
 import sys
 import threading
@@ -243,12 +245,76 @@ def _warm_up(dispatcher: _DispatcherLike) -> None:
             dispatcher.get_application(environ)
 
 
-def _watch_stdin(stream: IO[bytes], stop: threading.Event) -> None:
-    """Set ``stop`` when ``stream`` reaches end of file (the parent closed it or died)."""
+class _StopRequest:
+    """Why the server should stop (``"SIGTERM"``, ``"SIGINT"``, ``"stdin closed"``), and a wait
+    for it that a signal always ends.
+
+    A signal handler runs in the main thread between two of its bytecodes, whatever lock that
+    thread holds at that moment, so the handler takes none: it only records the signal's name.
+    The wake-up is a byte on a socket pair, written by the C-level handler itself
+    (:func:`signal.set_wakeup_fd`), from whichever thread the kernel interrupted. (The handler
+    used to call ``threading.Event.set()`` while the main thread polled ``Event.wait(0.5)``: a
+    signal that arrived while ``wait`` held the Event's lock deadlocked the process, which then
+    ignored every further SIGTERM.)
+    """
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._signalled = False
+        self._reader, self._writer = socket.socketpair()
+        for end in (self._reader, self._writer):
+            end.setblocking(False)
+        self._wakeup_fd: int | None = None
+
+    def install(self) -> None:
+        """Handle SIGTERM and SIGINT from now until the process exits (main thread only)."""
+        self._wakeup_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if not self._signalled:
+            self._signalled = True
+            self.reason = self.reason or signal.Signals(signum).name
+            return
+        # A second signal (Ctrl-C twice): the signal's own default at once, killed by it, as
+        # one arriving while Python exits would be (Python puts the defaults back then).
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    def request(self, reason: str) -> None:
+        """Ask for a stop from any thread."""
+        if self.reason is None:
+            self.reason = reason
+        with contextlib.suppress(OSError):
+            self._writer.send(b"\0")
+
+    def wait(self) -> str:
+        """Block until a stop is requested; its reason."""
+        while self.reason is None:
+            # The wake-up byte ends the select at once; the timeout only bounds the wait for a
+            # handler that has not run yet (the byte came from another thread's interruption).
+            select.select([self._reader], [], [], 0.5)
+            with contextlib.suppress(OSError):
+                while self._reader.recv(4096):
+                    pass
+        return self.reason
+
+    def close(self) -> None:
+        """Put back the previous wake-up fd (nothing may write to a closed, reusable fd) and
+        close the socket pair; the handlers stay."""
+        if self._wakeup_fd is not None:
+            signal.set_wakeup_fd(self._wakeup_fd)
+        self._reader.close()
+        self._writer.close()
+
+
+def _watch_stdin(stream: IO[bytes], stop: _StopRequest) -> None:
+    """Request a stop when ``stream`` reaches end of file (the parent closed it or died)."""
     with contextlib.suppress(OSError, ValueError):
         while stream.read(4096):
             pass
-    stop.set()
+    stop.request("stdin closed")
 
 
 def _serve_main(argv: Sequence[str] | None = None) -> int:
@@ -256,7 +322,11 @@ def _serve_main(argv: Sequence[str] | None = None) -> int:
 
     Binds ``--host`` (``127.0.0.1``) and ``--port`` (``0`` = a free port), prints
     ``DYNAUNIQUE-LOCAL-READY <url>`` on stdout and flushes, then serves until stdin reaches end
-    of file (unless ``--ignore-stdin``), or SIGTERM/SIGINT arrives. Returns the exit status.
+    of file (unless ``--ignore-stdin``), or SIGTERM/SIGINT arrives. Then it stops accepting,
+    closes its socket, prints ``local server stopped (SIGTERM)`` (the reason) on stderr and
+    returns 0; requests still in flight are cut off when the process exits. A stop requested
+    while it starts ends it before the ready line, also with 0. A second signal kills it at
+    once (the signal's default action).
     """
     parser = argparse.ArgumentParser(
         prog="python -m dynaunique.testing",
@@ -282,15 +352,22 @@ def _serve_main(argv: Sequence[str] | None = None) -> int:
         if not os.environ.get(name):
             os.environ[name] = value
 
-    stop = threading.Event()
+    stop = _StopRequest()
+    stop.install()
+    try:
+        return _serve_until_stopped(args, stop)
+    finally:
+        stop.close()
 
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
 
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-
+def _serve_until_stopped(args: argparse.Namespace, stop: _StopRequest) -> int:
+    """Build the server, print the ready line, serve until ``stop``; 0 once it is closed."""
     server = _make_server(args.port, stock_moto=args.stock_moto, host=args.host)
+    if stop.reason is not None:  # stopped while starting: no ready line for a server that is gone
+        server.server_close()
+        print(f"local server stopped ({stop.reason}) before it was ready", file=sys.stderr,
+              flush=True)
+        return 0
     port = server.server_port
     os.environ.setdefault("MOTO_PORT", str(port))  # moto's own self-calls, if any, go here
     serving = threading.Thread(
@@ -310,9 +387,9 @@ def _serve_main(argv: Sequence[str] | None = None) -> int:
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
     try:
-        while not stop.wait(0.5):
-            pass
+        reason = stop.wait()
     finally:
         server.shutdown()
         server.server_close()
+    print(f"local server stopped ({reason})", file=sys.stderr, flush=True)
     return 0

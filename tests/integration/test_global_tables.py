@@ -1,7 +1,8 @@
 """dynaunique on global tables (dynaunique/_transport/regions.py), against the local server's
-replicas: the table's mode learned once, a write without a home region refused with nothing written,
-strong consistency refused, and with a home region every write and consistent lookup served there,
-so races from two regions leave every replica clean once replication settles. Sync and async."""
+replicas: the table's mode learned once, a write without a home region refused with nothing
+written, strong consistency written without transactions (test_global_tables_mrsc.py), and with
+a home region every write and consistent lookup served there, so races from two regions leave
+every replica clean once replication settles. Sync and async."""
 
 from __future__ import annotations
 
@@ -75,13 +76,18 @@ def test_without_a_home_region_the_first_write_is_refused_and_nothing_written(
         dynaunique_db, "gt_nohome", WEST) == []
 
 
-def test_a_strong_consistency_table_is_refused_naming_its_mode(dynaunique_db: str) -> None:
+def test_a_strong_consistency_table_is_written_without_transactions(dynaunique_db: str) -> None:
+    """A model's save goes by the protocol (test_global_tables_mrsc.py); any other write of the
+    table, a transaction (the audit's repair, a migration), is refused naming its mode."""
     east = member_model("gt_strong", EAST, dynaunique_db, home=EAST)
     make_global(east, dynaunique_db, mode="STRONG")
-    with pytest.raises(GlobalTableError, match="strong consistency") as refused:
+    with requests_sent(connection_for(east).client) as sent:
         east(pk="M1", email="ada@x.io").save()
+    assert "TransactWriteItems" not in [op for op, _ in sent]
+    assert items_in(dynaunique_db, "gt_strong", EAST) == ["M1", "UNIQ#EMAIL#ada@x.io"]
+    with pytest.raises(GlobalTableError, match="strong consistency") as refused:
+        _regions.route(east.Meta, lambda _meta: connection_for(east))
     assert refused.value.mode == "STRONG"
-    assert items_in(dynaunique_db, "gt_strong", EAST) == []
 
 
 def test_writes_and_consistent_lookups_go_home_plain_reads_stay_local(

@@ -178,7 +178,8 @@ def _home_region_ignored() -> Any:
 
         reset()
         try:
-            with patched(regions_module, "_choose", lambda _: lambda meta, mode, write: meta):
+            with patched(regions_module, "_choose",
+                         lambda _: lambda meta, mode, write, strong: meta):
                 yield
         finally:
             reset()

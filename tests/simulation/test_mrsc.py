@@ -150,6 +150,42 @@ def test_a_lost_record_write_is_recognised_after_the_lease() -> None:
     assert mrsc.PENDING_ATTR not in stored[1]
 
 
+def test_a_resent_record_write_refused_by_itself_is_recognised_numbers_by_value() -> None:
+    """DynamoDB returns a number in its own spelling (``1.0`` stored is ``1`` read): the record
+    a refused resend returns is compared with the target numbers by value (``same_item``),
+    else the writer's own applied write would read as another's (a ``conflict``)."""
+    target = {**_R0, "email": {"S": "v0"}, "n": {"N": "1.0"}}
+    machine = mrsc.Write(TABLE, _R0, target, "t1", locks_for, lock_key, ("email",), TIMING)
+    machine = machine.answered(0.0, {}, None)                        # read: absent
+    machine = machine.answered(0.0, {}, None)                        # the intent put
+    assert machine.phase == "write"
+    returned = {**_R0, "email": {"S": "v0"}, "n": {"N": "1"}}
+    machine = machine.lost().answered(0.0, None, {"Item": returned})  # resent: refused
+    assert (machine.phase, machine.outcome) == ("clear", "written")
+
+
+def test_an_abandoned_write_releases_the_intents_it_may_have_put() -> None:
+    """A driver giving up before the record write releases every intent, the one in doubt too
+    (conditioned on the token); once the record write may have applied, it releases none."""
+    memory = new_memory()
+    machine = mrsc.Write(TABLE, _R0, record("R0", "v0"), "t1", locks_for, lock_key,
+                         ("email",), TIMING)
+    machine = _step(machine, memory, 0.0)                  # the read
+    machine = _step(machine, memory, 0.0, lost=True)       # the intent put: applied, unanswered
+    assert machine.phase == "put" and len(memory.items[TABLE]) == 1
+    gave_up = machine.abandon()
+    assert (gave_up.phase, gave_up.outcome) == ("undo", "abandoned")
+    request = gave_up.request(0.0)
+    assert request is not None and request[0] == "DeleteItem"
+    assert request[1]["ExpressionAttributeValues"][":v0"] == {"S": "t1"}
+    gave_up = gave_up.answered(0.0, *handle(memory, *request))
+    assert gave_up.phase == "done" and memory.items[TABLE] == {}
+    machine = _step(_step(machine, memory, 0.0), memory, 0.0, lost=True)   # put; write: doubt
+    assert machine.phase == "write" and machine.doubt
+    assert machine.abandon().phase == "done"   # it may have applied: nothing released
+    assert attrs.evolve(machine, phase="clear").abandon().phase == "done"
+
+
 @pytest.mark.parametrize(("holder", "now", "sent", "left"), [
     ("v0", 0.0, ["GetItem", "UpdateItem"], {mrsc.TOKEN_ATTR, mrsc.AT_ATTR}),  # live: cleared
     ("v1", 0.5, ["GetItem"], {mrsc.TOKEN_ATTR, mrsc.PENDING_ATTR, mrsc.AT_ATTR}),  # grace: left

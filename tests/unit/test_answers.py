@@ -88,6 +88,7 @@ def test_a_cancelled_transaction_is_refused_with_its_reasons_in_item_order() -> 
     ("ThrottlingException", True),
     ("RequestLimitExceeded", True),
     ("TransactionConflictException", True),
+    ("ReplicatedWriteConflictException", True),   # MRSC: another region wrote the item
     ("ResourceNotFoundException", False),
     ("ValidationException", False),
     ("ConditionalCheckFailedException", False),

@@ -564,3 +564,18 @@ def test_plain_attributes_on_a_plain_pynamodb_model_and_mixins_are_accepted() ->
 
     assert Plain.email.attr_name == "email"
     assert [c.constraint.fields for c in Account._du_info.constraints] == [("email",)]
+
+
+@pytest.mark.parametrize("name", ["mrsc_token", "mrsc_pending", "mrsc_at"])
+@pytest.mark.parametrize("role", ["hash", "range"])
+def test_a_key_attribute_named_like_an_mrsc_mark_is_refused(name: str, role: str) -> None:
+    """The MRSC protocol's marks live on every lock item it writes: a key attribute so named
+    would be overwritten inside the lock item (as ``owner`` or ``created`` would)."""
+    with pytest.raises(ConfigurationError, match=f"stored as '{name}', a name every lock item"):
+        class Bad(Model):
+            class Meta:
+                table_name = f"decl_bad_{role}_{name}"
+
+            pk = UnicodeAttribute(hash_key=True, attr_name=name if role == "hash" else "PK")
+            sk = UnicodeAttribute(range_key=True, attr_name=name if role == "range" else "SK")
+            email = UnicodeAttribute(unique=True)

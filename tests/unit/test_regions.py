@@ -1,5 +1,6 @@
 """dynaunique/_transport/regions.py without a server: a table's mode read from DescribeTable once,
-the home region's precedence, and the route chosen (or refused) for each mode."""
+the home region's precedence, and the route chosen (or refused) for each mode — a strong
+consistency table's for the flush's protocol."""
 
 from __future__ import annotations
 
@@ -82,6 +83,30 @@ def test_routes_for_each_mode() -> None:
         _regions.route(homeless, connect)
     assert (refused.value.table, refused.value.mode, refused.value.regions) == (
         "t", "EVENTUAL", ("eu-west-1", "us-east-1"))
+
+
+def test_a_strong_table_is_routed_for_the_protocol_and_refused_to_any_other_write() -> None:
+    """The flush routes with ``strong=True`` (``sending_for``): its writes go where the model
+    points, and ``strong`` tells it the table's mode; any other write (a tool's transaction)
+    is refused. An eventually consistent table without a home region is refused either way."""
+    def connect(m: Any) -> FakeConnection:
+        return FakeConnection(m.region, {**GLOBAL, "MultiRegionConsistency": "STRONG"})
+
+    mine = meta()
+    assert not _regions.strong(mine)   # not routed yet
+    assert _regions.route(mine, connect, strong=True) is mine
+    assert _regions.strong(mine)
+    with pytest.raises(GlobalTableError) as refused:
+        _regions.route(mine, connect)
+    assert refused.value.mode == "STRONG"
+    assert _regions.route(mine, connect, write=False) is mine
+    eventual = meta(table_name="e")
+    with pytest.raises(GlobalTableError, match="none is set"):
+        _regions.route(eventual, lambda m: FakeConnection(m.region, GLOBAL), strong=True)
+    assert not _regions.strong(eventual)
+    lone = meta(table_name="l")
+    assert _regions.route(lone, lambda m: FakeConnection(m.region, {}), strong=True) is lone
+    assert not _regions.strong(lone)
 
 
 def test_the_server_finds_every_key_a_write_wrote() -> None:

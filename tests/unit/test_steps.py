@@ -6,17 +6,26 @@ them: what each step asks for is asserted exactly.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import botocore.exceptions
 import pytest
 
 from dynaunique import Model
-from dynaunique._transport.connection import Request, RetryPolicy, Sleep, run, send_steps
+from dynaunique._transport.answers import Refused
+from dynaunique._transport.connection import (
+    Request,
+    RetryPolicy,
+    Sleep,
+    exchange_steps,
+    run,
+    send_steps,
+)
 from dynaunique._write.flush import Unit, flush_steps
 from dynaunique._write.state import Op, OpKind
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.errors import DynauniqueError, UnreachableError
+from dynaunique.errors import DynauniqueError, OutcomeUnknownError, UnreachableError
 
 POLICY = RetryPolicy(max_conflict_retries=2, max_network_retries=2, base_delay=0.01)
 CONNECTION: Any = object()  # never used: nothing here sends
@@ -43,6 +52,32 @@ def test_send_steps_gives_up_as_unreachable_when_nothing_was_ever_sent() -> None
         assert isinstance(steps.send(None), Request)
     with pytest.raises(UnreachableError):
         steps.throw(refused)
+
+
+def _conflict() -> botocore.exceptions.ClientError:
+    return botocore.exceptions.ClientError(
+        {"Error": {"Code": "ReplicatedWriteConflictException", "Message": "m"}}, "PutItem")
+
+
+def test_until_stops_the_retries_at_its_time_and_hands_back_the_refusal() -> None:
+    """An MRSC record write is retried only within its lease: a retryable refusal at or after
+    ``until`` is handed back (nothing was applied); an unanswered attempt then is the retries
+    running out (its outcome unknown), never a resend."""
+    params = {"TableName": "t", "Item": {}}
+    steps = exchange_steps(CONNECTION, "PutItem", params, policy=POLICY,
+                           until=time.time() + 60)
+    next(steps)
+    assert isinstance(steps.throw(_conflict()), Sleep)   # before its time: retried
+    steps = exchange_steps(CONNECTION, "PutItem", params, policy=POLICY, until=time.time())
+    next(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.throw(_conflict())
+    assert isinstance(done.value.value, Refused)
+    assert done.value.value.code == "ReplicatedWriteConflictException"
+    steps = exchange_steps(CONNECTION, "PutItem", params, policy=POLICY, until=time.time())
+    next(steps)
+    with pytest.raises(OutcomeUnknownError):
+        steps.throw(botocore.exceptions.ReadTimeoutError(endpoint_url="http://x"))
 
 
 class Stepped(Model):
