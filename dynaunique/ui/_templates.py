@@ -176,14 +176,15 @@ _LOCK = """{% extends "base" %}{% block title %}Lock{% endblock %}{% block body 
 {% else %}
 <p id="free" class="ok">No lock: {{ free_text }} is free.</p>
 {% endif %}
-{% if lock and lock.intent and lock.intent.pending %}<p class="warn" id="intent">A pending intent (MRSC), not a held lock: token <code>{{ lock.intent.token }}</code>, put at {{ when(lock.intent.at | int) }} by its writer's clock. A write in flight, or one whose writer stopped before clearing the mark: a <a href="/check">check</a> judges it.</p>{% endif %}
+{% if lock and lock.intent and lock.intent.pending %}<p class="warn" id="intent">A pending intent (MRSC), not a held lock: token <code>{{ lock.intent.token }}</code>, put at {{ when(lock.intent.at | int) }} by its writer's clock, {{ "within" if in_flight else "past" }} its grace period. A write in flight, or one whose writer stopped before clearing the mark: a <a href="/check">check</a> judges it.</p>{% endif %}
 <p class="cost">read with 1 GetItem (strongly consistent)</p>
 </div>
 <div class="panel" id="owner">
 <h2>Owner record</h2>
 {% if not lock %}<p class="mute">-</p>
 {% elif record %}{% include "record_table" %}
-{% if lock.owner and not holds %}<p class="bad" id="not-held">This record does not hold the value any more: the lock looks like an orphan. Run a <a href="/check">check</a>.</p>{% endif %}
+{% if lock.owner and not holds and not in_flight %}<p class="bad" id="not-held">This record does not hold the value any more: the lock looks like an orphan. Run a <a href="/check">check</a>.</p>{% endif %}
+{% elif in_flight %}<p class="mute" id="owner-gone">The owner record {{ lock.owner_label }} does not exist yet: its write is in flight.</p>
 {% else %}<p class="bad" id="owner-gone">The owner record {{ lock.owner_label }} does not exist: the lock looks like an orphan. Run a <a href="/check">check</a>.</p>{% endif %}
 </div>
 </div>

@@ -227,6 +227,11 @@ def test_a_check_page_lists_writes_in_flight_and_confirmable_intents_with_their_
     assert "<strong>pending intent</strong>: a write in flight on a multi-Region" in first
     assert "confirmable intent</strong>" not in first
     assert "clean; 1 write(s) in flight" in read_only.fetch("/check").body
+    blue = read_only.fetch("/lock?" + urlencode({"table": fm.TABLE,
+                                                 "key": "UNIQ#TEAM_NAME#blue"})).body
+    assert "within its grace period. A write in flight" in blue
+    assert "TEAM#NEW / TEAM does not exist yet: its write is in flight." in blue
+    assert "looks like an orphan" not in blue
 
     fm.AuditTeam(pk="TEAM#RED", team_name="Red").save()
     as_intent(raw, "UNIQ#TEAM_NAME#red", "T-RED", time.time() - 100)   # written, mark left
@@ -244,7 +249,7 @@ def test_a_check_page_lists_writes_in_flight_and_confirmable_intents_with_their_
     lock = read_only.fetch("/lock?" + urlencode({"table": fm.TABLE,
                                                  "key": "UNIQ#TEAM_NAME#red"})).body
     assert ('<p class="warn" id="intent">A pending intent (MRSC), not a held lock: token '
-            "<code>T-RED</code>") in lock
+            "<code>T-RED</code>") in lock and "past its grace period" in lock
     team = read_only.fetch("/record?" + urlencode({"table": fm.TABLE, "key": views.key_param(
         {"PK": {"S": "TEAM#RED"}, "SK": {"S": "TEAM"}})})).body
     assert '<span class="warn">pending intent</span>' in team and ">held<" not in team
