@@ -422,3 +422,77 @@ class Settle:
             return attrs.evolve(self, verdict=verdict,
                                 done=verdict in (Verdict.LIVE, Verdict.WAIT))
         return attrs.evolve(self, done=True)
+
+
+@attrs.frozen
+class Claim:
+    """``repair``'s write of a lock for a record that holds its value, by the protocol's own
+    steps (no transaction): a missing lock (``met`` None), or a lock handed over from an owner
+    judged free (``met``: the lock exactly as judged).
+
+    1. put ``lock`` as a pending intent with ``token`` (:func:`intent_put`:
+       ``attribute_not_exists``, or conditioned on exactly ``met``);
+    2. read the record at ``key`` again (consistent);
+    3. it still requires the lock: clear the mark (:func:`intent_clear`, conditioned on the
+       token); it does not: delete the own intent (:func:`release`, token and owner).
+
+    Between 1 and 3 the lock is the record's pending intent, judged as a writer's (:func:`judge`):
+    a contender for the value meets it and, the record holding the value, is refused; a writer
+    moving the record away leaves it within its grace period, and the read of 2 sees the record
+    moved. :attr:`outcome`: ``held`` (cleared: the record holds the lock), ``released`` (the
+    record no longer requires it: the intent deleted), ``refused`` (step 1's condition failed:
+    the lock is not as read), ``lost`` (the mark was no longer this token's: taken over since).
+    """
+
+    table: str
+    key: Item = attrs.field(eq=False)
+    lock: Item = attrs.field(eq=False)
+    token: str
+    locks_for: LocksFor = attrs.field(eq=False)
+    lock_key: Item = attrs.field(eq=False)
+    met: Met | None = None
+    #: Where it is: put, read, clear, undo, done.
+    phase: str = "put"
+    at: float = 0.0
+    outcome: str = ""
+
+    def key_text(self) -> tuple[Any, ...]:
+        """What its future depends on (for state hashing)."""
+        return (self.phase, self.token, self.met, self.at, self.outcome)
+
+    def advance(self, now: float) -> Claim:
+        """No lease: every write it sends is conditioned on its own token."""
+        return self
+
+    def lost(self) -> Claim:
+        """A lost answer changes nothing: each request, resent, is recognised or harmless."""
+        return self
+
+    def request(self, now: float) -> tuple[str, Item] | None:
+        """The next request at ``now`` (None: done, see :attr:`outcome`)."""
+        if self.phase == "put":
+            return "PutItem", intent_put(self.table, self.lock, self.token, now, self.met)
+        if self.phase == "read":
+            return _get(self.table, self.key)
+        if self.phase == "clear":
+            return "UpdateItem", intent_clear(self.table, self.lock_key, self.token)
+        if self.phase == "undo":
+            name = self.lock_key[next(iter(self.lock_key))]["S"]
+            mine = Met(name, _text(self.key), self.token, True, self.at)
+            return "DeleteItem", release(self.table, self.lock_key, mine)
+        return None
+
+    def answered(self, now: float, answer: Item | None, refused: Item | None) -> Claim:
+        """The machine after the answer (or the condition's refusal) to :meth:`request`."""
+        if self.phase == "put":
+            met = Met.of((refused or {}).get("Item"), next(iter(self.lock_key)))
+            if refused is not None and (met is None or met.token != self.token):
+                return attrs.evolve(self, phase="done", outcome="refused")
+            return attrs.evolve(self, phase="read", at=now if met is None else met.at)
+        if self.phase == "read":
+            name = self.lock_key[next(iter(self.lock_key))]["S"]
+            held = name in self.locks_for((answer or {}).get("Item"))
+            return attrs.evolve(self, phase="clear" if held else "undo")
+        if self.phase == "clear":
+            return attrs.evolve(self, phase="done", outcome="lost" if refused else "held")
+        return attrs.evolve(self, phase="done", outcome="released")

@@ -56,6 +56,7 @@ from dynaunique.errors import AuditError as AuditError
 from . import _kinds, _pages
 from ._check import AuditReport, SecretWarning, TableSummary, check
 from ._export_check import ExportReport, ExportSummary, check_export
+from ._intents import TIMING as _TIMING
 from ._judge import Evidence, Finding
 from ._kinds import (
     ActionKind,
@@ -81,7 +82,7 @@ from ._plan import RepairAction, RepairPlan, plan_repair, remedy
 from ._reads import _scan_pages as _scan_pages
 from ._repair import RepairOutcome, RepairResult, apply_repair
 from ._replicas import RegionDifference, RegionReport, compare_regions, global_modes
-from ._stored import LockInfo, RecordRef
+from ._stored import Intent, LockInfo, RecordRef
 from ._tables import Cost
 from ._tables import _Meter as _Meter
 from ._tables import _tables as _tables
@@ -90,6 +91,9 @@ from ._tables import _tables as _tables
 KINDS = _kinds.KINDS
 #: How each kind reads in a table (the ``check`` command's and the ``ui`` page's words).
 KIND_LABELS = _kinds.KIND_LABELS
+#: The grace period (seconds) of an MRSC pending intent, the protocol's writers' own: within
+#: it an intent whose owner does not hold the value is a write in flight, past it an orphan.
+INTENT_GRACE = _TIMING.grace
 #: How :class:`StoredRecord` shows the value of a field that a hashed constraint protects.
 HIDDEN = _pages.HIDDEN
 
@@ -134,6 +138,7 @@ __all__ = [
     "FOREIGN_OWNER",
     "FOREIGN_SECRET",
     "HIDDEN",
+    "INTENT_GRACE",
     "KINDS",
     "KIND_LABELS",
     "MISSING",
@@ -152,6 +157,7 @@ __all__ = [
     "ExportSummary",
     "Finding",
     "FindingKind",
+    "Intent",
     "LockCounts",
     "LockInfo",
     "LockListing",

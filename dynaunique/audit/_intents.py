@@ -22,6 +22,7 @@ own durations (:data:`TIMING`): a shorter grace period would delete a live write
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,7 +35,7 @@ from dynaunique._write.render import render_write
 from dynaunique._write.writes import lock_put
 from dynaunique.errors import AuditError
 
-from ._stored import _interpret
+from ._stored import Intent, _interpret, _Record
 from ._tables import _call, _exchange, _info, _Meter, _Table
 
 #: The durations intents are judged with: the protocol's writers' own.
@@ -54,10 +55,8 @@ def by_protocol(lock_item: Mapping[str, Any] | None) -> bool:
 
 def marks(lock_item: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A protocol lock's marks as JSON: ``{"token", "pending", "at"}`` (None: no such lock)."""
-    if lock_item is None or not by_protocol(lock_item):
-        return None
-    return {"token": lock_item[_mrsc.TOKEN_ATTR].get("S"), "pending": is_intent(lock_item),
-            "at": _at(lock_item)}
+    intent = Intent.of(lock_item)
+    return intent.to_dict() if intent is not None else None
 
 
 def _at(lock_item: Mapping[str, Any]) -> float:
@@ -110,6 +109,55 @@ def planned(rule: _mrsc.Settle, verdict_: _mrsc.Verdict) -> dict[str, Any]:
     return {request[0]: request[1]}
 
 
+def claim_rule(table: _Table, holder: _Record, lock_key: str,
+               met_item: Mapping[str, Any] | None) -> _mrsc.Claim:
+    """The protocol's steps writing ``holder``'s lock ``lock_key`` on an MRSC table (no
+    transaction): a missing lock (``met_item`` None), or the hand-over of ``met_item``, the lock
+    as read (:class:`dynaunique._write.mrsc.Claim`). A fresh token; the lock item is the one
+    the library's lock builder makes for ``holder`` as read."""
+    assert holder.item is not None
+    lock = locks_for(table)(holder.item)[lock_key]
+    met = None if met_item is None else _met(table, met_item)
+    return _mrsc.Claim(table.name, dict(holder.ref.key), dict(lock), uuid.uuid4().hex,
+                       locks_for(table), table.lock_pk(lock_key), met)
+
+
+def claim(table: _Table, rule: _mrsc.Claim, meter: _Meter,
+          clock: Callable[[], float] = time.time) -> _mrsc.Claim | None:
+    """Run ``rule``: for a hand-over, read the lock's owner first and judge it at ``clock()``;
+    then its requests, each answered (a failed condition is an answer: the machine reads it).
+
+    Returns the machine as it ended (its ``outcome``), or None when the lock to hand over is
+    not judged free (nothing was written).
+
+    :raises AuditError: a request failed otherwise.
+    """
+    if rule.met is not None:
+        owner = _call(meter, table.connection, "GetItem", TableName=table.name,
+                      Key=rule.met.owner_key(), ConsistentRead=True).get("Item")
+        if _mrsc.judge(rule.met, owner, rule.locks_for, clock(), TIMING) is not _mrsc.Verdict.FREE:
+            return None
+    now = clock()
+    while (request := rule.request(now)) is not None:
+        operation, params = request
+        answer, refused = _send(table, operation, params, meter)
+        now, rule = clock(), rule.answered(now, answer, refused)
+    return rule
+
+
+def _send(table: _Table, operation: str, params: dict[str, Any], meter: _Meter
+          ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(answer, refusal: a failed condition's response, with the item it returns)."""
+    if operation == "GetItem":
+        return _call(meter, table.connection, operation, **params), None
+    got = _exchange(meter, table.connection, operation, params)
+    if isinstance(got, Refused):
+        if "ConditionalCheckFailed" in got.code:
+            return None, dict(got.response)
+        raise error_for(got, operation, params, error=AuditError)
+    return dict(got.data), None
+
+
 def settle(table: _Table, rule: _mrsc.Settle, meter: _Meter,
            clock: Callable[[], float] = time.time) -> _mrsc.Settle | None:
     """Run ``rule``: read the owner, judge at ``clock()``, send its conditional write.
@@ -120,15 +168,8 @@ def settle(table: _Table, rule: _mrsc.Settle, meter: _Meter,
     :raises AuditError: a request failed otherwise.
     """
     while (request := rule.request()) is not None:
-        operation, params = request
-        if operation == "GetItem":
-            answer = _call(meter, table.connection, operation, **params)
-        else:
-            got = _exchange(meter, table.connection, operation, params)
-            if isinstance(got, Refused):
-                if "ConditionalCheckFailed" in got.code:
-                    return None
-                raise error_for(got, operation, params, error=AuditError)
-            answer = got.data
+        answer, refused = _send(table, *request, meter)
+        if refused is not None:
+            return None
         rule = rule.answered(clock(), answer)
     return rule

@@ -58,6 +58,9 @@ class LockStatus(Kind):
     MISSING = "missing"
     #: The lock exists but names another owner.
     FOREIGN = "foreign"
+    #: The lock names this record and is still an MRSC pending intent: its writer has not
+    #: cleared the mark (a write in flight, or one whose writer stopped before clearing it).
+    PENDING = "pending"
 
 
 class ActionKind(Kind):

@@ -36,7 +36,9 @@ class ExpectedLock:
     """A lock a record's current values require, and what DynamoDB holds under that key."""
 
     lock: LockRef
-    #: ``held`` (the lock names this record), ``missing`` or ``foreign`` (names another owner).
+    #: ``held`` (the lock names this record), ``pending`` (it names this record and is still an
+    #: MRSC pending intent, :attr:`LockInfo.intent`), ``missing`` or ``foreign`` (names another
+    #: owner).
     status: LockStatus
     #: The stored lock item, when there is one.
     stored: LockInfo | None
@@ -119,7 +121,8 @@ def owner_locks(models: Sequence[type[Model]], hash_key: Any, range_key: Any = N
             if lock is None:
                 status = LockStatus.MISSING
             elif lock.owner is not None and key_id(lock.owner) == key_id(key):
-                status = LockStatus.HELD
+                pending = lock.intent is not None and lock.intent.pending
+                status = LockStatus.PENDING if pending else LockStatus.HELD
             else:
                 status = LockStatus.FOREIGN
             result.append(ExpectedLock(ref, status, lock))

@@ -4,11 +4,13 @@ Repair never modifies a record: it deletes orphan locks, writes missing ones and
 over from a record that no longer needs it to the one that does — each as one
 TransactWriteItems that also carries ConditionChecks on the records involved, so a record that
 changed since it was read cancels the write instead of leaving a missing lock or an orphan
-behind.
+behind. On an MRSC table (no transactions) a lock the protocol wrote is settled by its
+``Settle``, and a missing lock or a hand-over written by its ``Claim`` (``_intents``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from typing import Any
 
@@ -17,7 +19,7 @@ import attrs
 from dynaunique._lock.items import key_id, owner_key
 from dynaunique._lock.locks import LockRef, TypedKey
 from dynaunique._write.mixed import identity
-from dynaunique._write.mrsc import Settle, Verdict
+from dynaunique._write.mrsc import Claim, Settle, Verdict
 from dynaunique._write.plan import Plan
 from dynaunique._write.render import render
 from dynaunique._write.writes import (
@@ -37,7 +39,10 @@ from ._check import AuditReport, SecretWarning
 from ._judge import Finding
 from ._kinds import ActionKind, FindingKind, OwnerState
 from ._stored import _absent, _Record
-from ._tables import _info, _Table, _table_for, _tables
+from ._tables import _info, _strong, _Table, _table_for, _tables
+
+#: The kinds whose repair is a transaction on other tables, the protocol's Claim on MRSC.
+_CLAIMED = (FindingKind.MISSING, FindingKind.FOREIGN_OWNER)
 
 
 @attrs.frozen
@@ -54,6 +59,10 @@ class RepairAction:
     #: read its owner, judge, then clear the mark or delete the lock conditioned on the token
     #: (``dynaunique._write.mrsc.Settle``); :attr:`plan` is then empty.
     settle: Settle | None = attrs.field(default=None, eq=False, repr=False)
+    #: On an MRSC table (no transactions), a missing lock or a hand-over written by the
+    #: protocol's steps (``dynaunique._write.mrsc.Claim``: intent put, the holder read again,
+    #: the mark cleared or the intent released); :attr:`plan` is then empty.
+    claim: Claim | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def description(self) -> str:
@@ -67,6 +76,17 @@ class RepairAction:
                         f"lock still carries token {token}")
             return (f"delete, if {owner} still does not hold the value and the lock is still "
                     f"{owner}'s with token {token}")
+        if self.claim is not None:
+            holder = f.holders[0].label
+            steps = (f"put it for {holder} as a pending intent, read {holder} again, then clear "
+                     f"the mark if {holder} still holds the value, else delete the intent "
+                     "(single-item writes conditioned on the intent's token: no transaction "
+                     "on MRSC)")
+            if self.claim.met is None:
+                return f"if no lock exists, {steps}"
+            return (f"hand over from {owner}: if {owner}, read again, still does not hold the "
+                    f"value and the lock is still {owner}'s with token {self.claim.met.token}, "
+                    f"{steps}")
         if self.kind == ActionKind.DELETE_ORPHAN:
             state = ("does not exist" if f.owner_state == OwnerState.GONE
                      else "does not hold the value")
@@ -88,6 +108,10 @@ class RepairAction:
             verdict = (Verdict.CONFIRM if self.kind == ActionKind.CONFIRM_INTENT
                        else Verdict.FREE)
             return _intents.planned(self.settle, verdict)
+        if self.claim is not None:   # its first write; mrsc_at is the time it is sent
+            request = self.claim.request(time.time())
+            assert request is not None
+            return {request[0]: request[1]}
         return render(self.plan)
 
     def to_dict(self) -> dict[str, Any]:
@@ -233,8 +257,10 @@ def _put_lock(table: _Table, holder: _Record, lock_key: str, allowed: TypedKey) 
 
 
 def _action(table: _Table, finding: Finding, drop_unknown: Collection[str],
-            secrets: _Secrets = _Secrets()) -> RepairAction | None:
-    """The guarded writes that fix ``finding`` as read, or None when no repair may fix it."""
+            secrets: _Secrets = _Secrets(), strong: bool = False) -> RepairAction | None:
+    """The guarded writes that fix ``finding`` as read, or None when no repair may fix it
+    (``strong``: the table is MRSC, no transactions: a missing lock or a hand-over is the
+    protocol's :class:`~dynaunique._write.mrsc.Claim`)."""
     lock = finding.lock
     owner_key_ = owner_key(table.key_attributes, lock.owner if lock is not None else None)
     if secrets.holds(finding) and not secrets.accept:
@@ -250,8 +276,9 @@ def _action(table: _Table, finding: Finding, drop_unknown: Collection[str],
                                                                        OwnerState.CHANGED))):
         return None
     lock_item = finding.evidence.lock_item
-    if finding.kind == FindingKind.FOREIGN_OWNER and _intents.by_protocol(lock_item):
-        return None   # a hand-over is a transaction: none on MRSC, and never of an intent
+    if finding.kind == FindingKind.FOREIGN_OWNER and _intents.by_protocol(lock_item) and (
+            not strong):
+        return None   # the protocol's lock: handed over only by the protocol's steps
     if finding.kind == FindingKind.CONFIRMABLE or (orphan and _intents.by_protocol(lock_item)):
         # A lock the MRSC protocol wrote: settled by the protocol's rule, never a transaction.
         assert lock_item is not None
@@ -270,6 +297,8 @@ def _action(table: _Table, finding: Finding, drop_unknown: Collection[str],
         )))
     holder = _record(finding, finding.holders[0].key)
     assert holder is not None
+    if strong:
+        return _claimed(table, finding, holder)
     holder_check = _check_record(table, holder, f"{holder.ref.label} still holds "
                                                 f"{finding.constraint} {finding.shown_value!r}")
     if finding.kind == FindingKind.MISSING:
@@ -284,6 +313,23 @@ def _action(table: _Table, finding: Finding, drop_unknown: Collection[str],
     )))
 
 
+def _claimed(table: _Table, finding: Finding, holder: _Record) -> RepairAction | None:
+    """A missing lock or a hand-over on an MRSC table: the protocol's Claim. A hand-over of a
+    pending intent its owner may still write (within its grace period) is left for a person."""
+    if finding.kind == FindingKind.MISSING:
+        return RepairAction(ActionKind.PUT_MISSING, finding, Plan(()),
+                            claim=_intents.claim_rule(table, holder, finding.lock_key, None))
+    lock_item = finding.evidence.lock_item
+    assert lock_item is not None and finding.lock is not None
+    owner = _record(finding, finding.lock.owner)
+    judged = _intents.verdict(table, lock_item, owner.item if owner is not None else None,
+                              time.time())
+    if judged is not Verdict.FREE:
+        return None
+    return RepairAction(ActionKind.TRANSFER, finding, Plan(()),
+                        claim=_intents.claim_rule(table, holder, finding.lock_key, lock_item))
+
+
 def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
                 accept_other_secret: bool = False) -> RepairPlan:
     """The guarded writes that fix a report's findings. Pure: nothing is read or sent.
@@ -292,7 +338,10 @@ def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
     the value to the one that does. A lock the MRSC protocol wrote is settled by the protocol's
     rule (:attr:`RepairAction.settle`): a ``confirmable`` intent's mark cleared, an orphan
     deleted, each by one single-item write conditioned on its token; ``pending`` intents (writes
-    in flight) are left alone, in :attr:`RepairPlan.waiting`. Duplicates, unreadable records
+    in flight) are left alone, in :attr:`RepairPlan.waiting`. On an MRSC table a missing lock
+    or a hand-over is the protocol's :attr:`RepairAction.claim` (intent put, the holder read
+    again, the mark cleared or the intent deleted; the table's mode is asked once per process,
+    already known after :func:`check`). Duplicates, unreadable records
     and orphans whose owner no loaded model reads are left for a person (``unfixable``). Locks
     of constraints no model declares are deleted only for the lock names listed in
     ``drop_unknown``.
@@ -305,13 +354,16 @@ def plan_repair(report: AuditReport, *, drop_unknown: Collection[str] = (),
     """
     tables = _tables(report.models)
     secrets = _Secrets.of(report.secret_warnings, accept_other_secret)
+    strong = {t.name: _strong(t) for t in tables
+              if any(f.table == t.name and f.kind in _CLAIMED for f in report.findings)}
     actions = []
     unfixable = []
     waiting = tuple(f for f in report.findings if f.kind == FindingKind.PENDING)
     for finding in report.findings:
         if finding.kind == FindingKind.PENDING:
             continue
-        action = _action(_table_for(tables, finding.table), finding, drop_unknown, secrets)
+        action = _action(_table_for(tables, finding.table), finding, drop_unknown, secrets,
+                         strong.get(finding.table, False))
         if action is None:
             unfixable.append(finding)
         else:

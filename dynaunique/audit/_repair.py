@@ -22,7 +22,7 @@ from . import _intents
 from ._judge import Finding, _involved, _recheck
 from ._kinds import ActionKind, FindingKind, RepairStatus
 from ._plan import RepairAction, RepairPlan, _action, _Secrets, remedy
-from ._tables import Cost, _at_home, _Meter, _Table, _table_for, _tables
+from ._tables import Cost, _at_home, _Meter, _strong, _Table, _table_for, _tables
 
 
 @attrs.frozen
@@ -76,6 +76,7 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
                secrets: _Secrets, meter: _Meter) -> RepairOutcome:
     current: RepairAction | None = action
     sent = 0
+    strong = _strong(table)
     for attempt in range(_REPAIR_ATTEMPTS):
         if attempt > 0:
             # The guard failed: something changed. Read the key again and decide afresh.
@@ -87,38 +88,68 @@ def _apply_one(table: _Table, action: RepairAction, drop_unknown: Collection[str
                 return RepairOutcome(action, RepairStatus.ALREADY_FIXED,
                                      f"now a write in flight, left alone: {finding.message}",
                                      sent)
-            current = _action(table, finding, drop_unknown, secrets)
+            current = _action(table, finding, drop_unknown, secrets, strong)
             if current is None:
                 return RepairOutcome(action, RepairStatus.NOT_FIXED,
                                      f"now {finding.kind}: {finding.message}", sent)
         assert current is not None
-        if current.settle is not None:
-            try:
-                settled = _intents.settle(table, current.settle, meter)
-            except DynauniqueError as exc:
-                return RepairOutcome(action, RepairStatus.FAILED, str(exc), sent)
-            if settled is None:   # refused: the lock is no longer the one read
-                sent += 1
-                continue
-            if settled.verdict not in (Verdict.CONFIRM, Verdict.FREE):
-                continue   # its owner, read again, is judged otherwise: nothing was sent
-            sent += 1
-            done = ("cleared its pending mark (UpdateItem conditioned on its token)"
-                    if settled.verdict is Verdict.CONFIRM else
-                    "deleted it (DeleteItem conditioned on its token and owner)")
-            return RepairOutcome(action, RepairStatus.FIXED, done, sent)
         try:
-            sent += 1
-            meter.add("TransactWriteItems")
-            execute(current.plan, table.connection)
-        except WriteConflict:
-            continue
+            writes, status, message = _send(table, current, meter, strong, sent)
         except DynauniqueError as exc:
             return RepairOutcome(action, RepairStatus.FAILED, str(exc), sent)
-        return RepairOutcome(action, RepairStatus.FIXED, f"{sent} TransactWriteItems", sent)
+        sent += writes
+        if status is not None:
+            return RepairOutcome(action, status, message, sent)
     return RepairOutcome(action, RepairStatus.SKIPPED,
                          f"the records kept changing ({_REPAIR_ATTEMPTS} tries); run check again",
                          sent)
+
+
+def _send(table: _Table, action: RepairAction, meter: _Meter, strong: bool, sent: int
+          ) -> tuple[int, RepairStatus | None, str]:
+    """Send one attempt of ``action`` (``sent``: its writes so far): (writes sent, the status
+    it ended with — None: a guard failed, read again and re-plan —, its message).
+
+    :raises DynauniqueError: a request of an MRSC lock's failed otherwise.
+    """
+    if action.settle is not None:
+        settled = _intents.settle(table, action.settle, meter)
+        if settled is None:   # refused: the lock is no longer the one read
+            return 1, None, ""
+        if settled.verdict not in (Verdict.CONFIRM, Verdict.FREE):
+            return 0, None, ""   # its owner, read again, is judged otherwise: nothing sent
+        return 1, RepairStatus.FIXED, (
+            "cleared its pending mark (UpdateItem conditioned on its token)"
+            if settled.verdict is Verdict.CONFIRM else
+            "deleted it (DeleteItem conditioned on its token and owner)")
+    if action.claim is not None:
+        claimed = _intents.claim(table, action.claim, meter)
+        if claimed is None:   # the lock to hand over, its owner read again, is not free
+            return 0, None, ""
+        # refused, released or taken over: something changed, read again
+        status = RepairStatus.FIXED if claimed.outcome == "held" else None
+        return _CLAIM_WRITES[claimed.outcome], status, _HELD
+    if strong:
+        return 0, RepairStatus.FAILED, _NO_TRANSACTION.format(kind=action.kind)
+    meter.add("TransactWriteItems")
+    try:
+        execute(action.plan, table.connection)
+    except WriteConflict:
+        return 1, None, ""
+    except DynauniqueError as exc:
+        return 1, RepairStatus.FAILED, str(exc)
+    return 1, RepairStatus.FIXED, f"{sent + 1} TransactWriteItems"
+
+
+#: Conditional writes a Claim sent, by how it ended: the intent put, then the mark cleared or
+#: the intent deleted (none after a refused put).
+_CLAIM_WRITES = {"held": 2, "released": 2, "lost": 2, "refused": 1}
+_HELD = ("wrote it as a pending intent (PutItem), read its holder again, cleared the mark "
+         "(UpdateItem conditioned on its token)")
+_NO_TRANSACTION = (
+    "not repaired: {kind} is a transaction, and this table is a global table with multi-Region "
+    "strong consistency (MRSC), which refuses transactions; nothing was sent. Check the lock and "
+    "its owner (dynaunique locks) and delete it by hand if it is nobody's")
 
 
 def _refusal(plan: RepairPlan) -> str:
@@ -145,7 +176,9 @@ def apply_repair(plan: RepairPlan, *, drop_unknown: Collection[str] = (),
     do (docs/global-tables.md).
 
     An MRSC table (strong consistency) has no home region: it is repaired where the models
-    point, and its protocol's locks by their single-item conditional writes (``_intents``).
+    point, and its protocol's locks by their single-item conditional writes (``_intents``): a
+    missing lock or a hand-over by the protocol's ``Claim``; a repair that is a transaction
+    elsewhere (an orphan without a token, ``drop_unknown``) ends ``failed``, nothing sent.
 
     :raises GlobalTableError: an eventually consistent global table without a home region:
         nothing is sent.

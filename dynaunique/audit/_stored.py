@@ -28,6 +28,7 @@ from dynaunique._lock.locks import (
     split_lock_key,
     untyped,
 )
+from dynaunique._write import mrsc as _mrsc
 from dynaunique.errors import ConfigurationError
 
 from ._tables import _info, _Table
@@ -92,6 +93,34 @@ class RecordRef:
 
 
 @attrs.frozen
+class Intent:
+    """The marks the MRSC protocol leaves on a lock it wrote (docs/global-tables.md): the
+    writer's token, whether it is still a *pending intent* (its record write may still come),
+    and when the writer put it, by the writer's clock."""
+
+    token: str
+    pending: bool
+    #: Epoch seconds (``mrsc_at``), the writer's clock.
+    at: float
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any] | None) -> Intent | None:
+        """The marks of a stored lock item (None: no lock, or one the protocol did not write)."""
+        if item is None or _mrsc.TOKEN_ATTR not in item:
+            return None
+        return cls(str(item[_mrsc.TOKEN_ATTR].get("S", "")), _mrsc.PENDING_ATTR in item,
+                   float(item.get(_mrsc.AT_ATTR, {}).get("N", 0)))
+
+    def within(self, grace: float, now: float) -> bool:
+        """Whether it is a pending intent whose ``grace`` period has not ended at ``now``."""
+        return self.pending and now < self.at + grace
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``{"token", "pending", "at"}``."""
+        return {"token": self.token, "pending": self.pending, "at": self.at}
+
+
+@attrs.frozen
 class LockInfo:
     """One lock item as stored."""
 
@@ -115,6 +144,8 @@ class LockInfo:
     #: A hashed lock's fingerprint of the secret that made its key (None: written before locks
     #: carried one, or not hashed).
     secret_id: str | None = None
+    #: The MRSC protocol's marks, on a lock it wrote (None otherwise).
+    intent: Intent | None = None
 
     @property
     def owner_label(self) -> str:
@@ -133,6 +164,7 @@ class LockInfo:
             "value": _json_value(self.value), "hashed": self.hashed, "model": self.model,
             "owner": _json_value(plain_key(self.owner) if self.owner is not None else None),
             "created": self.created, "expires": self.expires, "secret_id": self.secret_id,
+            **({"intent": self.intent.to_dict()} if self.intent is not None else {}),
         }
 
 
@@ -223,6 +255,7 @@ def _lock_info(table: _Table, item: Mapping[str, Any]) -> LockInfo:
         created=item.get(CREATED_ATTR, {}).get("S"),
         expires=expires,
         secret_id=item.get(SECRET_ID_ATTR, {}).get("S"),
+        intent=Intent.of(item),
     )
 
 

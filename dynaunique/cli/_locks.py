@@ -10,6 +10,7 @@ otherwise (``dynaunique._output``).
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -67,6 +68,29 @@ _LOCK_COLUMNS = ("constraint", "value", "owner", "model", "created", "expiry")
 def _lock_row(lock: audit.LockInfo) -> tuple[str, ...]:
     return (lock.constraint, lock.shown_value, lock.owner_label, lock.model or "-",
             _created(lock.created), _when(lock.expires))
+
+
+def _intent_note(lock: audit.LockInfo, now: float) -> str | None:
+    """One line on an MRSC pending intent (None: the lock is none): its token, when its writer
+    put it (the writer's clock) and whether its grace period has ended at ``now``."""
+    intent = lock.intent
+    if intent is None or not intent.pending:
+        return None
+    grace = audit.INTENT_GRACE
+    where = "within" if intent.within(grace, now) else "past"
+    when = datetime.fromtimestamp(intent.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return (f"{lock.constraint} {lock.shown_value}: a pending intent (MRSC), not a held lock: "
+            f"token {intent.token}, put at {when} by its writer's clock ({now - intent.at:.0f} s "
+            f"ago, {where} its {grace:g} s grace period). A write in flight, or one whose writer "
+            "stopped before clearing the mark; dynaunique check judges it")
+
+
+def _graced(lock: dict[str, Any] | None, now: float) -> None:
+    """Add ``within_grace`` (at ``now``) to a JSON lock's MRSC marks, when it has some."""
+    intent = (lock or {}).get("intent")
+    if intent is not None:
+        intent["within_grace"] = bool(intent["pending"]) and now < (
+            float(intent["at"]) + audit.INTENT_GRACE)
 
 
 # --- locks ---------------------------------------------------------------------------------------
@@ -150,20 +174,30 @@ def _print_holder(models: Sequence[type[Model]], model_name: str | None, constra
                         f"({type(exc).__name__}); {constraint} is hashed, so the value is not "
                         "shown") from None
     cost = audit.Cost((("GetItem", 1),))
+    now = time.time()
     if as_json:
-        click.echo(to_json({"lock": lock.to_dict() if lock else None, "cost": cost.to_dict()}))
+        data = {"lock": lock.to_dict() if lock else None, "cost": cost.to_dict()}
+        _graced(data["lock"], now)
+        click.echo(to_json(data))
         return
     output = Output()
     if lock is None:
         output.note(f"No lock: {_asked(model, constraint, values)} is free.")
     else:
         output.table(_LOCK_COLUMNS, [_lock_row(lock)])
+        note = _intent_note(lock, now)
+        if note is not None:
+            output.note(note, "yellow")
     output.note(f"cost: {cost.describe()}", "dim")
 
 
 def _print_owner(result: audit.OwnerLocks, owner: str, as_json: bool) -> None:
+    now = time.time()
     if as_json:
-        click.echo(to_json(result.to_dict()))
+        data = result.to_dict()
+        for lock in data["locks"]:
+            _graced(lock["stored"], now)
+        click.echo(to_json(data))
         return
     output = Output()
     if result.record is None:
@@ -175,7 +209,8 @@ def _print_owner(result: audit.OwnerLocks, owner: str, as_json: bool) -> None:
         for expected in result.locks:
             stored = expected.stored
             status = {"held": Text("held", "green"), "missing": Text("missing", "red"),
-                      "foreign": Text("held by another record", "red")}[expected.status]
+                      "foreign": Text("held by another record", "red"),
+                      "pending": Text("pending intent", "yellow")}[expected.status]
             value = "hashed" if expected.lock.hashed else _shown(expected.lock.value)
             rows.append((expected.lock.constraint, value, status,
                          stored.owner_label if stored else "-",
@@ -183,6 +218,10 @@ def _print_owner(result: audit.OwnerLocks, owner: str, as_json: bool) -> None:
                          _when(stored.expires) if stored else "-"))
         output.table(("constraint", "value", "status", "lock owner", "created", "expiry"), rows,
                      title=f"Locks of {result.record.model} {result.record.label}")
+        for expected in result.locks:
+            note = _intent_note(expected.stored, now) if expected.stored else None
+            if note is not None:
+                output.note(note, "yellow")
     output.note(f"cost: {result.cost.describe()}", "dim")
 
 

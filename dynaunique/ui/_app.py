@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -238,8 +239,11 @@ class _Pages:
             row = views.constraint_named(self.models, parsed[0])
             free = f"{parsed[0]} (hashed)" if row is not None and row.hashed else \
                 f"{parsed[0]} {parsed[1]!r}"
+        # An MRSC pending intent within its grace period: its owner may not hold it yet.
+        in_flight = (lock is not None and lock.intent is not None
+                     and lock.intent.within(audit.INTENT_GRACE, time.time()))
         return self.render("lock", "/locks", lock=lock, record=record, holds=holds,
-                           shown_key=key, free_text=free)
+                           shown_key=key, free_text=free, in_flight=in_flight)
 
     async def _owner_locks(self, record: audit.StoredRecord) -> audit.OwnerLocks | None:
         model = next((m for m in self.models if m.__name__ == record.ref.model), None)
@@ -290,7 +294,8 @@ class _Pages:
         rows = views.finding_rows(self.models, run.report, run.plan)
         counts = ", ".join(f"{n} {audit.KIND_LABELS[k]}"
                            for k, n in run.report.counts().items() if n)
-        return self.render("report", "/check", run=run, rows=rows, counts=counts)
+        return self.render("report", "/check", run=run, rows=rows, counts=counts,
+                           intents=views.intent_meanings(run.report))
 
     def _actions(self, request: Request) -> tuple[_Run, str, tuple[audit.RepairAction, ...]]:
         if not self.config.allow_repair:

@@ -176,13 +176,15 @@ _LOCK = """{% extends "base" %}{% block title %}Lock{% endblock %}{% block body 
 {% else %}
 <p id="free" class="ok">No lock: {{ free_text }} is free.</p>
 {% endif %}
+{% if lock and lock.intent and lock.intent.pending %}<p class="warn" id="intent">A pending intent (MRSC), not a held lock: token <code>{{ lock.intent.token }}</code>, put at {{ when(lock.intent.at | int) }} by its writer's clock, {{ "within" if in_flight else "past" }} its grace period. A write in flight, or one whose writer stopped before clearing the mark: a <a href="/check">check</a> judges it.</p>{% endif %}
 <p class="cost">read with 1 GetItem (strongly consistent)</p>
 </div>
 <div class="panel" id="owner">
 <h2>Owner record</h2>
 {% if not lock %}<p class="mute">-</p>
 {% elif record %}{% include "record_table" %}
-{% if lock.owner and not holds %}<p class="bad" id="not-held">This record does not hold the value any more: the lock looks like an orphan. Run a <a href="/check">check</a>.</p>{% endif %}
+{% if lock.owner and not holds and not in_flight %}<p class="bad" id="not-held">This record does not hold the value any more: the lock looks like an orphan. Run a <a href="/check">check</a>.</p>{% endif %}
+{% elif in_flight %}<p class="mute" id="owner-gone">The owner record {{ lock.owner_label }} does not exist yet: its write is in flight.</p>
 {% else %}<p class="bad" id="owner-gone">The owner record {{ lock.owner_label }} does not exist: the lock looks like an orphan. Run a <a href="/check">check</a>.</p>{% endif %}
 </div>
 </div>
@@ -208,7 +210,7 @@ _RECORD = """{% extends "base" %}{% block title %}Record{% endblock %}{% block b
 {% for expected in owner.locks %}
 <tr><td><code>{{ expected.lock.constraint }}</code></td>
 <td><a href="{{ href('/lock', table=record.ref.table, key=expected.lock.key) }}">{% if expected.lock.hashed %}<span class="tag hashed">hashed</span>{% else %}{{ shown(expected.lock.value) }}{% endif %}</a></td>
-<td>{% if expected.status == "held" %}<span class="ok">held</span>{% elif expected.status == "missing" %}<span class="bad">missing</span>{% else %}<span class="bad">held by another record</span>{% endif %}</td>
+<td>{% if expected.status == "held" %}<span class="ok">held</span>{% elif expected.status == "pending" %}<span class="warn">pending intent</span>{% elif expected.status == "missing" %}<span class="bad">missing</span>{% else %}<span class="bad">held by another record</span>{% endif %}</td>
 <td>{% if expected.stored and expected.stored.owner %}<a href="{{ href('/record', table=record.ref.table, key=keyp(expected.stored.owner)) }}">{{ expected.stored.owner_label }}</a>{% else %}-{% endif %}</td></tr>
 {% else %}<tr><td colspan="4" class="mute">its values require no lock</td></tr>{% endfor %}
 </table>
@@ -225,7 +227,7 @@ _CHECK = """{% extends "base" %}{% block title %}Check{% endblock %}{% block bod
 </form>
 {% if runs %}<h2>Earlier runs</h2><ul>
 {% for run in runs %}<li><a href="/check/{{ run.id }}">{{ run.started }}</a> —
-{% if run.report.clean %}clean{% else %}{{ run.report.findings | length }} finding(s){% endif %}</li>{% endfor %}
+{% if not run.report.findings %}clean{% elif run.report.clean %}clean; {{ run.report.findings | length }} write(s) in flight{% else %}{{ run.report.findings | length }} finding(s){% endif %}</li>{% endfor %}
 </ul>{% endif %}
 {% endblock %}"""
 
@@ -238,11 +240,19 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 {% for warning in run.report.secret_warnings %}
 <div class="error secret-warning">Warning: {{ warning.message }}</div>
 {% endfor %}
-{% if run.report.clean %}
+{% if not run.report.findings %}
 <p class="ok" id="clean">No findings: locks and records agree.</p>
+{% else %}
+{% if run.report.clean %}
+<p><span class="ok" id="summary">{{ run.report.findings | length }} write(s) in flight</span>:
+{{ counts }}; nothing else: locks and records agree.</p>
 {% else %}
 <p><span class="bad" id="summary">{{ run.report.findings | length }} finding(s)</span>:
 {{ counts }}</p>
+{% endif %}
+{% for label, meaning in intents %}
+<p class="mute intent-meaning"><strong>{{ label }}</strong>: {{ meaning }}</p>
+{% endfor %}
 {% if allow_repair and run.plan.actions %}
 <p><a href="/repair/{{ run.id }}/all" id="repair-all"><button type="button" class="danger">Repair all {{ run.plan.actions | length }}…</button></a>
 <span class="mute">each fix asks for confirmation first</span></p>
@@ -251,7 +261,7 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 <tr><th>kind</th><th>constraint</th><th>value</th><th>lock owner</th><th>records holding it</th><th>why</th><th>repair</th></tr>
 {% for row in rows %}
 <tr class="finding {{ row.finding.kind }}">
-<td><span class="tag{% if row.action is none %} bad{% endif %}">{{ row.kind }}</span></td>
+<td><span class="tag{% if row.action is none and row.finding.kind != "pending" %} bad{% endif %}">{{ row.kind }}</span></td>
 <td><code>{{ row.finding.constraint or "-" }}</code></td>
 <td>{% if row.finding.lock_key %}<a href="{{ href('/lock', table=row.finding.table, key=row.finding.lock_key) }}">{% endif %}{% if row.finding.hashed %}<span class="tag hashed">hashed</span>{% else %}{{ row.finding.shown_value }}{% endif %}{% if row.finding.lock_key %}</a>{% endif %}</td>
 <td>{% if row.finding.lock and row.finding.lock.owner %}<a href="{{ href('/record', table=row.finding.table, key=keyp(row.finding.lock.owner)) }}">{{ row.finding.lock.owner_label }}</a>{% else %}-{% endif %}</td>
@@ -260,6 +270,7 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 <td class="repair">{% if row.action is not none %}<span class="plan">{{ row.repair }}</span>
 <details><summary>exact request</summary><pre>{{ row.request }}</pre></details>
 {% if allow_repair %}<a class="repair-one" href="/repair/{{ run.id }}/{{ row.action }}"><button type="button" class="danger">Repair…</button></a>{% endif %}
+{% elif row.finding.kind == "pending" %}<span class="mute">left alone:</span> {{ row.repair }}
 {% else %}<span class="mute">left for a person:</span> {{ row.repair }}{% endif %}</td></tr>
 {% endfor %}
 </table>
@@ -270,7 +281,9 @@ _REPORT = """{% extends "base" %}{% block title %}Check report{% endblock %}{% b
 _CONFIRM = """{% extends "base" %}{% block title %}Confirm repair{% endblock %}{% block body %}
 <h1>Confirm {{ rows | length }} repair(s)</h1>
 <p>Each fix is one TransactWriteItems, guarded on the lock and on every record involved being
-exactly as the check read them; records are never modified. If anything changed since, the key
+exactly as the check read them (on an MRSC table, which has no transactions, each fix is the
+protocol's single-item writes, each conditioned on a lock's token); records are never
+modified. If anything changed since, the key
 is read again and the fix decided afresh (or not made).</p>
 <table id="planned">
 <tr><th>fix</th><th>constraint</th><th>value</th><th>guarded write</th></tr>

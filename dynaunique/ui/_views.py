@@ -217,6 +217,27 @@ def finding_rows(models: Sequence[type[Model]], report: audit.AuditReport,
     return rows
 
 
+#: What the MRSC protocol's kinds mean, for the report page (its findings' "why" column says
+#: how old each intent is).
+INTENT_MEANINGS: dict[str, str] = {
+    audit.PENDING: (
+        "a write in flight on a multi-Region strong consistency (MRSC) table: its writer put the "
+        "lock as a pending intent and has not yet written its record; within its grace period it "
+        "is not an orphan, and repair leaves it alone (past it, if its record still does not "
+        "hold the value, it is an orphan and repair deletes it)"),
+    audit.CONFIRMABLE: (
+        "a pending intent whose record holds the value: the write happened and its writer has "
+        "not (yet) cleared the mark; repair clears it, conditioned on the intent's token"),
+}
+
+
+def intent_meanings(report: audit.AuditReport) -> list[tuple[str, str]]:
+    """``(label, meaning)`` of each MRSC intent kind the report found, in the kinds' order."""
+    found = {finding.kind for finding in report.findings}
+    return [(audit.KIND_LABELS[kind], meaning) for kind, meaning in INTENT_MEANINGS.items()
+            if kind in found]
+
+
 def outcome_message(models: Sequence[type[Model]], outcome: audit.RepairOutcome) -> str:
     """A repair outcome's message, hashed values hidden."""
     return redactor_for(models, outcome.action.finding).text(outcome.message)

@@ -13,10 +13,12 @@ the lock over between repair's read of the owner and its write (real threads, ov
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
 
+import attrs
 import pytest
 import support.global_models as gm
 from click.testing import CliRunner
@@ -300,3 +302,200 @@ def test_check_on_mrsc_reads_a_suspect_again_when_its_lock_changed_during_the_re
     assert gets == [lock_key("cy@x.io"), {"PK": {"S": "M3"}}, lock_key("cy@x.io"),
                     {"PK": {"S": "M3"}}, lock_key("cy@x.io")]
     assert report.cost.count("GetItem") == 5 and report.cost.count("TransactGetItems") == 0
+
+
+def test_locks_shows_a_pending_intent_as_pending_not_held(dynaunique_db: str) -> None:
+    """``who_holds``/``owner_locks`` (``dynaunique locks --exact`` / ``--owner``): a lock still
+    marked pending is shown as a pending intent — its token, the writer's time, whether its
+    grace period has ended — and never as a held lock; a cleared one is held."""
+    model, _, locks = table_with_intents(dynaunique_db, "STRONG")
+    at = {name: float(lock[mrsc.AT_ATTR]["N"]) for name, lock in locks.items()}
+    fresh = audit.who_holds(model, "email", "ada@x.io")
+    assert fresh is not None and fresh.intent == audit.Intent("T1", True, at["fresh"])
+    held = audit.who_holds(model, "email", "fay@x.io")
+    assert held is not None and held.intent == audit.Intent("T5", False, at["held"])
+    owners = {pk: audit.owner_locks([model], pk).locks for pk in ("M3", "M5")}
+    assert [(e.status, e.stored.intent) for e in owners["M3"] if e.stored] == [
+        ("pending", audit.Intent("T3", True, at["written"]))]
+    assert [e.status for e in owners["M5"]] == ["held"]
+
+    run = CliRunner().invoke
+    base = ["locks", gm.__name__, "--endpoint", dynaunique_db]
+    exact = ["--constraint", "EMAIL", "--exact", "--value"]
+    for value, token, within in (("ada@x.io", "T1", True), ("bob@x.io", "T2", False)):
+        shown = run(cli, [*base, *exact, value, "--json"])
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.output)["lock"]["intent"] == {
+            "token": token, "pending": True, "at": at["fresh" if within else "stale"],
+            "within_grace": within}
+    plain = run(cli, [*base, *exact, "fay@x.io", "--json"])
+    assert json.loads(plain.output)["lock"]["intent"] == {
+        "token": "T5", "pending": False, "at": at["held"], "within_grace": False}
+    text = " ".join(run(cli, [*base, *exact, "ada@x.io"]).output.split())
+    assert ("EMAIL ada@x.io: a pending intent (MRSC), not a held lock: token T1, put at "
+            in text and "ago, within its 30 s grace period)" in text)
+    past = " ".join(run(cli, [*base, *exact, "bob@x.io"]).output.split())
+    assert re.search(r"token T2, put at [-\d]+ [:\d]+Z by its writer's clock \(1\d\d s ago, past "
+                     r"its 30 s grace period\)", past), past
+    assert "pending intent" not in " ".join(run(cli, [*base, *exact, "fay@x.io"]).output.split())
+
+    owned = run(cli, [*base, "--owner", "M3", "--json"])
+    assert owned.exit_code == 0, owned.output
+    (lock,) = json.loads(owned.output)["locks"]
+    assert (lock["status"], lock["stored"]["intent"]) == ("pending", {
+        "token": "T3", "pending": True, "at": at["written"], "within_grace": True})
+    table = " ".join(run(cli, [*base, "--owner", "M3"]).output.split())
+    assert "pending intent" in table and "held" not in table.replace("not a held lock", "")
+    assert "EMAIL cy@x.io: a pending intent (MRSC), not a held lock: token T3" in table
+    assert json.loads(run(cli, [*base, "--owner", "M5", "--json"]).output)["locks"][0][
+        "status"] == "held"
+
+
+# --- repairs that need a transaction elsewhere: the protocol's Claim on MRSC ----------------------
+
+
+def drive(machine: Any, client: Any) -> Any:
+    """A protocol machine (``mrsc.Write``) run to its end through a plain boto3 client: each
+    request sent, a failed condition handed back as its refusal (the writer's driver, as the
+    simulation's)."""
+    methods = {"GetItem": "get_item", "PutItem": "put_item", "UpdateItem": "update_item",
+               "DeleteItem": "delete_item"}
+    while (request := machine.advance(time.time()).request(time.time())) is not None:
+        operation, params = request
+        try:
+            answer, refused = getattr(client, methods[operation])(**params), None
+        except client.exceptions.ConditionalCheckFailedException as exc:
+            answer, refused = None, exc.response
+        machine = machine.answered(time.time(), answer, refused)
+    return machine
+
+
+def unmarked(lock: dict[str, Any]) -> dict[str, Any]:
+    """A lock item without the protocol's marks and its ``created`` time."""
+    return {k: v for k, v in lock.items() if not k.startswith("mrsc_") and k != "created"}
+
+
+def test_repair_writes_a_missing_lock_on_mrsc_by_the_protocol_s_steps(dynaunique_db: str) -> None:
+    model = member_table(dynaunique_db, "STRONG")
+    raw = Raw(dynaunique_db)
+    raw.put(record("M1", "ada@x.io"))   # written around the library: no lock
+    plan = audit.plan_repair(audit.check([model]))
+    (action,) = plan.actions
+    assert (action.kind, action.finding.kind) == ("put_missing", "missing")
+    assert action.claim is not None and action.plan.writes == ()
+    (operation, params), = action.request().items()
+    assert operation == "PutItem"
+    assert params["ConditionExpression"] == "attribute_not_exists(#n0)"
+    assert unmarked(params["Item"]) == unmarked(lock_of(model, record("M1", "ada@x.io")))
+    assert params["Item"][mrsc.PENDING_ATTR] == params["Item"][mrsc.TOKEN_ATTR]
+    assert action.description.startswith("if no lock exists, put it for M1 as a pending intent")
+    result = audit.apply_repair(plan)
+    assert result.ok, result.to_dict()
+    (outcome,) = result.outcomes
+    assert (outcome.status, outcome.writes) == ("fixed", 2)
+    assert outcome.message.startswith("wrote it as a pending intent (PutItem), read its holder")
+    assert result.cost.count("TransactWriteItems") == 0
+    assert (result.cost.count("PutItem"), result.cost.count("UpdateItem"),
+            result.cost.count("GetItem")) == (1, 1, 1)
+    stored = raw.get(lock_key("ada@x.io"))
+    assert stored is not None and mrsc.PENDING_ATTR not in stored
+    assert stored[mrsc.TOKEN_ATTR] == params["Item"][mrsc.TOKEN_ATTR]
+    assert unmarked(stored) == unmarked(lock_of(model, record("M1", "ada@x.io")))
+    assert audit.check([model]).findings == ()
+
+
+def test_repair_hands_a_lock_over_on_mrsc_from_an_owner_gone(dynaunique_db: str) -> None:
+    model = member_table(dynaunique_db, "STRONG")
+    raw = Raw(dynaunique_db)
+    gone = intent(model, record("M9", "dee@x.io"), "T9", time.time() - STALE, pending=False)
+    raw.put(gone, record("M4", "dee@x.io"))   # M9 deleted and M4 written around the library
+    plan = audit.plan_repair(audit.check([model]))
+    (action,) = plan.actions
+    assert (action.kind, action.finding.kind) == ("transfer", "foreign_owner")
+    (operation, params), = action.request().items()
+    assert (operation, params["ConditionExpression"]) == ("PutItem", "#n0 = :v0 AND #n1 = :v1")
+    assert params["ExpressionAttributeValues"] == {":v0": {"S": "T9"},
+                                                  ":v1": {"M": {"PK": {"S": "M9"}}}}
+    result = audit.apply_repair(plan)
+    assert result.ok and [o.status for o in result.outcomes] == ["fixed"], result.to_dict()
+    # M9 read (gone), the lock taken over, M4 read, the mark cleared.
+    assert (result.cost.count("GetItem"), result.cost.count("PutItem"),
+            result.cost.count("UpdateItem"), result.cost.count("TransactWriteItems")) == (
+        2, 1, 1, 0)
+    stored = raw.get(lock_key("dee@x.io"))
+    assert stored is not None and stored["owner"] == {"M": {"PK": {"S": "M4"}}}
+    assert mrsc.PENDING_ATTR not in stored and stored[mrsc.TOKEN_ATTR] != {"S": "T9"}
+    assert audit.check([model]).findings == ()
+
+
+@pytest.mark.parametrize("by", ["machine", "save"])
+def test_a_writer_moving_the_record_during_repair_s_claim_keeps_its_lock_and_gets_no_orphan(
+        dynaunique_db: str, monkeypatch: pytest.MonkeyPatch, by: str) -> None:
+    """Between repair's intent put (ada, for M1) and its read of M1, a protocol writer moves M1
+    to eve (a real thread over HTTP; ``machine``: an ``mrsc.Write`` through boto3, ``save``: the
+    library's own ``save()``): its own lock put, M1 written, its mark cleared, and its old lock —
+    repair's pending intent, within its grace period — left. Repair reads M1 (eve), deletes its
+    own intent (token and owner), reads the key again: consistent."""
+    model = member_table(dynaunique_db, "STRONG")
+    raw = Raw(dynaunique_db)
+    raw.put(record("M1", "ada@x.io"))
+    plan = audit.plan_repair(audit.check([model]))
+    from dynaunique.audit import _intents
+    from dynaunique.audit._tables import _tables
+
+    table = _tables([model])[0]
+    writer = mrsc.Write(TABLE, {"PK": {"S": "M1"}}, record("M1", "eve@x.io"), "W1",
+                        _intents.locks_for(table), table.lock_pk, ("email",))
+    call = _intents._call
+    ended: list[Any] = []
+
+    def save() -> Any:
+        member = model.get("M1", consistent_read=True)
+        member.email = "eve@x.io"
+        member.save()
+        return attrs.evolve(writer, outcome="written")
+
+    def racing(meter: Any, connection: Any, operation: str, **params: Any) -> dict[str, Any]:
+        if operation == "GetItem" and params["Key"] == {"PK": {"S": "M1"}} and not ended:
+            assert raw.get(lock_key("ada@x.io")) is not None   # repair's intent is there
+            thread = threading.Thread(target=lambda: ended.append(
+                drive(writer, raw.client) if by == "machine" else save()))
+            thread.start()
+            thread.join()
+        return call(meter, connection, operation, **params)
+
+    monkeypatch.setattr(_intents, "_call", racing)
+    result = audit.apply_repair(plan)
+    assert [m.outcome for m in ended] == ["written"]
+    (outcome,) = result.outcomes
+    # the intent put and its delete; then read again: consistent (M1's eve locked by the writer)
+    assert (outcome.status, outcome.writes) == ("already_fixed", 2), outcome.message
+    assert (result.cost.count("PutItem"), result.cost.count("DeleteItem"),
+            result.cost.count("UpdateItem")) == (1, 1, 0)
+    assert raw.get(lock_key("ada@x.io")) is None
+    eve = raw.get(lock_key("eve@x.io"))
+    assert eve is not None and mrsc.TOKEN_ATTR in eve and mrsc.PENDING_ATTR not in eve
+    if by == "machine":
+        assert eve[mrsc.TOKEN_ATTR] == {"S": "W1"}
+    assert eve["owner"] == {"M": {"PK": {"S": "M1"}}}
+    assert {k: v for k, v in (raw.get({"PK": {"S": "M1"}}) or {}).items()
+            if k in ("PK", "email")} == record("M1", "eve@x.io")
+    assert audit.check([model]).findings == ()
+
+
+def test_repairs_that_are_transactions_are_refused_on_mrsc_with_a_clear_message(
+        dynaunique_db: str) -> None:
+    model = member_table(dynaunique_db, "STRONG")
+    raw = Raw(dynaunique_db)
+    # A lock the protocol did not write (no token) whose owner is gone: its delete is a
+    # transaction elsewhere (with the owner's ConditionCheck).
+    raw.put(lock_of(model, record("M8", "old@x.io")))
+    result = audit.apply_repair(audit.plan_repair(audit.check([model])))
+    (outcome,) = result.outcomes
+    assert (outcome.action.kind, outcome.status, outcome.writes) == (
+        "delete_orphan", "failed", 0)
+    assert outcome.message.startswith(
+        "not repaired: delete_orphan is a transaction, and this table is a global table with "
+        "multi-Region strong consistency (MRSC), which refuses transactions; nothing was sent")
+    assert result.cost.count("TransactWriteItems") == 0
+    assert raw.get(lock_key("old@x.io")) is not None

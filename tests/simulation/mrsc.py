@@ -90,8 +90,23 @@ def record(pk: str, email: str | None) -> dict[str, Any] | None:
                                        "email": {"S": email}}
 
 
+class _Reader:
+    """A client that writes no record (``repair``): no lease, and a lost answer changes nothing
+    (each of its writes, resent, is conditioned on what it read)."""
+
+    def advance(self, now: float) -> Any:
+        return self
+
+    def lost(self) -> Any:
+        return self
+
+
+def _scan() -> tuple[str, dict[str, Any]]:
+    return "Scan", {"TableName": TABLE, "ConsistentRead": True}
+
+
 @attrs.frozen
-class Repair:
+class Repair(_Reader):
     """``repair`` (or the stream guard) run beside the writers: one consistent Scan, then each
     lock met settled by ``_mrsc.Settle`` at the clock of the moment — the same interface as
     ``_mrsc.Write`` for the scheduler."""
@@ -106,15 +121,9 @@ class Repair:
         rule = None if self.rule is None else (self.rule.met, self.rule.verdict, self.rule.done)
         return (self.phase, self.locks, self.index, rule)
 
-    def advance(self, now: float) -> Repair:
-        return self
-
-    def lost(self) -> Repair:
-        return self
-
     def request(self, now: float) -> tuple[str, dict[str, Any]] | None:
         if self.phase == "scan":
-            return "Scan", {"TableName": TABLE, "ConsistentRead": True}
+            return _scan()
         return None if self.rule is None else self.rule.request()
 
     def answered(self, now: float, answer: Any, refused: Any) -> Repair:
@@ -137,10 +146,106 @@ class Repair:
             TABLE, met, lock_key(met.key), locks_for, TIMING))
 
 
+@attrs.frozen
+class Mend(_Reader):
+    """``repair`` writing the locks records hold their values without, beside the writers: one
+    consistent Scan; for each lock key exactly one record requires, a missing lock is written
+    and a lock whose owner is judged free (read, ``_mrsc.judge``) handed over — each by
+    ``_mrsc.Claim`` (intent put, the record read again, the mark cleared or the intent
+    released); then every lock settled as :class:`Repair` does. The scheduler's interface."""
+
+    token: str
+    phase: str = "scan"
+    #: (record pk, lock key, the lock item it requires as JSON, the lock met or None)
+    wanted: tuple[tuple[str, str, str, mrsc.Met | None], ...] = ()
+    index: int = 0
+    claim: mrsc.Claim | None = None
+    settle: Repair | None = None
+    outcome: str = ""
+
+    def key_text(self) -> tuple[Any, ...]:
+        return (self.phase, self.wanted, self.index,
+                None if self.claim is None else self.claim.key_text(),
+                None if self.settle is None else self.settle.key_text(), self.outcome)
+
+    def request(self, now: float) -> tuple[str, dict[str, Any]] | None:
+        if self.phase == "scan":
+            return _scan()
+        if self.phase == "owner":
+            met = self.wanted[self.index][3]
+            assert met is not None
+            return "GetItem", {"TableName": TABLE, "Key": met.owner_key(), "ConsistentRead": True}
+        if self.phase == "claim":
+            assert self.claim is not None
+            return self.claim.request(now)
+        if self.phase == "settle":
+            assert self.settle is not None
+            return self.settle.request(now)
+        return None
+
+    def answered(self, now: float, answer: Any, refused: Any) -> Mend:
+        if self.phase == "scan":
+            return attrs.evolve(self, wanted=_wanted(answer["Items"]), index=-1)._next()
+        if self.phase == "owner":
+            met = self.wanted[self.index][3]
+            assert met is not None
+            verdict = mrsc.judge(met, (answer or {}).get("Item"), locks_for, now, TIMING)
+            return self._claim() if verdict is mrsc.Verdict.FREE else self._next()
+        if self.phase == "claim":
+            assert self.claim is not None
+            claim = self.claim.answered(now, answer, refused)
+            return self._next() if claim.phase == "done" else attrs.evolve(self, claim=claim)
+        assert self.settle is not None
+        settle = self.settle.answered(now, answer, refused)
+        if settle.phase == "done":
+            return attrs.evolve(self, phase="done", settle=None, outcome="mended")
+        return attrs.evolve(self, settle=settle)
+
+    def _next(self) -> Mend:
+        index = self.index + 1
+        if index >= len(self.wanted):
+            return attrs.evolve(self, phase="settle", claim=None, settle=Repair())
+        at = attrs.evolve(self, index=index, claim=None)
+        return at._claim() if self.wanted[index][3] is None else attrs.evolve(at, phase="owner")
+
+    def _claim(self) -> Mend:
+        pk, key, lock_json, met = self.wanted[self.index]
+        holder = {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}
+        lock = json.loads(lock_json)
+        claim = mrsc.Claim(TABLE, holder, lock, f"{self.token}m{self.index}", locks_for,
+                           lock_key(key), met)
+        return attrs.evolve(self, phase="claim", claim=claim)
+
+
+def _wanted(items: Sequence[Mapping[str, Any]]
+            ) -> tuple[tuple[str, str, str, mrsc.Met | None], ...]:
+    """What a Mend writes, from one scan: each lock key exactly one record requires, whose lock
+    is missing (met None) or names another owner (the lock met)."""
+    locks = {i["PK"]["S"]: i for i in items if i["PK"]["S"].startswith(RESERVED_PREFIX)}
+    requirers: dict[str, list[Mapping[str, Any]]] = {}
+    for item in items:
+        if not item["PK"]["S"].startswith(RESERVED_PREFIX):
+            for key in locks_for(item):
+                requirers.setdefault(key, []).append(item)
+    wanted = []
+    for key, holders in sorted(requirers.items()):
+        if len(holders) != 1:
+            continue   # a duplicate: a person decides
+        pk = holders[0]["PK"]["S"]
+        met = mrsc.Met.of(locks.get(key), "PK")
+        if met is not None and met.owner == json.dumps(
+                {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}, sort_keys=True):
+            continue   # held (or its own intent): nothing to write
+        wanted.append((pk, key, json.dumps(locks_for(holders[0])[key], sort_keys=True), met))
+    return tuple(wanted)
+
+
 def writer(op: Op, token: str) -> Any:
     """The protocol's machine for one operation."""
     if op[0] == "repair":
         return Repair()
+    if op[0] == "mend":
+        return Mend(token)
     pk = op[1]
     target = record(pk, op[2] if op[0] == "put" else None)
     return mrsc.Write(TABLE, {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}, target, token,
@@ -183,6 +288,13 @@ def repair(memory: MemoryDynamoDB, now: float) -> list[str]:
             log.append(f"repair: {describe(request)} -> {'refused' if refused else 'ok'}")
             rule = rule.answered(now, answer)
     return log
+
+
+def run(memory: MemoryDynamoDB, machine: Any, now: float) -> Any:
+    """``machine`` driven alone to its end at ``now``."""
+    while (request := machine.request(now)) is not None:
+        machine = machine.answered(now, *handle(memory, *request))
+    return machine
 
 
 def describe(request: tuple[str, Mapping[str, Any]]) -> str:
@@ -240,7 +352,7 @@ class Explorer:
     lost: int = 0
     dbs: dict[Any, int] = attrs.field(factory=dict)
     states: list[dict[str, Any]] = attrs.field(factory=list)
-    problems: list[list[str]] = attrs.field(factory=list)
+    problems: list[list[tuple[Any, str]]] = attrs.field(factory=list)
     applied: dict[tuple[int, str], tuple[Any, Any, int]] = attrs.field(factory=dict)
 
     def intern(self, memory: MemoryDynamoDB) -> int:
@@ -250,7 +362,8 @@ class Explorer:
             db = self.dbs[snapshot] = len(self.states)
             self.states.append(dict(memory.items[TABLE]))
             found, _ = analyse(memory)
-            self.problems.append([text for ident, text in found if ident[0] in _SAFETY])
+            self.problems.append([(ident, text) for ident, text in found
+                                  if ident[0] in _SAFETY])
         return db
 
     def memory(self, db: int) -> MemoryDynamoDB:
@@ -258,15 +371,19 @@ class Explorer:
         memory.items[TABLE] = dict(self.states[db])
         return memory
 
-    def start(self) -> tuple[int, tuple[Seat, ...], int, int, int]:
+    def start(self) -> tuple[Any, ...]:
         memory = new_memory()
         if self.seed is not None:
             self.seed(memory)
         seats = tuple(Seat(i, tuple(ops)).next_op() for i, ops in enumerate(self.workload))
-        return self.intern(memory), seats, 0, self.crashes, self.ticks, self.lost
+        db = self.intern(memory)
+        # A seed's drift (a record holding its value without a lock: a write around the
+        # library) is no violation while it lasts; once gone, it may not come back.
+        drift = frozenset(ident for ident, _ in self.problems[db] if ident[0] == "missing")
+        return db, seats, 0, self.crashes, self.ticks, self.lost, drift
 
     def steps(self, state: tuple[Any, ...]) -> list[Step]:
-        _, seats, now, crashes, ticks, lost = state
+        _, seats, now, crashes, ticks, lost, _ = state
         out: list[Step] = []
         for seat in seats:
             if seat.active:
@@ -292,20 +409,20 @@ class Explorer:
 
     def child(self, state: tuple[Any, ...], step: Step, log: list[str] | None = None
               ) -> tuple[Any, ...]:
-        db, seats, now, crashes, ticks, lost = state
+        db, seats, now, crashes, ticks, lost, drift = state
         index, kind = step
         if kind == "tick":
             if log is not None:
                 log.append("the clock moves one lease on: every intent put so far is past "
                            "its grace period")
-            return db, seats, now + 1, crashes, ticks - 1, lost
+            return db, seats, now + 1, crashes, ticks - 1, lost, drift
         seat = seats[index]
         assert seat.machine is not None
         if kind == "crash":
             if log is not None:
                 log.append(f"client {index} CRASHES (stops forever)")
             seat = attrs.evolve(seat, crashed=True)
-            return db, _put(seats, seat), now, crashes - 1, ticks, lost
+            return db, _put(seats, seat), now, crashes - 1, ticks, lost, drift
         machine = seat.machine.advance(float(now))
         request = machine.request(float(now))
         if request is None:   # the lease ended before the record write, nothing to undo
@@ -316,7 +433,7 @@ class Explorer:
                 log.append(f"client {index}: {describe(request)} -> "
                            f"{'ConditionalCheckFailed' if refused else 'ok'}, ANSWER LOST")
             seat = attrs.evolve(seat, machine=machine.lost())
-            return db, _put(seats, seat), now, crashes, ticks, lost - 1
+            return db, _put(seats, seat), now, crashes, ticks, lost - 1, self._left(db, drift)
         else:
             answer, refused, db = self.send(db, request)
             if log is not None:
@@ -328,12 +445,23 @@ class Explorer:
             if log is not None:
                 log.append(f"client {index}: {seat.ops[seat.at - 1]} ends: {machine.outcome}")
             seat = attrs.evolve(seat, outcomes=(*seat.outcomes, machine.outcome)).next_op()
-        return db, _put(seats, seat), now, crashes, ticks, lost
+        return db, _put(seats, seat), now, crashes, ticks, lost, self._left(db, drift)
+
+    def _left(self, db: int, drift: frozenset[Any]) -> frozenset[Any]:
+        """The seed's drift still there in ``db``."""
+        return drift & {ident for ident, _ in self.problems[db]} if drift else drift
+
+    def _unexcused(self, found: list[tuple[Any, str]], drift: frozenset[Any]) -> list[str]:
+        """The problems the seed's drift does not excuse: the drift itself, and a value it
+        holds without its lock taken by another record too (a duplicate it let in)."""
+        drifted = {ident[2] for ident in drift}
+        return [text for ident, text in found if ident not in drift
+                and not (ident[0] == "duplicate" and ident[1] in drifted)]
 
     def verdict(self, state: tuple[Any, ...]) -> list[str]:
         """What is wrong in ``state``: its safety problems, and at quiescence what is left."""
-        db, seats, now, _, _, _ = state
-        found = list(self.problems[db])
+        db, seats, now, _, _, _, drift = state
+        found = self._unexcused(self.problems[db], drift)
         if found or any(seat.active for seat in seats):
             return found
         memory = self.memory(db)
@@ -341,15 +469,19 @@ class Explorer:
         left = [] if crashed else [f"once every client is done: lock {key} still carries a "
                                    "pending intent, with no crash" for key in
                                    pending_intents(memory)]
+        if drift:   # repair writes the drift's locks too (a Mend, every grace passed)
+            run(memory, Mend("final"), float(now) + TIMING.grace + 1)
         repair(memory, float(now) + TIMING.grace + 1)
         problems, _ = analyse(memory)
-        return left + [f"after repair: {text}" for _, text in problems] + [
+        still = drift & {ident for ident, _ in problems}
+        unexcused = self._unexcused(problems, still)
+        return left + [f"after repair: {text}" for text in unexcused] + [
             f"after repair: lock {key} still carries a pending intent"
             for key in pending_intents(memory)]
 
     def key(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
-        db, seats, now, crashes, ticks, lost = state
-        return db, tuple(s.key() for s in seats), now, crashes, ticks, lost
+        db, seats, now, crashes, ticks, lost, drift = state
+        return db, tuple(s.key() for s in seats), now, crashes, ticks, lost, drift
 
     def run(self) -> tuple[int, tuple[Step, ...] | None, list[str]]:
         """(states met, the shortest schedule to a violation or None, its problems)."""
@@ -405,6 +537,22 @@ def seed_orphan(memory: MemoryDynamoDB) -> None:
         mrsc.AT_ATTR: {"N": "-5.0"}}})
 
 
+def seed_missing(memory: MemoryDynamoDB) -> None:
+    """``R0`` holds ``v0`` without a lock (a write around the library)."""
+    memory.handle("PutItem", {"TableName": TABLE, "Item": record("R0", "v0")})
+
+
+def seed_foreign(memory: MemoryDynamoDB) -> None:
+    """``R0`` holds ``v0``, whose lock (cleared, the protocol's) names ``R9``, which does not
+    exist (a record deleted around the library, and R0 written around it)."""
+    memory.handle("PutItem", {"TableName": TABLE, "Item": record("R0", "v0")})
+    item = record("R9", "v0")
+    assert item is not None
+    (lock,) = locks_for(item).values()
+    memory.handle("PutItem", {"TableName": TABLE, "Item": {
+        **lock, mrsc.TOKEN_ATTR: {"S": "seed"}, mrsc.AT_ATTR: {"N": "-5.0"}}})
+
+
 def menu(record_name: str, values: int) -> list[Op]:
     return [("put", record_name, f"v{v}") for v in range(values)] + [("delete", record_name)]
 
@@ -439,6 +587,15 @@ SCENARIOS: dict[str, tuple[tuple[tuple[Op, ...], ...], Callable[[MemoryDynamoDB]
                (("put", "R2", "v0"),)), None),
     # A delete beside a create of the freed value.
     "delete": (((("delete", "R0"),), (("put", "R1", "v0"),)), seed_held),
+    # repair writing a missing lock (R0 holds v0 without one) beside a writer moving R0 away
+    # and back, and a create of the value R0 leaves.
+    "mend": (((("put", "R0", "v1"),), (("put", "R1", "v0"),), (("mend",),)), seed_missing),
+    # ... and R0 moved away and back (ABA on the missing lock), under exhaustive.
+    "mend-back": (((("put", "R0", "v1"), ("put", "R0", "v0")), (("put", "R1", "v0"),),
+                   (("mend",),)), seed_missing),
+    # repair handing a lock over (its owner R9 gone, R0 holds v0) beside a delete of R0 and a
+    # create of v0.
+    "hand-over": (((("delete", "R0"),), (("put", "R1", "v0"),), (("mend",),)), seed_foreign),
 }
 
 
@@ -504,6 +661,31 @@ def _mutant_lost_blind() -> Any:
     return both()
 
 
+def _claim_request(change: Callable[[Any, dict[str, Any]], None]) -> Any:
+    """``_mrsc.Claim.request`` with ``change(claim, params)`` applied to each request."""
+    def wrap(original: Any) -> Any:
+        def request(self: Any, now: float) -> Any:
+            sent = original(self, now)
+            if sent is not None:
+                change(self, sent[1])
+            return sent
+        return request
+    return patched(mrsc.Claim, "request", wrap)
+
+
+def _unconditioned(phase: str) -> Callable[[Any, dict[str, Any]], None]:
+    def change(claim: Any, params: dict[str, Any]) -> None:
+        if claim.phase == phase:
+            for name in ("ConditionExpression", "ExpressionAttributeValues"):
+                params.pop(name, None)
+            params["ExpressionAttributeNames"] = {
+                k: v for k, v in params["ExpressionAttributeNames"].items()
+                if f"{k} " in params.get("UpdateExpression", "") + " "}
+            if not params["ExpressionAttributeNames"]:
+                del params["ExpressionAttributeNames"]
+    return change
+
+
 #: name → (what it breaks, patcher, the scenario that catches it).
 MUTANTS: dict[str, tuple[str, Callable[[], Any], str]] = {
     "takeover-any": ("a takeover conditioned on the lock existing, not on the exact intent met",
@@ -515,6 +697,11 @@ MUTANTS: dict[str, tuple[str, Callable[[], Any], str]] = {
     "intent-unmarked": ("locks put without the pending mark: the intent cleared before the "
                         "record write", _mutant_unmarked, "race"),
     "no-lease": ("a record write sent after its lease ended", _mutant_no_lease, "race"),
+    "claim-blind": ("repair's lock put unconditioned (no attribute_not_exists, no exact "
+                    "lock met)", lambda: _claim_request(_unconditioned("put")), "mend"),
+    "claim-undo-any": ("repair's intent deleted unconditioned when its record no longer "
+                       "requires it", lambda: _claim_request(_unconditioned("undo")),
+                       "hand-over"),
     "lost-answer-blind": ("a record write whose answer was lost taken as not applied: its "
                           "intents released (explored with --lost 1)", _mutant_lost_blind,
                           "race"),

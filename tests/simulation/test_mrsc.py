@@ -12,6 +12,7 @@ workloads with both clients on one record, with two ticks of the clock, and with
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import attrs
 import pytest
@@ -208,6 +209,63 @@ def test_settle(holder: str, now: float, sent: list[str], left: set[str] | None)
     assert (None if stored is None else {k for k in stored if k.startswith("mrsc_")}) == left
 
 
+def _claim(memory: MemoryDynamoDB, met: mrsc.Met | None = None, now: float = 2.0
+           ) -> tuple[mrsc.Claim, list[str]]:
+    """repair's Claim of R0's lock of v0, run alone: the machine as it ended, its requests."""
+    claim = mrsc.Claim(TABLE, _R0, locks_for(record("R0", "v0"))["UNIQ#EMAIL#v0"], "t9",
+                       locks_for, lock_key("UNIQ#EMAIL#v0"), met)
+    sent = []
+    while (request := claim.advance(now).request(now)) is not None:
+        sent.append(f"{request[0]} {(request[1].get('Key') or request[1]['Item'])['PK']['S']}")
+        claim = claim.answered(now, *handle(memory, *request))
+    return claim, sent
+
+
+@pytest.mark.parametrize(("holds", "outcome", "sent", "marks"), [
+    # R0 still holds v0 when read again: the mark cleared on its token, the lock R0's.
+    ("v0", "held", ["PutItem UNIQ#EMAIL#v0", "GetItem R0", "UpdateItem UNIQ#EMAIL#v0"],
+     {mrsc.TOKEN_ATTR: {"S": "t9"}, mrsc.AT_ATTR: {"N": "2"}}),   # the store's number form
+    # R0 moved on (v1) between the scan and the read: the own intent released, nothing left.
+    ("v1", "released", ["PutItem UNIQ#EMAIL#v0", "GetItem R0", "DeleteItem UNIQ#EMAIL#v0"],
+     None),
+])
+def test_a_claim_writes_a_missing_lock_only_for_a_record_still_holding_it(
+        holds: str, outcome: str, sent: list[str], marks: dict[str, Any] | None) -> None:
+    memory = new_memory()
+    memory.handle("PutItem", {"TableName": TABLE, "Item": record("R0", holds)})
+    claim, requests = _claim(memory)
+    assert (claim.outcome, requests) == (outcome, sent)
+    stored = memory.get(TABLE, lock_key("UNIQ#EMAIL#v0"))
+    expected = None if marks is None else {
+        **locks_for(record("R0", "v0"))["UNIQ#EMAIL#v0"], **marks}
+    assert stored == expected
+
+
+def test_a_claim_never_overwrites_a_lock_and_hands_over_only_the_exact_lock_judged() -> None:
+    memory = new_memory()
+    memory.handle("PutItem", {"TableName": TABLE, "Item": record("R0", "v0")})
+    theirs = mrsc.intent_put(TABLE, locks_for(record("R1", "v0"))["UNIQ#EMAIL#v0"], "t1", 0.0,
+                             None)
+    memory.handle("PutItem", theirs)
+    claim, sent = _claim(memory)   # a missing lock: attribute_not_exists, refused
+    assert (claim.outcome, sent) == ("refused", ["PutItem UNIQ#EMAIL#v0"])
+    assert memory.get(TABLE, lock_key("UNIQ#EMAIL#v0")) == {
+        **theirs["Item"], mrsc.AT_ATTR: {"N": "0"}}   # untouched (the store's number form)
+    judged = mrsc.Met.of(theirs["Item"], "PK")
+    assert judged is not None
+    taking = attrs.evolve(claim, phase="put", met=judged).request(2.0)
+    assert taking is not None and taking[1]["ConditionExpression"] == "#n0 = :v0 AND #n1 = :v1"
+    assert taking[1]["ExpressionAttributeValues"] == {
+        ":v0": {"S": "t1"}, ":v1": {"M": {"PK": {"S": "R1"}, "SK": {"S": "PROFILE"}}}}
+    stale = attrs.evolve(judged, token="t0")   # not the lock as it is: refused
+    assert _claim(memory, stale)[0].outcome == "refused"
+    handed, sent = _claim(memory, judged)      # exactly it: taken over, then cleared
+    assert (handed.outcome, sent[0]) == ("held", "PutItem UNIQ#EMAIL#v0")
+    stored = memory.get(TABLE, lock_key("UNIQ#EMAIL#v0"))
+    assert stored is not None and stored["owner"] == {"M": _R0}
+    assert (stored[mrsc.TOKEN_ATTR], mrsc.PENDING_ATTR in stored) == ({"S": "t9"}, False)
+
+
 def test_transactions_are_refused_as_on_an_mrsc_table() -> None:
     with pytest.raises(Exception, match="not supported for global tables configured with "
                                         "multi-Region strong consistency"):
@@ -219,18 +277,27 @@ def test_transactions_are_refused_as_on_an_mrsc_table() -> None:
 #: Per scenario, the states of its exhaustive exploration (1 crash, 1 tick), and with one lost
 #: answer besides.
 _STATES = {"race": 4371, "same": 3953, "orphan": 454, "repair": 2445, "delete": 240,
-           "three": 13580}
+           "three": 13580, "mend": 25840, "hand-over": 8329, "mend-back": 81476}
 _STATES_LOST = {"race": 16056, "same": 17132, "orphan": 1470, "repair": 8257, "delete": 843,
-                "three": 57352}
+                "three": 57352, "hand-over": 32387}
+#: Scenarios explored only under ``exhaustive`` (over 5 CPU seconds each), and with a lost
+#: answer only under ``slow``.
+_HEAVY = {"mend-back"}
+_HEAVY_LOST = {"mend": 112823, "mend-back": 223932}
+
+
+def _scenarios(heavy: set[str] | dict[str, int], mark: Any) -> list[Any]:
+    return [pytest.param(name, marks=mark) if name in heavy else name
+            for name in sorted(SCENARIOS)]
 #: Mutants explored with more than the defaults.
 _ARGS = {"lost-answer-blind": ["--lost", "1"]}
 
 
 def test_every_scenario_is_pinned() -> None:
-    assert sorted(_STATES) == sorted(_STATES_LOST) == sorted(SCENARIOS)
+    assert sorted(_STATES) == sorted({**_STATES_LOST, **_HEAVY_LOST}) == sorted(SCENARIOS)
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", _scenarios(_HEAVY, pytest.mark.exhaustive))
 def test_no_scenario_breaks_an_invariant(scenario: str) -> None:
     states, trace = explore_scenario(scenario)
     assert trace == []
@@ -238,11 +305,31 @@ def test_no_scenario_breaks_an_invariant(scenario: str) -> None:
 
 
 @pytest.mark.exhaustive
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", [s for s in sorted(SCENARIOS) if s not in _HEAVY_LOST])
 def test_no_scenario_breaks_an_invariant_with_a_lost_answer(scenario: str) -> None:
     states, trace = explore_scenario(scenario, lost=1)
     assert trace == []
     assert states == _STATES_LOST[scenario]
+
+
+@pytest.mark.slow
+def test_repair_writing_a_missing_lock_with_a_lost_answer() -> None:
+    assert explore_scenario("mend", lost=1) == (_HEAVY_LOST["mend"], [])
+
+
+@pytest.mark.slow
+def test_a_lost_intent_put_resent_after_repair_deleted_it_is_taken_over_by_its_old_met(
+        ) -> None:
+    """A problem of the writers' protocol the ``mend-back`` scenario found (not of repair's
+    Claim, which sends nothing in it): R0's intent put (v0) applied, its answer lost; past its
+    grace period a contender R1 reads its owner (free) and repair's Settle deletes it; R0's
+    resend puts it again (same token, new ``mrsc_at``) and writes R0; R1's takeover, conditioned
+    on token and owner only (``_mrsc._exact``), matches the new intent: R0 holds v0, the lock
+    names R1. With ``mrsc_at`` in the takeover's condition the scenario explores clean
+    (326,714 states). Pinned here until the protocol's ``_exact`` changes (mrscwire's)."""
+    states, trace = explore_scenario("mend-back", lost=1)
+    assert states == _HEAVY_LOST["mend-back"]
+    assert trace[-1] == "VIOLATION: record R0 requires UNIQ#EMAIL#v0, held by R1"
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))

@@ -4,12 +4,14 @@ the embedded server — the guards a browser test cannot forge its way around.""
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 from urllib.parse import urlencode
 
 import support.audit_models as fm
 from ui_server import UIServer, running_ui
 
+import dynaunique._write.mrsc as mrsc
 from dynaunique import audit
 from dynaunique._lock.locks import lock_key, secret_id
 from dynaunique.ui import _views as views
@@ -197,3 +199,57 @@ def test_a_repair_is_refused_while_the_check_found_locks_another_secret_made(
     assert refused.status == 400 and "refusing to repair" in refused.body
     assert audit.read_lock(fm.MODELS, stray) is not None
     assert audit.read_lock(fm.MODELS, "UNIQ#EMAIL#gone@x.io") is not None
+
+
+def as_intent(raw: Any, lock: str, token: str, at: float) -> None:
+    """The lock item ``lock`` rewritten as the MRSC protocol's step 2 leaves it: a pending intent
+    (``mrsc.intent_put``'s item: the library's lock + token, pending mark, writer's time)."""
+    item = raw.get_item(TableName=fm.TABLE, Key=fm.lock_pk(lock), ConsistentRead=True)["Item"]
+    raw.put_item(TableName=fm.TABLE, Item=mrsc.intent_put(fm.TABLE, item, token, at, None)["Item"])
+
+
+def test_a_check_page_lists_writes_in_flight_and_confirmable_intents_with_their_meaning(
+        read_only: UIServer, raw: Any) -> None:
+    """Pending intents (an MRSC table's writes in flight) make a report ``clean``, but the page
+    lists them rather than saying "No findings"; a confirmable one has its planned fix."""
+    fm.AuditTeam(pk="TEAM#NEW", team_name="Blue").save()
+    raw.delete_item(TableName=fm.TABLE, Key={"PK": {"S": "TEAM#NEW"}, "SK": {"S": "TEAM"}})
+    as_intent(raw, "UNIQ#TEAM_NAME#blue", "T-NEW", time.time())   # its record not written yet
+    first = read_only.fetch(run_check(read_only)).body
+    assert "No findings" not in first
+    rows = re.findall(r'<tr class="finding (\w+)">(.*?)</tr>', first, re.S)
+    assert [kind for kind, _ in rows] == ["pending"]
+    assert '<span class="ok" id="summary">1 write(s) in flight</span>' in first
+    assert "1 pending intent; nothing else: locks and records agree." in first
+    assert '<span class="tag">pending intent</span>' in rows[0][1]   # not marked bad
+    assert "left alone:</span> nothing: a write in flight" in rows[0][1]
+    assert re.search(r"a write in flight \(\d s of a 30 s grace period\)", rows[0][1])
+    assert "<strong>pending intent</strong>: a write in flight on a multi-Region" in first
+    assert "confirmable intent</strong>" not in first
+    assert "clean; 1 write(s) in flight" in read_only.fetch("/check").body
+    blue = read_only.fetch("/lock?" + urlencode({"table": fm.TABLE,
+                                                 "key": "UNIQ#TEAM_NAME#blue"})).body
+    assert "within its grace period. A write in flight" in blue
+    assert "TEAM#NEW / TEAM does not exist yet: its write is in flight." in blue
+    assert "looks like an orphan" not in blue
+
+    fm.AuditTeam(pk="TEAM#RED", team_name="Red").save()
+    as_intent(raw, "UNIQ#TEAM_NAME#red", "T-RED", time.time() - 100)   # written, mark left
+    second = read_only.fetch(run_check(read_only)).body
+    rows = re.findall(r'<tr class="finding (\w+)">(.*?)</tr>', second, re.S)
+    assert [kind for kind, _ in rows] == ["pending", "confirmable"]
+    assert '<span class="bad" id="summary">2 finding(s)</span>' in second
+    assert "1 pending intent, 1 confirmable intent" in second
+    assert ("clear the pending mark, if TEAM#RED / TEAM still holds the value and the lock "
+            "still carries token T-RED") in rows[1][1]
+    assert "&#34;UpdateItem&#34;" in rows[1][1] and "REMOVE #n1" in rows[1][1]
+    assert second.count("<summary>exact request</summary>") == 1
+    assert "<strong>confirmable intent</strong>: a pending intent whose record holds" in second
+    # The lock and record pages call it a pending intent, not a held lock.
+    lock = read_only.fetch("/lock?" + urlencode({"table": fm.TABLE,
+                                                 "key": "UNIQ#TEAM_NAME#red"})).body
+    assert ('<p class="warn" id="intent">A pending intent (MRSC), not a held lock: token '
+            "<code>T-RED</code>") in lock and "past its grace period" in lock
+    team = read_only.fetch("/record?" + urlencode({"table": fm.TABLE, "key": views.key_param(
+        {"PK": {"S": "TEAM#RED"}, "SK": {"S": "TEAM"}})})).body
+    assert '<span class="warn">pending intent</span>' in team and ">held<" not in team

@@ -114,7 +114,7 @@ def test_kind_values_and_order() -> None:
     assert [a.value for a in audit.ActionKind] == ["delete_orphan", "put_missing", "transfer",
                                              "drop_unknown", "confirm_intent"]
     assert [s.value for s in audit.OwnerState] == ["gone", "changed", "unknown", "none"]
-    assert [s.value for s in audit.LockStatus] == ["held", "missing", "foreign"]
+    assert [s.value for s in audit.LockStatus] == ["held", "missing", "foreign", "pending"]
     assert audit.KIND_LABELS == {"duplicate": "duplicate", "missing": "missing lock",
                            "foreign_owner": "foreign owner", "orphan": "orphan lock",
                            "foreign_secret": "other secret",
