@@ -52,10 +52,11 @@ resource "aws_iam_role_policy" "repair" {
   count = var.repair ? 1 : 0
   name  = "dynaunique-stream-guard-repair"
   role  = aws_iam_role.function.id
-  # The writes on the home region's table, DescribeTable (the route) on this region's.
+  # The writes on the home region's table (DescribeTable, asked by every read, is the
+  # function's own policy's).
   policy = jsonencode(merge(local.repair_policy, {
     Statement = [for statement in local.repair_policy.Statement : merge(statement, {
-      Resource = [statement.Sid == "DynauniqueStreamGuardRepair" ? local.home_table_arn : var.table_arn]
+      Resource = [local.home_table_arn]
     })]
   }))
 }
