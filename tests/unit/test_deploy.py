@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cfn_render import Refused, render
 from support.deploy_policies import DEPLOY, TABLE_ARN, load_policy, policy_actions
 
 # Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
@@ -45,24 +46,170 @@ def test_cloudformation_template_passes_cfn_lint() -> None:
 def test_cfn_lint_catches_a_broken_template(tmp_path: Path) -> None:
     """The lint can fail: a non-boolean PITR flag and a misspelt IAM action are both reported."""
     broken = TEMPLATE.read_text().replace(
-        "PointInTimeRecoveryEnabled: true", "PointInTimeRecoveryEnabled: sometimes"
+        "PointInTimeRecoveryEnabled: true", "PointInTimeRecoveryEnabled: sometimes", 1
     ).replace("- dynamodb:ConditionCheckItem", "- dynamodb:ConditionCheckItems", 1)
     (tmp_path / "broken.yaml").write_text(broken)
     assert sorted(rule for rule, _ in lint(tmp_path / "broken.yaml")) == ["E3012", "W3037"]
 
 
-def test_cloudformation_policies_are_the_proven_ones() -> None:
-    """Each managed policy in the template grants exactly the actions of deploy/iam/<role>.json,
-    on the table the template creates; the table has PITR on and string keys."""
+def _table_template() -> dict[str, Any]:
     from cfnlint.decode import decode
 
     template, problems = decode(str(TEMPLATE))
     assert problems == []
-    resources = template["Resources"]
+    return dict(template)
+
+
+def _lint_rendered(rendered: dict[str, Any], region: str) -> list[tuple[str, str]]:
+    from cfnlint.api import lint as lint_text
+
+    return [(m.rule.id, m.message) for m in lint_text(json.dumps(rendered), regions=[region])]
+
+
+#: The one-region stack's resources and outputs, as before global tables (the default).
+_ONE_REGION_RESOURCES = {"Table", "ApplicationPolicy", "OperatorPolicy", "MigratorPolicy",
+                         "StreamGuardPolicy", "StreamGuardRepairPolicy"}
+_ONE_REGION_OUTPUTS = {"TableName", "TableArn", "ApplicationPolicyArn", "OperatorPolicyArn",
+                       "MigratorPolicyArn", "StreamArn", "StreamGuardPolicyArn",
+                       "StreamGuardRepairPolicyArn"}
+
+
+def test_the_table_stack_without_regions_is_the_one_region_stack() -> None:
+    """Default parameters: the AWS::DynamoDB::Table as before (no GlobalTable, no new output),
+    and the rendered template passes cfn-lint."""
+    template = _table_template()
+    rendered = render(template, {"TableName": "accounts", "RangeKeyName": "SK"},
+                      region="eu-west-1")
+    assert set(rendered["Resources"]) == _ONE_REGION_RESOURCES
+    assert set(rendered["Outputs"]) == _ONE_REGION_OUTPUTS
+    table = rendered["Resources"]["Table"]
+    assert (table["Type"], table["DeletionPolicy"]) == ("AWS::DynamoDB::Table", "Retain")
+    assert table["Properties"]["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"},
+                                                {"AttributeName": "SK", "KeyType": "RANGE"}]
+    assert "TimeToLiveSpecification" not in table["Properties"]
+    assert _lint_rendered(rendered, "eu-west-1") == []
+
+
+def _replicas(rendered: dict[str, Any]) -> list[str]:
+    table = rendered["Resources"]["GlobalTable"]["Properties"]
+    for replica in table["Replicas"]:
+        assert replica["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert replica["DeletionProtectionEnabled"] is True
+    return [replica["Region"] for replica in table["Replicas"]]
+
+
+def test_a_strong_global_table_of_three_regions_renders_and_lints() -> None:
+    """STRONG with three replicas of the US region set: one AWS::DynamoDB::GlobalTable with a
+    replica per region (PITR, deletion protection each), the stream the guard reads, no witness;
+    every policy and output names it; the rendered template passes cfn-lint."""
+    rendered = render(_table_template(), {
+        "TableName": "accounts", "TtlAttributeName": "ttl", "SecondRegion": "us-east-2",
+        "ThirdRegion": "us-west-2", "MultiRegionConsistency": "STRONG"}, region="us-east-1")
+    resources = rendered["Resources"]
+    assert set(resources) == _ONE_REGION_RESOURCES - {"Table"} | {"GlobalTable"}
+    table = resources["GlobalTable"]
+    assert (table["Type"], table["DeletionPolicy"], table["UpdateReplacePolicy"]) == (
+        "AWS::DynamoDB::GlobalTable", "Retain", "Retain")
+    properties = table["Properties"]
+    assert properties["MultiRegionConsistency"] == "STRONG"
+    assert properties["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert properties["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
+    assert "GlobalTableWitnesses" not in properties
+    assert _replicas(rendered) == ["us-east-1", "us-east-2", "us-west-2"]
+    for name in _ONE_REGION_RESOURCES - {"Table"}:
+        for statement in resources[name]["Properties"]["PolicyDocument"]["Statement"]:
+            assert "GlobalTable" in json.dumps(statement["Resource"]), name
+    outputs = rendered["Outputs"]
+    assert set(outputs) == _ONE_REGION_OUTPUTS | {"Regions"}  # no home region on MRSC
+    assert outputs["Regions"]["Value"] == "us-east-1,us-east-2,us-west-2"
+    assert outputs["StreamArn"]["Value"] == {"Fn::GetAtt": ["GlobalTable", "StreamArn"]}
+    assert _lint_rendered(rendered, "us-east-1") == []
+
+
+def test_a_strong_global_table_with_a_witness_and_an_eventual_one_with_a_home() -> None:
+    """Two replicas and a witness (EU set); and an EVENTUAL table of two regions whose home
+    region is the other one, output for the applications' DYNAUNIQUE_HOME_REGION."""
+    template = _table_template()
+    witnessed = render(template, {
+        "TableName": "accounts", "SecondRegion": "eu-west-2", "WitnessRegion": "eu-central-1",
+        "MultiRegionConsistency": "STRONG"}, region="eu-west-1")
+    assert _replicas(witnessed) == ["eu-west-1", "eu-west-2"]
+    assert witnessed["Resources"]["GlobalTable"]["Properties"]["GlobalTableWitnesses"] == [
+        {"Region": "eu-central-1"}]
+    assert witnessed["Outputs"]["Regions"]["Value"] == "eu-west-1,eu-west-2"
+    assert _lint_rendered(witnessed, "eu-west-1") == []
+    eventual = render(template, {"TableName": "accounts", "SecondRegion": "eu-west-1",
+                                 "HomeRegion": "eu-west-1"}, region="us-east-1")
+    properties = eventual["Resources"]["GlobalTable"]["Properties"]
+    assert properties["MultiRegionConsistency"] == "EVENTUAL"
+    assert _replicas(eventual) == ["us-east-1", "eu-west-1"]
+    assert (eventual["Outputs"]["Regions"]["Value"], eventual["Outputs"]["HomeRegion"]["Value"]
+            ) == ("us-east-1,eu-west-1", "eu-west-1")
+    default_home = render(template, {"TableName": "accounts", "SecondRegion": "eu-west-1"},
+                          region="us-east-1")
+    assert default_home["Outputs"]["HomeRegion"]["Value"] == "us-east-1"
+    assert _lint_rendered(eventual, "us-east-1") == []
+
+
+@pytest.mark.parametrize(("parameters", "refused_by"), [
+    # A home region that holds no replica, or on an MRSC table (which has none).
+    ({"SecondRegion": "eu-west-1", "HomeRegion": "ap-south-1"}, "HomeRegionHoldsAReplica"),
+    ({"HomeRegion": "eu-west-1"}, "HomeRegionHoldsAReplica"),
+    ({"SecondRegion": "us-east-2", "ThirdRegion": "us-west-2", "HomeRegion": "us-east-2",
+      "MultiRegionConsistency": "STRONG"}, "HomeRegionHoldsAReplica"),
+    # MRSC: exactly three regions, of one region set.
+    ({"SecondRegion": "us-east-2", "MultiRegionConsistency": "STRONG"},
+     "StrongIsThreeRegionsOfOneSet"),
+    ({"MultiRegionConsistency": "STRONG"}, "StrongIsThreeRegionsOfOneSet"),
+    ({"SecondRegion": "us-east-2", "ThirdRegion": "us-west-2", "WitnessRegion": "us-west-1",
+      "MultiRegionConsistency": "STRONG"}, "StrongIsThreeRegionsOfOneSet"),
+    ({"SecondRegion": "eu-west-1", "ThirdRegion": "us-west-2",
+      "MultiRegionConsistency": "STRONG"}, "StrongIsThreeRegionsOfOneSet"),
+    ({"SecondRegion": "us-east-2", "WitnessRegion": "us-west-1",
+      "MultiRegionConsistency": "STRONG"}, "StrongIsThreeRegionsOfOneSet"),
+    # A witness only for MRSC, and never a replica's region.
+    ({"SecondRegion": "us-east-2", "WitnessRegion": "us-west-2"}, "WitnessOnlyWithStrong"),
+    ({"SecondRegion": "us-east-2", "WitnessRegion": "us-east-2",
+      "MultiRegionConsistency": "STRONG"}, "WitnessOnlyWithStrong"),
+    # One replica per region, named in order.
+    ({"ThirdRegion": "us-west-2"}, "ThirdRegionNeedsSecond"),
+    ({"SecondRegion": "us-east-1"}, "OneReplicaPerRegion"),
+    ({"SecondRegion": "us-east-2", "ThirdRegion": "us-east-2"}, "OneReplicaPerRegion"),
+    ({"SecondRegion": "us-east-2", "ThirdRegion": "us-east-1"}, "OneReplicaPerRegion"),
+    # Not a region name, not a mode.
+    ({"SecondRegion": "us-east-2,us-west-2"}, "SecondRegion"),
+    ({"SecondRegion": "us-east-2", "MultiRegionConsistency": "strong"},
+     "MultiRegionConsistency"),
+])
+def test_the_table_stack_refuses_what_aws_or_dynaunique_would_refuse(
+        parameters: dict[str, str], refused_by: str) -> None:
+    """Each refused before anything is created (the Rules, or a parameter's pattern), in a stack
+    deployed in us-east-1."""
+    with pytest.raises(Refused) as refused:
+        render(_table_template(), {"TableName": "accounts", **parameters}, region="us-east-1")
+    assert refused.value.name == refused_by
+
+
+def test_the_refusals_are_the_templates_rules() -> None:
+    """Without its rule, the template would take a home region holding no replica: the refusal
+    above is the template's, not the renderer's."""
+    template = _table_template()
+    parameters = {"TableName": "accounts", "SecondRegion": "eu-west-1", "HomeRegion": "ap-south-1"}
+    del template["Rules"]["HomeRegionHoldsAReplica"]
+    rendered = render(template, parameters, region="us-east-1")
+    assert rendered["Outputs"]["HomeRegion"]["Value"] == "ap-south-1"
+
+
+def test_cloudformation_policies_are_the_proven_ones() -> None:
+    """Each managed policy in the template grants exactly the actions of deploy/iam/<role>.json,
+    on the table the template creates; the table has PITR on and string keys."""
+    template = _table_template()
+    resources = render(template, {"TableName": "accounts"}, region="us-east-1")["Resources"]
     for role in ("application", "operator", "migrator"):
         document = resources[f"{role.capitalize()}Policy"]["Properties"]["PolicyDocument"]
         assert policy_actions(document) == policy_actions(load_policy(role)), role
         assert [s["Resource"] for s in document["Statement"]] == [{"Fn::GetAtt": ["Table", "Arn"]}]
+    resources = template["Resources"]
     table = resources["Table"]["Properties"]
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     definitions = table["AttributeDefinitions"]["Fn::If"][1:]
@@ -246,10 +393,7 @@ def test_the_table_has_a_new_and_old_images_stream_and_the_stream_guards_policie
     """The table template enables the stream the guard needs, and its two stream guard policies
     are deploy/iam/stream-guard.json and stream-guard-repair.json, statement by statement, on
     the table and on its stream."""
-    from cfnlint.decode import decode
-
-    template, problems = decode(str(TEMPLATE))
-    assert problems == []
+    template = render(_table_template(), {"TableName": "accounts"}, region="us-east-1")
     resources = template["Resources"]
     assert resources["Table"]["Properties"]["StreamSpecification"] == {
         "StreamViewType": "NEW_AND_OLD_IMAGES"}
