@@ -234,8 +234,23 @@ def test_terraform_module_parses_and_is_consistent() -> None:
     table = table_block['"this"']
     assert table["point_in_time_recovery"] == [{"enabled": True, "__is_block__": True}]
     assert table["hash_key"] == "${var.hash_key}"
-    [ttl] = table["dynamic"][1:]
-    assert ttl['"ttl"']["for_each"] == "${var.ttl_attribute == null ? [] : [var.ttl_attribute]}"
+    dynamic = {name.strip('"'): block[name] for block in table["dynamic"] for name in block
+               if name != "__is_block__"}
+    assert dynamic["ttl"]["for_each"] == "${var.ttl_attribute == null ? [] : [var.ttl_attribute]}"
+    # A global table: a replica per region named (none by default), each with PITR and deletion
+    # protection (the provider's replica defaults are off), and a witness only when named.
+    assert dynamic["replica"]["for_each"] == "${var.replica_regions}"
+    [replica] = dynamic["replica"]["content"]
+    assert (replica["consistency_mode"], replica["point_in_time_recovery"],
+            replica["deletion_protection_enabled"]) == (
+        "${var.multi_region_consistency}", True, True)
+    assert dynamic["global_table_witness"]["for_each"] == (
+        "${var.witness_region == null ? [] : [var.witness_region]}")
+    [variables] = [block for block in files["variables.tf"]["variable"]
+                   if '"replica_regions"' in block]
+    assert variables['"replica_regions"']["default"] == []
+    [lifecycle] = table["lifecycle"]
+    assert len(lifecycle["precondition"]) == 5  # each proven by test_terraform_plan_refuses
     [locals_block] = main["locals"]
     roles = set(locals_block["roles"])
     assert roles == {"application", "operator", "migrator", "stream-guard",
