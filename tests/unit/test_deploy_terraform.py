@@ -138,7 +138,8 @@ def _workspace(tmp_path: Path, scenarios: dict[str, str]) -> tuple[str, dict[str
         (root / f"{name}.tf").write_text(
             f'module "{name}" {{\n  source = "../{name}/terraform"\n  table_name = "accounts"\n'
             f"{arguments}\n}}\n"
-            f'output "{name}" {{\n  value = [module.{name}.regions, module.{name}.home_region]\n}}\n')
+            f'output "{name}" {{\n'
+            f"  value = [module.{name}.regions, module.{name}.home_region]\n}}\n")
     (tmp_path / "terraformrc").write_text(
         f'provider_installation {{\n  filesystem_mirror {{\n    path = "{mirror}"\n  }}\n}}\n')
     env = {**os.environ, "TF_CLI_CONFIG_FILE": str(tmp_path / "terraformrc"),
@@ -204,6 +205,6 @@ def test_terraform_plan_refuses_what_aws_or_dynaunique_would_refuse(
     assert sorted(found) == sorted(refused)
     for name, (_, begins) in refused.items():
         expected = sorted([begins] if isinstance(begins, str) else begins)
-        assert sorted(detail[:len(b)] for detail, b in zip(sorted(found[name]), expected)) == (
-            expected), (name, found[name])
         assert len(found[name]) == len(expected), (name, found[name])
+        assert [detail[:len(b)] for detail, b in zip(sorted(found[name]), expected, strict=True)
+                ] == expected, (name, found[name])
