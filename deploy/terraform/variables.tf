@@ -30,7 +30,7 @@ variable "policy_name_prefix" {
 # A global table (docs/deploying.md, "A global table"): chosen when the table is created.
 
 variable "replica_regions" {
-  description = "The regions other than the provider's that hold a replica: empty (the default) for a one-region table; one or two regions for a global table."
+  description = "The regions other than the provider's that hold a replica: empty (the default) for a one-region table; one or more for a global table (STRONG: two, or one with witness_region)."
   type        = list(string)
   default     = []
 
