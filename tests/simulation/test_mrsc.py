@@ -5,8 +5,9 @@ The default run explores the hand-made scenarios (about 5 seconds) and catches e
 ``-m exhaustive`` explores every workload of 2 clients × 2 operations × 2 values, each client on
 its own record, and the scenarios with a lost answer (about 25 seconds); ``-m slow`` the
 workloads with both clients on one record, with two ticks of the clock, with a lost answer, and
-every 2 × 2 × 3 workload (docs/global-tables.md has the state counts; the run with ``repair`` beside the writers,
-``python -m tests.simulation.mrsc --repairer``, takes about 4 CPU minutes and is not a test).
+every 2 × 2 × 3 workload (docs/global-tables.md has the state counts; the run with ``repair``
+beside the writers, ``python -m tests.simulation.mrsc --repairer``, takes about 4 CPU minutes
+and is not a test).
 """
 
 from __future__ import annotations
