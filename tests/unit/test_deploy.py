@@ -190,6 +190,20 @@ def test_the_table_stack_refuses_what_aws_or_dynaunique_would_refuse(
     assert refused.value.name == refused_by
 
 
+def test_the_global_table_example_of_the_docs_is_accepted() -> None:
+    """docs/deploying.md's `aws cloudformation deploy` of a global table, rendered in its region
+    with its parameters: a global table, not a refusal."""
+    page = (DEPLOY.parent / "docs" / "deploying.md").read_text()
+    [command] = [block for block in re.findall(r"```console\n(.*?)```", page, re.S)
+                 if "SecondRegion=" in block and "dynaunique-table.yaml" in block]
+    words = command.replace("\\\n", " ").split()
+    region = words[words.index("--region") + 1]
+    overrides = words[words.index("--parameter-overrides") + 1:]
+    rendered = render(_table_template(), dict(w.split("=", 1) for w in overrides), region=region)
+    assert _replicas(rendered) == [region, "eu-west-1"]
+    assert rendered["Outputs"]["HomeRegion"]["Value"] == region
+
+
 def test_the_rules_name_parameters_only() -> None:
     """CloudFormation documents its rule functions over parameters, not pseudo parameters such as
     AWS::Region: a rule naming one might make the whole template invalid, one-region stacks
