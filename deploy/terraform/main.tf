@@ -14,7 +14,19 @@ locals {
     stream-guard        = "dynaunique watch (reads, checkpoints, the stream)"
     stream-guard-repair = "what dynaunique watch --repair adds"
   }
+  # A global table's regions: the provider's (where this module runs) first, then the replicas'.
+  here    = data.aws_region.current.region
+  regions = concat([local.here], var.replica_regions)
+  # The region sets AWS lists for MRSC (a STRONG table's three regions are of one of them).
+  mrsc_region_sets = [
+    ["us-east-1", "us-east-2", "us-west-2"],
+    ["eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1"],
+    ["ap-northeast-1", "ap-northeast-2", "ap-northeast-3"],
+  ]
+  mrsc_regions = concat(local.regions, var.witness_region == null ? [] : [var.witness_region])
 }
+
+data "aws_region" "current" {}
 
 resource "aws_dynamodb_table" "this" {
   name         = var.table_name
@@ -53,6 +65,25 @@ resource "aws_dynamodb_table" "this" {
     enabled = true
   }
 
+  # A global table: a replica per region named, with this table's settings where AWS keeps them
+  # per replica (the provider defaults PITR and deletion protection to off on a replica).
+  dynamic "replica" {
+    for_each = var.replica_regions
+    content {
+      region_name                 = replica.value
+      consistency_mode            = var.multi_region_consistency
+      point_in_time_recovery      = true
+      deletion_protection_enabled = true
+    }
+  }
+
+  dynamic "global_table_witness" {
+    for_each = var.witness_region == null ? [] : [var.witness_region]
+    content {
+      region_name = global_table_witness.value
+    }
+  }
+
   server_side_encryption {
     enabled = true
   }
@@ -61,6 +92,29 @@ resource "aws_dynamodb_table" "this" {
 
   lifecycle {
     prevent_destroy = true
+
+    # Refused at plan, before anything is created: what AWS refuses for a global table (or
+    # refuses only once the table is half made), and a home region that holds no replica.
+    precondition {
+      condition     = !contains(var.replica_regions, local.here)
+      error_message = "replica_regions: name the other regions; the provider's region holds the table itself."
+    }
+    precondition {
+      condition     = var.multi_region_consistency == "EVENTUAL" || length(var.replica_regions) + (var.witness_region == null ? 0 : 1) == 2
+      error_message = "STRONG takes exactly three regions: the provider's and two replica_regions, or one replica region and a witness_region."
+    }
+    precondition {
+      condition     = var.multi_region_consistency == "EVENTUAL" || anytrue([for set in local.mrsc_region_sets : length(setsubtract(local.mrsc_regions, set)) == 0])
+      error_message = "STRONG's three regions must be of one region set: us-east-1, us-east-2, us-west-2; eu-west-1, eu-west-2, eu-west-3, eu-central-1; or ap-northeast-1, ap-northeast-2, ap-northeast-3."
+    }
+    precondition {
+      condition     = var.witness_region == null || (var.multi_region_consistency == "STRONG" && !contains(local.regions, coalesce(var.witness_region, "-")))
+      error_message = "witness_region: for STRONG only, and a region that holds no replica."
+    }
+    precondition {
+      condition     = var.home_region == null || (var.multi_region_consistency == "EVENTUAL" && contains(local.regions, coalesce(var.home_region, "-")))
+      error_message = "home_region: a region holding a replica (the provider's or one of replica_regions), on an EVENTUAL table (a STRONG one has no home region)."
+    }
   }
 }
 

@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -729,15 +730,21 @@ def explore_scenario(name: str, *, crashes: int = 1, ticks: int = 1, lost: int =
 
 
 def explore_all(clients: int, ops: int, values: int, *, crashes: int = 1, ticks: int = 1,
-                shared: bool = False, repairer: bool = False, lost: int = 0
-                ) -> tuple[int, int, list[str]]:
-    """(workloads, states, the first violation's trace — empty: none)."""
+                shared: bool = False, repairer: bool = False, lost: int = 0,
+                progress: bool = False) -> tuple[int, int, list[str]]:
+    """(workloads, states, the first violation's trace — empty: none); ``progress``: one line
+    a workload on stderr (so a run stopped by a timeout still says how far it got)."""
     count = states = 0
+    began = time.process_time()
     for workload in workloads(clients, ops, values, shared=shared, repairer=repairer):
         count += 1
         explorer = Explorer(workload, crashes, ticks, lost=lost)
         n, schedule, problems = explorer.run()
         states += n
+        if progress:
+            print(f"workload {count}: {n} states (total {states}, "
+                  f"{time.process_time() - began:.1f} CPU s) {workload}", file=sys.stderr,
+                  flush=True)
         if schedule is not None:
             return count, states, [f"workload {workload}:", *explorer.trace(schedule),
                                    *[f"VIOLATION: {p}" for p in problems]]
@@ -756,6 +763,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shared", action="store_true", help="every client on one record")
     parser.add_argument("--repairer", action="store_true",
                         help="one more client runs repair beside the writers")
+    parser.add_argument("--progress", action="store_true",
+                        help="one line a workload on stderr: its states, the total, CPU s")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--mutant", choices=sorted(MUTANTS))
     parser.add_argument("--list-mutants", action="store_true")
@@ -774,7 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             count, states, trace = explore_all(args.clients, args.ops, args.values,
                                                crashes=args.crashes, ticks=args.ticks,
                                                shared=args.shared, repairer=args.repairer,
-                                               lost=args.lost)
+                                               lost=args.lost, progress=args.progress)
     print("\n".join(trace))
     print(f"{time.process_time() - began:.1f} CPU seconds")
     print(f"explored {count} workloads, {states} states, {1 if trace else 0} violations")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cfn_render import Refused, render
 from support.deploy_policies import DEPLOY, TABLE_ARN, load_policy, policy_actions
 
 # Drives another program (tests/README.md, "Two runs"): CI's second pytest step.
@@ -45,24 +46,194 @@ def test_cloudformation_template_passes_cfn_lint() -> None:
 def test_cfn_lint_catches_a_broken_template(tmp_path: Path) -> None:
     """The lint can fail: a non-boolean PITR flag and a misspelt IAM action are both reported."""
     broken = TEMPLATE.read_text().replace(
-        "PointInTimeRecoveryEnabled: true", "PointInTimeRecoveryEnabled: sometimes"
+        "PointInTimeRecoveryEnabled: true", "PointInTimeRecoveryEnabled: sometimes", 1
     ).replace("- dynamodb:ConditionCheckItem", "- dynamodb:ConditionCheckItems", 1)
     (tmp_path / "broken.yaml").write_text(broken)
     assert sorted(rule for rule, _ in lint(tmp_path / "broken.yaml")) == ["E3012", "W3037"]
 
 
-def test_cloudformation_policies_are_the_proven_ones() -> None:
-    """Each managed policy in the template grants exactly the actions of deploy/iam/<role>.json,
-    on the table the template creates; the table has PITR on and string keys."""
+def _table_template() -> dict[str, Any]:
     from cfnlint.decode import decode
 
     template, problems = decode(str(TEMPLATE))
     assert problems == []
-    resources = template["Resources"]
+    return dict(template)
+
+
+def _lint_rendered(rendered: dict[str, Any], region: str) -> list[tuple[str, str]]:
+    from cfnlint.api import lint as lint_text
+
+    return [(m.rule.id, m.message) for m in lint_text(json.dumps(rendered), regions=[region])]
+
+
+#: The one-region stack's resources and outputs, as before global tables (the default).
+_ONE_REGION_RESOURCES = {"Table", "ApplicationPolicy", "OperatorPolicy", "MigratorPolicy",
+                         "StreamGuardPolicy", "StreamGuardRepairPolicy"}
+_ONE_REGION_OUTPUTS = {"TableName", "TableArn", "ApplicationPolicyArn", "OperatorPolicyArn",
+                       "MigratorPolicyArn", "StreamArn", "StreamGuardPolicyArn",
+                       "StreamGuardRepairPolicyArn"}
+
+
+def test_the_table_stack_without_regions_is_the_one_region_stack() -> None:
+    """Default parameters: the AWS::DynamoDB::Table as before (no GlobalTable, no new output),
+    and the rendered template passes cfn-lint."""
+    template = _table_template()
+    rendered = render(template, {"TableName": "accounts", "RangeKeyName": "SK"},
+                      region="eu-west-1")
+    assert set(rendered["Resources"]) == _ONE_REGION_RESOURCES
+    assert set(rendered["Outputs"]) == _ONE_REGION_OUTPUTS
+    table = rendered["Resources"]["Table"]
+    assert (table["Type"], table["DeletionPolicy"]) == ("AWS::DynamoDB::Table", "Retain")
+    assert table["Properties"]["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"},
+                                                {"AttributeName": "SK", "KeyType": "RANGE"}]
+    assert "TimeToLiveSpecification" not in table["Properties"]
+    assert _lint_rendered(rendered, "eu-west-1") == []
+
+
+def _replicas(rendered: dict[str, Any]) -> list[str]:
+    table = rendered["Resources"]["GlobalTable"]["Properties"]
+    for replica in table["Replicas"]:
+        assert replica["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert replica["DeletionProtectionEnabled"] is True
+    return [replica["Region"] for replica in table["Replicas"]]
+
+
+def test_a_strong_global_table_of_three_regions_renders_and_lints() -> None:
+    """STRONG with three replicas of the US region set: one AWS::DynamoDB::GlobalTable with a
+    replica per region (PITR, deletion protection each), the stream the guard reads, no witness;
+    every policy and output names it; the rendered template passes cfn-lint."""
+    rendered = render(_table_template(), {
+        "TableName": "accounts", "TtlAttributeName": "ttl", "SecondRegion": "us-east-2",
+        "ThirdRegion": "us-west-2", "MultiRegionConsistency": "STRONG"}, region="us-east-1")
+    resources = rendered["Resources"]
+    assert set(resources) == _ONE_REGION_RESOURCES - {"Table"} | {"GlobalTable"}
+    table = resources["GlobalTable"]
+    assert (table["Type"], table["DeletionPolicy"], table["UpdateReplacePolicy"]) == (
+        "AWS::DynamoDB::GlobalTable", "Retain", "Retain")
+    properties = table["Properties"]
+    assert properties["MultiRegionConsistency"] == "STRONG"
+    assert properties["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert properties["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
+    assert "GlobalTableWitnesses" not in properties
+    assert _replicas(rendered) == ["us-east-1", "us-east-2", "us-west-2"]
+    for name in _ONE_REGION_RESOURCES - {"Table"}:
+        for statement in resources[name]["Properties"]["PolicyDocument"]["Statement"]:
+            assert "GlobalTable" in json.dumps(statement["Resource"]), name
+    outputs = rendered["Outputs"]
+    assert set(outputs) == _ONE_REGION_OUTPUTS | {"Regions"}  # no home region on MRSC
+    assert outputs["Regions"]["Value"] == "us-east-1,us-east-2,us-west-2"
+    assert outputs["StreamArn"]["Value"] == {"Fn::GetAtt": ["GlobalTable", "StreamArn"]}
+    assert _lint_rendered(rendered, "us-east-1") == []
+
+
+def test_a_strong_global_table_with_a_witness_and_an_eventual_one_with_a_home() -> None:
+    """Two replicas and a witness (EU set); and an EVENTUAL table of two regions whose home
+    region is the other one, output for the applications' DYNAUNIQUE_HOME_REGION."""
+    template = _table_template()
+    witnessed = render(template, {
+        "TableName": "accounts", "SecondRegion": "eu-west-2", "WitnessRegion": "eu-central-1",
+        "MultiRegionConsistency": "STRONG"}, region="eu-west-1")
+    assert _replicas(witnessed) == ["eu-west-1", "eu-west-2"]
+    assert witnessed["Resources"]["GlobalTable"]["Properties"]["GlobalTableWitnesses"] == [
+        {"Region": "eu-central-1"}]
+    assert witnessed["Outputs"]["Regions"]["Value"] == "eu-west-1,eu-west-2"
+    assert _lint_rendered(witnessed, "eu-west-1") == []
+    eventual = render(template, {"TableName": "accounts", "SecondRegion": "eu-west-1",
+                                 "HomeRegion": "eu-west-1"}, region="us-east-1")
+    properties = eventual["Resources"]["GlobalTable"]["Properties"]
+    assert properties["MultiRegionConsistency"] == "EVENTUAL"
+    assert _replicas(eventual) == ["us-east-1", "eu-west-1"]
+    assert (eventual["Outputs"]["Regions"]["Value"], eventual["Outputs"]["HomeRegion"]["Value"]
+            ) == ("us-east-1,eu-west-1", "eu-west-1")
+    default_home = render(template, {"TableName": "accounts", "SecondRegion": "eu-west-1"},
+                          region="us-east-1")
+    assert default_home["Outputs"]["HomeRegion"]["Value"] == "us-east-1"
+    assert _lint_rendered(eventual, "us-east-1") == []
+
+
+@pytest.mark.parametrize(("parameters", "refused_by"), [
+    # A home region that holds no replica, or on an MRSC table (which has none); this stack's
+    # own region is named by leaving HomeRegion empty (the rules cannot name it, see below).
+    ({"SecondRegion": "eu-west-1", "HomeRegion": "ap-south-1"}, "HomeRegionHoldsAReplica"),
+    ({"HomeRegion": "eu-west-1"}, "HomeRegionHoldsAReplica"),
+    ({"SecondRegion": "eu-west-1", "HomeRegion": "us-east-1"}, "HomeRegionHoldsAReplica"),
+    ({"SecondRegion": "us-east-2", "ThirdRegion": "us-west-2", "HomeRegion": "us-east-2",
+      "MultiRegionConsistency": "STRONG"}, "HomeRegionHoldsAReplica"),
+    # MRSC: exactly three regions, of one region set.
+    ({"SecondRegion": "us-east-2", "MultiRegionConsistency": "STRONG"},
+     "StrongIsThreeRegionsOfOneSet"),
+    ({"MultiRegionConsistency": "STRONG"}, "StrongIsThreeRegionsOfOneSet"),
+    ({"SecondRegion": "us-east-2", "ThirdRegion": "us-west-2", "WitnessRegion": "us-west-1",
+      "MultiRegionConsistency": "STRONG"}, "StrongIsThreeRegionsOfOneSet"),
+    ({"SecondRegion": "eu-west-1", "ThirdRegion": "us-west-2",
+      "MultiRegionConsistency": "STRONG"}, "StrongIsThreeRegionsOfOneSet"),
+    ({"SecondRegion": "us-east-2", "WitnessRegion": "us-west-1",
+      "MultiRegionConsistency": "STRONG"}, "StrongIsThreeRegionsOfOneSet"),
+    # A witness only for MRSC, and never a replica's region.
+    ({"SecondRegion": "us-east-2", "WitnessRegion": "us-west-2"}, "WitnessOnlyWithStrong"),
+    ({"SecondRegion": "us-east-2", "WitnessRegion": "us-east-2",
+      "MultiRegionConsistency": "STRONG"}, "WitnessOnlyWithStrong"),
+    # One replica per region, named in order.
+    ({"ThirdRegion": "us-west-2"}, "ThirdRegionNeedsSecond"),
+    ({"SecondRegion": "us-east-2", "ThirdRegion": "us-east-2"}, "ThirdRegionNeedsSecond"),
+    # Not a region name, not a mode.
+    ({"SecondRegion": "us-east-2,us-west-2"}, "SecondRegion"),
+    ({"SecondRegion": "us-east-2", "MultiRegionConsistency": "strong"},
+     "MultiRegionConsistency"),
+])
+def test_the_table_stack_refuses_what_aws_or_dynaunique_would_refuse(
+        parameters: dict[str, str], refused_by: str) -> None:
+    """Each refused before anything is created (the Rules, or a parameter's pattern), in a stack
+    deployed in us-east-1."""
+    with pytest.raises(Refused) as refused:
+        render(_table_template(), {"TableName": "accounts", **parameters}, region="us-east-1")
+    assert refused.value.name == refused_by
+
+
+def test_the_global_table_example_of_the_docs_is_accepted() -> None:
+    """docs/deploying.md's `aws cloudformation deploy` of a global table, rendered in its region
+    with its parameters: a global table, not a refusal."""
+    page = (DEPLOY.parent / "docs" / "deploying.md").read_text()
+    [command] = [block for block in re.findall(r"```console\n(.*?)```", page, re.S)
+                 if "SecondRegion=" in block and "dynaunique-table.yaml" in block]
+    words = command.replace("\\\n", " ").split()
+    region = words[words.index("--region") + 1]
+    overrides = words[words.index("--parameter-overrides") + 1:]
+    rendered = render(_table_template(), dict(w.split("=", 1) for w in overrides), region=region)
+    assert _replicas(rendered) == [region, "eu-west-1"]
+    assert rendered["Outputs"]["HomeRegion"]["Value"] == region
+
+
+def test_the_rules_name_parameters_only() -> None:
+    """CloudFormation documents its rule functions over parameters, not pseudo parameters such as
+    AWS::Region: a rule naming one might make the whole template invalid, one-region stacks
+    included. What involves the stack's own region (SecondRegion equal to it, a region set) is
+    left to AWS, which refuses the table when it creates it."""
+    template = _table_template()
+    refs = re.findall(r"'Ref': '([^']+)'", str(template["Rules"]))
+    assert refs and set(refs) <= set(template["Parameters"])
+
+
+def test_the_refusals_are_the_templates_rules() -> None:
+    """Without its rule, the template would take a home region holding no replica: the refusal
+    above is the template's, not the renderer's."""
+    template = _table_template()
+    parameters = {"TableName": "accounts", "SecondRegion": "eu-west-1", "HomeRegion": "ap-south-1"}
+    del template["Rules"]["HomeRegionHoldsAReplica"]
+    rendered = render(template, parameters, region="us-east-1")
+    assert rendered["Outputs"]["HomeRegion"]["Value"] == "ap-south-1"
+
+
+def test_cloudformation_policies_are_the_proven_ones() -> None:
+    """Each managed policy in the template grants exactly the actions of deploy/iam/<role>.json,
+    on the table the template creates; the table has PITR on and string keys."""
+    template = _table_template()
+    resources = render(template, {"TableName": "accounts"}, region="us-east-1")["Resources"]
     for role in ("application", "operator", "migrator"):
         document = resources[f"{role.capitalize()}Policy"]["Properties"]["PolicyDocument"]
         assert policy_actions(document) == policy_actions(load_policy(role)), role
         assert [s["Resource"] for s in document["Statement"]] == [{"Fn::GetAtt": ["Table", "Arn"]}]
+    resources = template["Resources"]
     table = resources["Table"]["Properties"]
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     definitions = table["AttributeDefinitions"]["Fn::If"][1:]
@@ -87,8 +258,23 @@ def test_terraform_module_parses_and_is_consistent() -> None:
     table = table_block['"this"']
     assert table["point_in_time_recovery"] == [{"enabled": True, "__is_block__": True}]
     assert table["hash_key"] == "${var.hash_key}"
-    [ttl] = table["dynamic"][1:]
-    assert ttl['"ttl"']["for_each"] == "${var.ttl_attribute == null ? [] : [var.ttl_attribute]}"
+    dynamic = {name.strip('"'): block[name] for block in table["dynamic"] for name in block
+               if name != "__is_block__"}
+    assert dynamic["ttl"]["for_each"] == "${var.ttl_attribute == null ? [] : [var.ttl_attribute]}"
+    # A global table: a replica per region named (none by default), each with PITR and deletion
+    # protection (the provider's replica defaults are off), and a witness only when named.
+    assert dynamic["replica"]["for_each"] == "${var.replica_regions}"
+    [replica] = dynamic["replica"]["content"]
+    assert (replica["consistency_mode"], replica["point_in_time_recovery"],
+            replica["deletion_protection_enabled"]) == (
+        "${var.multi_region_consistency}", True, True)
+    assert dynamic["global_table_witness"]["for_each"] == (
+        "${var.witness_region == null ? [] : [var.witness_region]}")
+    [variables] = [block for block in files["variables.tf"]["variable"]
+                   if '"replica_regions"' in block]
+    assert variables['"replica_regions"']["default"] == []
+    [lifecycle] = table["lifecycle"]
+    assert len(lifecycle["precondition"]) == 5  # each proven by test_terraform_plan_refuses
     [locals_block] = main["locals"]
     roles = set(locals_block["roles"])
     assert roles == {"application", "operator", "migrator", "stream-guard",
@@ -246,10 +432,7 @@ def test_the_table_has_a_new_and_old_images_stream_and_the_stream_guards_policie
     """The table template enables the stream the guard needs, and its two stream guard policies
     are deploy/iam/stream-guard.json and stream-guard-repair.json, statement by statement, on
     the table and on its stream."""
-    from cfnlint.decode import decode
-
-    template, problems = decode(str(TEMPLATE))
-    assert problems == []
+    template = render(_table_template(), {"TableName": "accounts"}, region="us-east-1")
     resources = template["Resources"]
     assert resources["Table"]["Properties"]["StreamSpecification"] == {
         "StreamViewType": "NEW_AND_OLD_IMAGES"}
