@@ -41,7 +41,7 @@ variable "replica_regions" {
 }
 
 variable "multi_region_consistency" {
-  description = "The global table's consistency mode, fixed at creation: EVENTUAL (MREC; dynaunique writes every lock in one home region) or STRONG (MRSC: exactly three regions of one region set; dynaunique refuses to write to such a table today)."
+  description = "The global table's consistency mode, fixed at creation: EVENTUAL (MREC; dynaunique writes every lock in one home region) or STRONG (MRSC: exactly three regions of one region set; dynaunique writes there without transactions, and migrate refuses it)."
   type        = string
   default     = "EVENTUAL"
 
