@@ -14,7 +14,7 @@ consistency (MRSC)", states it with every crash point):
 3. write the record conditioned on what was read, only before the intents' lease ends;
 4. clear each intent (conditioned on the token);
 5. for each old lock: read it and, when it names this record, read the record again and judge
-   it; a free one is deleted conditioned on being exactly the lock judged (owner and token).
+   it; a free one is deleted conditioned on being exactly the lock judged (owner, token and time).
 
 A failed step 3 releases the new locks (conditioned on the token) that the record, as it now
 is, does not require. A lost answer (the driver resends the request; :meth:`Write.lost`) is
@@ -89,6 +89,8 @@ class Met:
     token: str
     pending: bool
     at: float
+    #: Whether the item carries its time (``mrsc_at``; every intent the protocol puts does).
+    stamped: bool = True
 
     @classmethod
     def of(cls, item: Mapping[str, Any] | None, hash_attr: str) -> Met | None:
@@ -97,7 +99,8 @@ class Met:
             return None
         return cls(key=item[hash_attr]["S"], owner=_text(item.get("owner", {}).get("M")),
                    token=item.get(TOKEN_ATTR, {}).get("S", ""),
-                   pending=PENDING_ATTR in item, at=float(item.get(AT_ATTR, {}).get("N", 0)))
+                   pending=PENDING_ATTR in item, at=float(item.get(AT_ATTR, {}).get("N", 0)),
+                   stamped=AT_ATTR in item)
 
     def owner_key(self) -> Item:
         """The owner's typed primary key."""
@@ -130,9 +133,21 @@ def _names(pairs: list[tuple[str, Any]], condition: str) -> Item:
 
 
 def _exact(met: Met) -> Item:
-    """The condition "this lock is exactly ``met``": the same token and the same owner."""
-    return _names([(TOKEN_ATTR, {"S": met.token}), ("owner", {"M": met.owner_key()})],
-                  "#n0 = :v0 AND #n1 = :v1")
+    """The condition "this lock is exactly ``met``": the same token, owner and intent time. The
+    time tells an intent put again with the same token and owner (a writer's resend after a
+    ``Settle`` deleted its first one) from the one judged."""
+    pairs: list[tuple[str, Any]] = [(TOKEN_ATTR, {"S": met.token}),
+                                    ("owner", {"M": met.owner_key()})]
+    if met.stamped:
+        return _names([*pairs, (AT_ATTR, {"N": _at_text(met.at)})],
+                      "#n0 = :v0 AND #n1 = :v1 AND #n2 = :v2")
+    return _names([*pairs, (AT_ATTR, None)],
+                  "#n0 = :v0 AND #n1 = :v1 AND attribute_not_exists(#n2)")
+
+
+def _at_text(at: float) -> str:
+    """An intent's time as stored (``repr``: read back by ``float``, written again the same)."""
+    return repr(float(at))
 
 
 def intent_put(table: str, lock: Mapping[str, Any], token: str, now: float,
@@ -140,7 +155,7 @@ def intent_put(table: str, lock: Mapping[str, Any], token: str, now: float,
     """PutItem of ``lock`` with a pending intent: new (``met`` None: ``attribute_not_exists``),
     or taking over exactly ``met``."""
     item = {**lock, TOKEN_ATTR: {"S": token}, PENDING_ATTR: {"S": token},
-            AT_ATTR: {"N": repr(float(now))}}
+            AT_ATTR: {"N": _at_text(now)}}
     hash_attr = next(iter(lock))
     guard = (_names([(hash_attr, None)], "attribute_not_exists(#n0)") if met is None
              else _exact(met))
@@ -155,7 +170,7 @@ def intent_clear(table: str, key: Mapping[str, Any], token: str) -> Item:
 
 
 def release(table: str, key: Mapping[str, Any], met: Met) -> Item:
-    """DeleteItem of the lock at ``key`` if it is still exactly ``met`` (owner and token)."""
+    """DeleteItem of the lock at ``key`` if it is still exactly ``met`` (owner, token, time)."""
     return {"TableName": table, "Key": dict(key), **_exact(met)}
 
 
@@ -211,7 +226,7 @@ class Write:
     new: tuple[str, ...] = ()  # the lock keys it puts, in order
     index: int = 0
     met: Met | None = None
-    at: float | None = None    # when its first intent was put
+    at: float | None = None    # the time its intents carry (from before its first put)
     #: Whether a record write was sent whose answer was lost (it may have been applied).
     doubt: bool = False
     #: Intents not to release on undo: locks the record as last read requires.
@@ -239,15 +254,16 @@ class Write:
         phase, table = self.phase, self.table
         if phase == "read":
             return _get(table, self.key)
+        at = now if self.at is None else self.at   # (set by advance: its intents' time)
         if phase == "put":
             lock = self.locks_for(self.target)[self.new[self.index]]
-            return "PutItem", intent_put(table, lock, self.token, now, None)
+            return "PutItem", intent_put(table, lock, self.token, at, None)
         if phase in ("owner", "judge"):
             assert self.met is not None
             return _get(table, self.met.owner_key())
         if phase == "take":
             lock = self.locks_for(self.target)[self.new[self.index]]
-            return "PutItem", intent_put(table, lock, self.token, now, self.met)
+            return "PutItem", intent_put(table, lock, self.token, at, self.met)
         if phase == "write":
             return self.sent or record_write(table, self.key, self.record, self.target,
                                              self.compared)
@@ -262,7 +278,7 @@ class Write:
             assert self.met is not None
             return "DeleteItem", release(table, self.lock_key(self.met.key), self.met)
         if phase == "undo":
-            mine = Met(self.new[self.index], _text(self.key), self.token, True, 0.0)
+            mine = Met(self.new[self.index], _text(self.key), self.token, True, at)
             return "DeleteItem", release(table, self.lock_key(mine.key), mine)
         return None
 
@@ -366,7 +382,12 @@ class Write:
     def advance(self, now: float) -> Write:
         """The machine at ``now`` before it sends: a record write whose lease ended is not
         sent; the intents are released instead (outcome ``expired``) — after reading the
-        record again when an earlier attempt's answer was lost."""
+        record again when an earlier attempt's answer was lost. Before its first intent put
+        it takes ``now`` as :attr:`at`: the time every intent it puts carries, and the start
+        of its lease (so a put answered late, or resent, never lengthens the lease past what
+        the intent tells the others)."""
+        if self.phase in ("put", "take") and self.at is None:
+            return attrs.evolve(self, at=now)
         if self.phase == "write" and not self.writable(now):
             if self.doubt:
                 return attrs.evolve(self, phase="verify")
@@ -434,7 +455,7 @@ class Claim:
        ``attribute_not_exists``, or conditioned on exactly ``met``);
     2. read the record at ``key`` again (consistent);
     3. it still requires the lock: clear the mark (:func:`intent_clear`, conditioned on the
-       token); it does not: delete the own intent (:func:`release`, token and owner).
+       token); it does not: delete the own intent (:func:`release`: token, owner and time).
 
     Between 1 and 3 the lock is the record's pending intent, judged as a writer's (:func:`judge`):
     a contender for the value meets it and, the record holding the value, is refused; a writer
@@ -453,7 +474,7 @@ class Claim:
     met: Met | None = None
     #: Where it is: put, read, clear, undo, done.
     phase: str = "put"
-    at: float = 0.0
+    at: float | None = None    # the time its intent carries (set by advance before the put)
     outcome: str = ""
 
     def key_text(self) -> tuple[Any, ...]:
@@ -461,7 +482,10 @@ class Claim:
         return (self.phase, self.token, self.met, self.at, self.outcome)
 
     def advance(self, now: float) -> Claim:
-        """No lease: every write it sends is conditioned on its own token."""
+        """No lease: every write it sends is conditioned on its own token. Before its put it
+        takes ``now`` as :attr:`at`, the time its intent carries (and its undo's condition)."""
+        if self.phase == "put" and self.at is None:
+            return attrs.evolve(self, at=now)
         return self
 
     def lost(self) -> Claim:
@@ -470,15 +494,16 @@ class Claim:
 
     def request(self, now: float) -> tuple[str, Item] | None:
         """The next request at ``now`` (None: done, see :attr:`outcome`)."""
+        at = now if self.at is None else self.at
         if self.phase == "put":
-            return "PutItem", intent_put(self.table, self.lock, self.token, now, self.met)
+            return "PutItem", intent_put(self.table, self.lock, self.token, at, self.met)
         if self.phase == "read":
             return _get(self.table, self.key)
         if self.phase == "clear":
             return "UpdateItem", intent_clear(self.table, self.lock_key, self.token)
         if self.phase == "undo":
             name = self.lock_key[next(iter(self.lock_key))]["S"]
-            mine = Met(name, _text(self.key), self.token, True, self.at)
+            mine = Met(name, _text(self.key), self.token, True, at)
             return "DeleteItem", release(self.table, self.lock_key, mine)
         return None
 
@@ -488,7 +513,8 @@ class Claim:
             met = Met.of((refused or {}).get("Item"), next(iter(self.lock_key)))
             if refused is not None and (met is None or met.token != self.token):
                 return attrs.evolve(self, phase="done", outcome="refused")
-            return attrs.evolve(self, phase="read", at=now if met is None else met.at)
+            at = (now if self.at is None else self.at) if met is None else met.at
+            return attrs.evolve(self, phase="read", at=at)
         if self.phase == "read":
             name = self.lock_key[next(iter(self.lock_key))]["S"]
             held = name in self.locks_for((answer or {}).get("Item"))

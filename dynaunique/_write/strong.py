@@ -288,11 +288,16 @@ def listing(model: Any, record: Write, stored: Stored) -> dict[str, Any]:
     now = time.time()
     while (request := machine.request(now)) is not None:
         operation, params = request
+        values = params.get("ExpressionAttributeValues", {})
+        if operation == "DeleteItem" and {"S": AS_READ} in values.values():   # its time too
+            params = {**params, "ExpressionAttributeValues": {
+                name: {"N": AS_READ} if "N" in value else value for name, value in values.items()}}
         requests.append({"Operation": operation, **params})
         answer: dict[str, Any] = {}
         if machine.phase == "seek":   # the old lock, as this record's write left it
             lock = machine.locks_for(machine.record)[params["Key"][hash_attr]["S"]]
-            answer = {"Item": {**lock, mrsc.TOKEN_ATTR: {"S": AS_READ}}}
+            answer = {"Item": {**lock, mrsc.TOKEN_ATTR: {"S": AS_READ},
+                               mrsc.AT_ATTR: {"N": "0"}}}
         elif machine.phase == "judge" and machine.target is not None:
             answer = {"Item": machine.target}
         machine = machine.answered(now, answer, None)

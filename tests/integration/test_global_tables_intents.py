@@ -139,9 +139,10 @@ def test_check_names_each_intent_and_repair_settles_them_by_the_protocol_s_rule(
     delete = next(a for a in plan.actions if a.finding.lock_key.endswith("bob@x.io"))
     assert delete.request() == {"DeleteItem": {
         "TableName": TABLE, "Key": lock_key("bob@x.io"),
-        "ConditionExpression": "#n0 = :v0 AND #n1 = :v1",
-        "ExpressionAttributeNames": {"#n0": "mrsc_token", "#n1": "owner"},
-        "ExpressionAttributeValues": {":v0": {"S": "T2"}, ":v1": {"M": {"PK": {"S": "M2"}}}}}}
+        "ConditionExpression": "#n0 = :v0 AND #n1 = :v1 AND #n2 = :v2",
+        "ExpressionAttributeNames": {"#n0": "mrsc_token", "#n1": "owner", "#n2": "mrsc_at"},
+        "ExpressionAttributeValues": {":v0": {"S": "T2"}, ":v1": {"M": {"PK": {"S": "M2"}}},
+                                      ":v2": locks["stale"][mrsc.AT_ATTR]}}}
 
     result = audit.apply_repair(plan)
     assert result.ok, result.to_dict()
@@ -413,9 +414,11 @@ def test_repair_hands_a_lock_over_on_mrsc_from_an_owner_gone(dynaunique_db: str)
     (action,) = plan.actions
     assert (action.kind, action.finding.kind) == ("transfer", "foreign_owner")
     (operation, params), = action.request().items()
-    assert (operation, params["ConditionExpression"]) == ("PutItem", "#n0 = :v0 AND #n1 = :v1")
+    assert (operation, params["ConditionExpression"]) == (
+        "PutItem", "#n0 = :v0 AND #n1 = :v1 AND #n2 = :v2")
     assert params["ExpressionAttributeValues"] == {":v0": {"S": "T9"},
-                                                  ":v1": {"M": {"PK": {"S": "M9"}}}}
+                                                  ":v1": {"M": {"PK": {"S": "M9"}}},
+                                                  ":v2": gone[mrsc.AT_ATTR]}
     result = audit.apply_repair(plan)
     assert result.ok and [o.status for o in result.outcomes] == ["fixed"], result.to_dict()
     # M9 read (gone), the lock taken over, M4 read, the mark cleared.

@@ -250,7 +250,9 @@ def test_a_dry_run_and_explain_list_the_protocols_requests(dynaunique_db: str) -
     assert clear["UpdateExpression"] == "REMOVE #n1"
     assert seek["Key"] == {"PK": {"S": "UNIQ#EMAIL#ada@x.io"}}
     assert owner["Key"] == {"PK": {"S": "A"}} and owner["ConsistentRead"] is True
-    assert drop["ExpressionAttributeValues"][":v0"] == {"S": "<as read>"}
+    assert drop["ConditionExpression"] == "#n0 = :v0 AND #n1 = :v1 AND #n2 = :v2"
+    assert drop["ExpressionAttributeValues"] == {
+        ":v0": {"S": "<as read>"}, ":v1": {"M": {"PK": {"S": "A"}}}, ":v2": {"N": "<as read>"}}
     assert '"Protocol": "MRSC"' in tx.explain()
     assert sorted(items(dynaunique_db, "mrsc_dry")) == ["A", "UNIQ#EMAIL#ada@x.io"]
 

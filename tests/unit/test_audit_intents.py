@@ -126,9 +126,10 @@ def test_repair_plans_the_protocol_s_conditional_writes_never_a_transaction() ->
     assert delete.kind == "delete_orphan"
     assert delete.request() == {"DeleteItem": {
         "TableName": "audit_unit_members", "Key": {"PK": {"S": LOCK_KEY}, "SK": {"S": "LOCK"}},
-        "ConditionExpression": "#n0 = :v0 AND #n1 = :v1",
-        "ExpressionAttributeNames": {"#n0": "mrsc_token", "#n1": "owner"},
-        "ExpressionAttributeValues": {":v0": {"S": "T1"}, ":v1": {"M": key("M#1")}}}}
+        "ConditionExpression": "#n0 = :v0 AND #n1 = :v1 AND #n2 = :v2",
+        "ExpressionAttributeNames": {"#n0": "mrsc_token", "#n1": "owner", "#n2": "mrsc_at"},
+        "ExpressionAttributeValues": {":v0": {"S": "T1"}, ":v1": {"M": key("M#1")},
+                                      ":v2": {"N": repr(AT)}}}}
     # A lock the protocol wrote and cleared, orphaned at step 5: settled too.
     assert _planned(judged(intent("M#1", pending=False), None, AT + 1)).kind == "delete_orphan"
     assert _action(TABLE, judged(intent("M#1"), None, AT + 1), ()) is None   # pending: left
