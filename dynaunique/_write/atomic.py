@@ -217,7 +217,7 @@ class Atomic:
 
     def _committed(self, flushed: _flush.Flushed) -> None:
         self.plan = flushed.plan
-        request = flushed.request   # the very request sent: rendered once
+        request = flushed.sent()   # the very request sent: rendered once
         if request is None and flushed.plan.has_work:   # a dry run: rendered here
             request = render_checked(flushed.plan)
         self.request = request

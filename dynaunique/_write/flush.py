@@ -92,11 +92,18 @@ class Flushed:
     #: The record write of each op (by ``id(obj)``), None for an op that had nothing to do.
     records: dict[int, Write | None]
     request: dict[str, Any] | None = None
+    #: On an MRSC table, what :func:`~dynaunique._write.strong.listing` lists (made when asked).
+    protocol: tuple[Any, ...] | None = None
+
+    def sent(self) -> dict[str, Any] | None:
+        """The request sent (on an MRSC table, the protocol's requests when nothing contends:
+        ``_strong.listing``, made only here, for a dry run or ``explain()``)."""
+        return listing(*self.protocol) if self.protocol is not None else self.request
 
     def shown(self) -> dict[str, Any]:
-        """What a dry run returns: the request it would send (on an MRSC table, the protocol's
-        requests when nothing contends: ``_strong.listing``)."""
-        return self.request if self.request is not None else render_checked(self.plan)
+        """What a dry run returns: the request it would send."""
+        sent = self.sent()
+        return sent if sent is not None else render_checked(self.plan)
 
 
 @attrs.define(eq=False)
@@ -191,10 +198,9 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
         # On an MRSC table, a plan that would be a transaction goes by the protocol.
         protocol = protocol_op(unit.ops, attempt.records, basis.stored,
                                attempt.plan) if strong else None
-        # The protocol's requests when nothing contends (a dry run's, explain()'s).
-        request = listing(*protocol) if protocol is not None else None
+        request = None
         if dry_run:
-            return Flushed(attempt.plan, {}, attempt.records, request)
+            return Flushed(attempt.plan, {}, attempt.records, protocol=protocol)
         response = {}
         if attempt.plan.writes:
             try:
@@ -217,7 +223,7 @@ def flush_steps(unit: Unit, *, dry_run: bool = False,
             yield from finish_steps(op, attempt.records[ident], response)
         if basis.takeovers:
             healed(attempt.plan)
-        return Flushed(attempt.plan, response, attempt.records, request)
+        return Flushed(attempt.plan, response, attempt.records, request, protocol)
     gave_up = again.error if again is not None else ConcurrentModificationError(
         "the records of this write kept changing while it was retried; try again",
         model=type(next(iter(unit.ops.values())).obj).__name__ if unit.ops else "",
