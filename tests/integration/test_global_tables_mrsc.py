@@ -22,6 +22,7 @@ from dynaunique import (
     ConcurrentModificationError,
     DynauniqueError,
     Model,
+    OtherModelRecordError,
     OutcomeUnknownError,
     UniqueViolation,
     UnsupportedOperationError,
@@ -31,7 +32,7 @@ from dynaunique import (
 )
 from dynaunique._transport.clients import connection_for
 from dynaunique.attributes import UnicodeAttribute
-from dynaunique.testing import use_endpoint
+from dynaunique.testing import create_tables, use_endpoint
 
 
 def strong_model(table: str, region: str, endpoint: str, *, lease: float | None = None,
@@ -372,3 +373,60 @@ def test_an_intent_put_never_answered_is_released_before_the_outcome_is_unknown(
     assert items(dynaunique_db, "mrsc_unanswered") == {}
     east(pk="A", email="a@x.io").save()   # repeating the call works at once
     assert sorted(items(dynaunique_db, "mrsc_unanswered")) == ["A", "UNIQ#EMAIL#a@x.io"]
+
+
+def _plain(table: str, region: str, endpoint: str) -> type[Model]:
+    """A model without constraints on ``table`` (the record's sort of key, another shape)."""
+    model = type("Note", (Model,), {
+        "__module__": __name__,
+        "Meta": type("Meta", (), {"table_name": table, "region": region}),
+        "pk": UnicodeAttribute(hash_key=True, attr_name="PK"),
+        "text": UnicodeAttribute(null=True),
+    })
+    use_endpoint(endpoint, model)
+    return model
+
+
+def _mixed_steps(member: type[Model], note: type[Model]) -> None:
+    """A plain model's own record written and deleted beside a constrained one; then written
+    over the constrained record's key: refused, as on any table (it would drop A's value and
+    leave its lock), nothing written."""
+    member(pk="A", email="ada@x.io").save()
+    note(pk="N", text="hello").save()
+    note.get("N").delete()
+    with pytest.raises(OtherModelRecordError):
+        note(pk="A", text="over").save()
+
+
+@pytest.mark.parametrize("mode", ["STRONG", None], ids=["mrsc", "one-region"])
+def test_a_model_without_constraints_on_the_table_stays_inside_the_guarantee(
+        dynaunique_db: str, mode: str | None) -> None:
+    """The same writes on an MRSC table and on a one-region one leave the same items, clean."""
+    table = f"mrsc_plain_{(mode or 'one').lower()}"
+    member = strong_model(table, EAST, dynaunique_db)
+    if mode is not None:
+        make_global(member, dynaunique_db, mode=mode)
+    else:
+        create_tables(member)
+    note = _plain(table, EAST, dynaunique_db)
+    _mixed_steps(member, note)
+    assert sorted(items(dynaunique_db, table)) == ["A", "UNIQ#EMAIL#ada@x.io"]
+    assert invariants.check([member, note], dynaunique_db, region=EAST).clean
+    assert audit.check([member, note]).findings == ()
+
+
+def test_a_model_without_constraints_async_on_an_mrsc_table(dynaunique_db: str) -> None:
+    member, _ = strong_pair("mrsc_plain_aio", dynaunique_db)
+    note = _plain("mrsc_plain_aio", EAST, dynaunique_db)
+
+    async def main() -> None:
+        await member(pk="A", email="ada@x.io").asave()
+        await note(pk="N", text="hello").asave()
+        await note(pk="N").adelete()
+        with pytest.raises(OtherModelRecordError):
+            await note(pk="A", text="over").asave()
+
+    asyncio.run(main())
+    assert sorted(items(dynaunique_db, "mrsc_plain_aio")) == ["A", "UNIQ#EMAIL#ada@x.io"]
+    assert_clean(member, dynaunique_db)
+    assert invariants.check([member, note], dynaunique_db, region=EAST).clean
